@@ -1,0 +1,149 @@
+# rdfs - one Makefile for the whole tree. See README.md.
+#
+#   make            build everything into build/
+#   make test       install dependencies, build, run unit + integration tests
+#   make demo       install dependencies, build, run a local cluster + workload
+#   make install    install programs, mount helper and config template (PREFIX, DESTDIR)
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= gcc
+CXX     ?= g++
+
+PKGS     := libprotobuf-c fuse3 liburing openssl inih
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread
+
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) -fno-strict-aliasing
+CXXFLAGS ?= -O1 -g
+CXXFLAGS += -std=c++17 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wno-unused-parameter
+CPPFLAGS += -Ilib -Ilib/client -I$(BUILD)/gen $(PKG_CFLAGS)
+
+GEN      := $(BUILD)/gen
+PROTO    := proto/rdfs.proto
+PB_C     := $(GEN)/rdfs.pb-c.c
+PB_H     := $(GEN)/rdfs.pb-c.h
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIB_SRCS    := $(wildcard lib/*.c)
+CLIENT_SRCS := $(wildcard lib/client/*.c)
+MS_SRCS     := $(filter-out metaserver/main.c,$(wildcard metaserver/*.c))
+IOS_SRCS    := $(filter-out ioserver/main.c,$(wildcard ioserver/*.c))
+FUSE_SRCS   := $(wildcard client-fuse/*.c)
+TOOL_SRCS   := $(wildcard tools/rdfs/*.c)
+
+LIBRDFS   := $(BUILD)/lib/librdfs.a
+LIBCLIENT := $(BUILD)/lib/librdfs-client.a
+LIBMS     := $(BUILD)/lib/libmetaserver.a
+LIBIOS    := $(BUILD)/lib/libioserver.a
+
+BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdfs-fuse \
+        $(BUILD)/bin/rdfs $(BUILD)/bin/rdfs-ior
+
+.PHONY: all deps test test-unit test-integration demo install clean
+all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
+
+$(PB_C) $(PB_H): $(PROTO)
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) --proto_path=proto $(PROTO)
+
+ALL_C := $(LIB_SRCS) $(CLIENT_SRCS) $(MS_SRCS) $(IOS_SRCS) $(FUSE_SRCS) $(TOOL_SRCS) \
+         metaserver/main.c ioserver/main.c $(wildcard bench/*.c)
+$(call obj,$(ALL_C)): $(PB_H)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/rdfs.pb-c.o: $(PB_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -w -c $< -o $@
+
+$(LIBRDFS): $(call obj,$(LIB_SRCS)) $(BUILD)/obj/gen/rdfs.pb-c.o
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBCLIENT): $(call obj,$(CLIENT_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBMS): $(call obj,$(MS_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBIOS): $(call obj,$(IOS_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/rdfs-metaserver: $(call obj,metaserver/main.c) $(LIBMS) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/bin/rdfs-ioserver: $(call obj,ioserver/main.c) $(LIBIOS) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/bin/rdfs-fuse: $(call obj,$(FUSE_SRCS)) $(LIBCLIENT) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/bin/rdfs: $(call obj,$(TOOL_SRCS)) $(LIBCLIENT) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/bin/rdfs-ior: $(call obj,$(wildcard bench/*.c)) $(LIBCLIENT) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
+	@mkdir -p $(dir $@)
+	install -m 0755 $< $@
+
+# ---------------------------------------------------------------- unit tests
+# One googletest binary per part, so each links only the part it tests.
+GTEST_LIBS := -lgtest -lgtest_main -lpthread
+UNIT_BINS := $(BUILD)/tests/test_lib $(BUILD)/tests/test_metaserver \
+             $(BUILD)/tests/test_ioserver $(BUILD)/tests/test_client
+
+$(BUILD)/obj/tests/%.o: tests/%.cc $(PB_H)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+tobj = $(patsubst tests/%.cc,$(BUILD)/obj/tests/%.o,$(wildcard tests/unit/$(1)_*.cc))
+
+$(BUILD)/tests/test_lib: $(call tobj,lib) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+$(BUILD)/tests/test_metaserver: $(call tobj,ms) $(LIBMS) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+$(BUILD)/tests/test_ioserver: $(call tobj,ios) $(LIBIOS) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+$(BUILD)/tests/test_client: $(call tobj,client) $(LIBCLIENT) $(LIBMS) $(LIBIOS) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+
+deps:
+	@deploy/install-deps
+
+test: deps
+	$(MAKE) all $(UNIT_BINS)
+	$(MAKE) test-unit
+	$(MAKE) test-integration
+
+test-unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --gtest_brief=1; done
+
+test-integration: all
+	python3 -m pytest -q tests/integration
+
+demo: deps
+	$(MAKE) all
+	deploy/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin $(DESTDIR)/etc/rdfs
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 deploy/mount.fuse.rdfs $(DESTDIR)/sbin/mount.fuse.rdfs
+	test -e $(DESTDIR)/etc/rdfs/rdfs.conf || install -m 0644 deploy/rdfs.conf.example $(DESTDIR)/etc/rdfs/rdfs.conf
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cap.h - capabilities: metaserver-signed, expiring grants of block ranges.
+ *
+ * The MAC covers a canonical encoding (not the protobuf bytes, whose field order
+ * is not fixed): server_id, ino, rights, expiry_ns, then each range's first and
+ * count, all little-endian fixed width. The key is the capability key, which only
+ * the metaserver and I/O servers hold.
+ */
+#ifndef RDFS_CAP_H
+#define RDFS_CAP_H
+
+#include <stdint.h>
+
+#include "auth.h"
+#include "rdfs.pb-c.h"
+
+/* Sign @cap in place (fills cap->mac with a malloc'ed MAC; free with cap_free_mac). */
+int cap_sign(const struct auth_secret *key, Rdfs__Capability *cap);
+void cap_free_mac(Rdfs__Capability *cap);
+
+/*
+ * Check that @cap is genuine, unexpired at @now_ns, meant for @server_id, grants
+ * @rights and covers blocks [first, first + count).
+ * Returns 0, -EBADMSG (missing or bad MAC: forged or altered),
+ * -EKEYEXPIRED (expired), -EACCES (wrong server, rights or range not covered).
+ */
+int cap_check(const struct auth_secret *key, const Rdfs__Capability *cap, uint32_t server_id,
+	      uint32_t rights, uint64_t first, uint64_t count, int64_t now_ns);
+
+/* CLOCK_REALTIME in nanoseconds. */
+int64_t cap_now_ns(void);
+
+#endif

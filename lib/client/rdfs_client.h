@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdfs_client.h - the user-space client core: everything a client does, so that
+ * rdfs-fuse, the kernel module's helper, the rdfs tool and the benchmark are thin.
+ *
+ * One struct rdfs_client per mount: an authenticated connection to the metaserver,
+ * connections to the I/O servers (opened on first use), an inode table holding
+ * each open file's layout cache, pending size and written ranges.
+ *
+ * Every function returns 0 (or a byte count) on success and -errno on failure,
+ * with POSIX's errno for the operation (what the metaserver returned), -EIO when
+ * an I/O server or the metaserver cannot be reached within the timeout.
+ * All functions are thread-safe.
+ *
+ * Consistency: close-to-open. rdfs_open() refetches attributes and drops the
+ * cached layout; rdfs_flush()/rdfs_release()/rdfs_fsync() commit the size, mtime
+ * and written ranges to the metaserver, after which other clients see the data.
+ */
+#ifndef RDFS_CLIENT_H
+#define RDFS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "auth.h"
+
+#define RDFS_ROOT_INO	1
+#define RDFS_MAX_GROUPS	64
+
+struct rdfs_client;
+struct rdfs_file;
+struct rdfs_dir;
+
+struct rdfs_cred {
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t ngroups;
+	uint32_t groups[RDFS_MAX_GROUPS];
+};
+
+struct rdfs_client_opts {
+	const char *metaserver_url;	/* "tcp://host:port" */
+	struct auth_secret secret;
+	int timeout_ms;			/* per RPC; default 30000 */
+	const char *role;		/* "client" (default) or "tool" */
+	int write_stable;		/* 1: WRITEs acked only when durable (default); 0: write-back + COMMIT at fsync */
+};
+
+int rdfs_client_open(const struct rdfs_client_opts *opts, struct rdfs_client **out);
+void rdfs_client_close(struct rdfs_client *c);
+
+/* ---------------------------------------------------------------- namespace */
+
+/* setattr valid bits (the same as rdfs.proto's SetattrReq.valid) */
+#define RDFS_SET_MODE		1u
+#define RDFS_SET_UID		2u
+#define RDFS_SET_GID		4u
+#define RDFS_SET_SIZE		8u
+#define RDFS_SET_ATIME		16u
+#define RDFS_SET_MTIME		32u
+#define RDFS_SET_ATIME_NOW	64u
+#define RDFS_SET_MTIME_NOW	128u
+#define RDFS_SET_CTIME		256u
+
+int rdfs_lookup(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+		const char *name, struct stat *st);
+int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, struct stat *st);
+/* @f may be NULL; with it, a size change also updates the open file's state. */
+int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		 const struct stat *in, unsigned int valid, struct rdfs_file *f, struct stat *out);
+int rdfs_mknod(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+	       const char *name, mode_t mode, dev_t rdev, struct stat *st);
+/* Create and open a regular file in one round trip (O_EXCL honoured). */
+int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+		const char *name, mode_t mode, int flags, struct stat *st, struct rdfs_file **out);
+int rdfs_mkdir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+	       const char *name, mode_t mode, struct stat *st);
+int rdfs_unlink(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent, const char *name);
+int rdfs_rmdir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent, const char *name);
+/* @flags: RENAME_NOREPLACE (1), RENAME_EXCHANGE (2) */
+int rdfs_rename(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+		const char *name, uint64_t newparent, const char *newname, unsigned int flags);
+int rdfs_link(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+	      uint64_t newparent, const char *newname, struct stat *st);
+int rdfs_symlink(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+		 const char *name, const char *target, struct stat *st);
+/* Returns the target length; @buf gets a NUL-terminated target (truncated to @size - 1). */
+int rdfs_readlink(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		  char *buf, size_t size);
+int rdfs_statfs(struct rdfs_client *c, const struct rdfs_cred *cr, struct statvfs *st);
+
+/* xattrs with getxattr(2)'s size rules: size 0 returns the needed size; too small: -ERANGE. */
+int rdfs_getxattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		  const char *name, void *buf, size_t size);
+int rdfs_setxattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		  const char *name, const void *value, size_t size, int flags);
+/* NUL-separated names, listxattr(2)'s size rules. */
+int rdfs_listxattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		   char *buf, size_t size);
+int rdfs_removexattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		     const char *name);
+
+/* ---------------------------------------------------------------- directories */
+
+struct rdfs_dirent {
+	char name[256];
+	uint64_t ino;
+	mode_t type;			/* S_IFREG, S_IFDIR, ... */
+};
+
+/*
+ * A directory stream. Entries are numbered 0, 1, 2...: rdfs_readdir_at(d, i)
+ * returns entry i, fetching pages from the metaserver as needed and keeping
+ * what it fetched, so seekdir/telldir offsets (i + 1) stay valid. Returns 1 with
+ * @ent filled, 0 at the end, or -errno.
+ */
+int rdfs_opendir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		 struct rdfs_dir **out);
+int rdfs_readdir_at(struct rdfs_dir *d, uint64_t index, struct rdfs_dirent *ent);
+void rdfs_closedir(struct rdfs_dir *d);
+
+/* ---------------------------------------------------------------- files */
+
+int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, int flags,
+	      struct stat *st, struct rdfs_file **out);
+/* Read up to @size bytes at @off; short only at end of file. Holes read as zeros. */
+ssize_t rdfs_pread(struct rdfs_file *f, void *buf, size_t size, off_t off);
+/* Write all @size bytes at @off (O_APPEND files: at end of file; *@off_out gets where). */
+ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off);
+/* Commit size/mtime/written ranges to the metaserver (close-to-open point). */
+int rdfs_flush(struct rdfs_file *f);
+/* flush + make every I/O server that holds data of this file commit it. */
+int rdfs_fsync(struct rdfs_file *f, int datasync);
+/* flush, then drop the open handle (an unlinked file is freed at its last release). */
+int rdfs_release(struct rdfs_file *f);
+uint64_t rdfs_file_ino(const struct rdfs_file *f);
+/* Size as this client sees it (including writes not yet committed). */
+uint64_t rdfs_file_size(const struct rdfs_file *f);
+/* The client's view of a file's size if it has it open for writing, else 0 with -ENOENT. */
+int rdfs_pending_size(struct rdfs_client *c, uint64_t ino, uint64_t *size);
+
+/* ---------------------------------------------------------------- cluster */
+
+struct rdfs_server_info {
+	uint32_t id;
+	char url[128];
+	char name[64];
+	uint64_t capacity_blocks;
+	uint64_t free_blocks;
+	int up;
+};
+
+/* Fill at most @max entries; returns the number of servers (may exceed @max). */
+int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int max);
+
+struct rdfs_extent_info {
+	uint64_t file_offset;
+	uint64_t length;
+	uint32_t server_id;
+	uint64_t block;
+	int unwritten;
+};
+/* The extents of [off, off+len) of @ino, for `rdfs layout` and tests. Returns the count. */
+int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, uint64_t off,
+		uint64_t len, struct rdfs_extent_info *out, int max);
+
+#endif

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rpc.h - request/reply on top of lib/xport: authentication, tags, protobuf bodies.
+ *
+ * Client side: struct rpc_client is one authenticated connection with a progress
+ * thread; any number of threads may have calls outstanding on it at once, matched
+ * by tag. rpc_call_start()/rpc_call_wait() let one thread keep many calls in
+ * flight (striped I/O to several servers).
+ *
+ * Server side: struct rpc_server runs the accept + authentication handshake and
+ * hands the application only requests from authenticated peers, one at a time
+ * from rpc_server_next() (the program's main loop). Replies may be sent from any
+ * thread with rpc_server_reply().
+ */
+#ifndef RDFS_RPC_H
+#define RDFS_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "auth.h"
+#include "xport.h"
+
+/* ------------------------------------------------------------------ client */
+
+struct rpc_client;
+struct rpc_pending;
+
+/* A reply: header status, and the raw message (decode body with the generated __unpack). */
+struct rpc_reply {
+	int status;			/* 0 or -errno from the server */
+	struct xport_msg *msg;		/* owned; free with rpc_reply_release() */
+};
+
+void rpc_reply_release(struct rpc_reply *r);
+
+/*
+ * Connect to @url and authenticate with @secret as @role ("client", "ioserver",
+ * "tool"). -EACCES when the server rejects the secret (or the server's proof of
+ * the secret is wrong), -ECONNREFUSED / -ETIMEDOUT for network failures.
+ */
+int rpc_client_connect(const char *url, const struct auth_secret *secret, const char *role,
+		       int timeout_ms, struct rpc_client **out);
+void rpc_client_close(struct rpc_client *c);
+/* True once the connection has failed; every call then returns -ENOTCONN. */
+int rpc_client_broken(const struct rpc_client *c);
+const char *rpc_client_url(const struct rpc_client *c);
+
+/*
+ * Start a call: send @op with body @req (may be NULL for an empty body) and data
+ * @data/@niov (must stay valid until rpc_call_wait() returns). Returns 0 and a
+ * pending handle, or -errno (-ENOTCONN when the connection is broken).
+ */
+int rpc_call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
+		   const struct iovec *data, int niov, struct rpc_pending **out);
+
+/*
+ * Wait for the reply of @p (at most @timeout_ms, -1 forever) and free @p.
+ * Returns 0 with @reply filled (reply->status may be a server error), or -ETIMEDOUT,
+ * -ENOTCONN (connection lost: the call's fate is unknown). On error no reply is held.
+ */
+int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply);
+
+/*
+ * Synchronous call: start + wait. Decodes the reply body with @resp_desc into
+ * *@resp (the caller frees it with protobuf_c_message_free_unpacked) when the
+ * server's status is 0 and @resp is not NULL. Returns the server's status (0 or
+ * -errno) or a local -errno (-ETIMEDOUT, -ENOTCONN, -EBADMSG for an undecodable
+ * body). The reply's bulk data is discarded; use the start/wait pair for data.
+ */
+int rpc_call(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+	     int timeout_ms);
+
+/* ------------------------------------------------------------------ server */
+
+struct rpc_server;
+
+struct rpc_request {
+	struct xport_conn *conn;	/* holds a reference until rpc_request_done() */
+	struct xport_msg *msg;		/* the request, owned */
+	const char *role;		/* the authenticated peer's role */
+};
+
+enum rpc_server_event {
+	RPC_SRV_REQUEST = 1,		/* req filled */
+	RPC_SRV_CLOSED,			/* req.conn (authenticated) went away; req.msg is NULL */
+	RPC_SRV_WAKE,			/* rpc_server_wake() */
+	RPC_SRV_TIMEOUT,
+};
+
+/* Listen on each of @urls (NULL-terminated) and authenticate peers with @secret. */
+int rpc_server_create(const char *const *urls, const struct auth_secret *secret,
+		      struct rpc_server **out);
+void rpc_server_destroy(struct rpc_server *s);
+/* The bound URL of listener @i (after port 0). */
+const char *rpc_server_url(const struct rpc_server *s, int i);
+
+/*
+ * The main loop's call: run the transport and the handshakes until an event for
+ * the application happens or @timeout_ms passes.
+ */
+enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *req,
+				      int timeout_ms);
+int rpc_server_wake(struct rpc_server *s);
+
+/*
+ * Reply to @req with @status and body @resp (NULL: empty; with status < 0 an
+ * Error message carrying @errmsg is sent when @resp is NULL) and data. Thread-safe.
+ * @data must stay valid until rpc_server_reply returns (it is sent or copied).
+ */
+int rpc_server_reply(struct rpc_request *req, int status, const ProtobufCMessage *resp,
+		     const struct iovec *data, int niov);
+int rpc_server_reply_error(struct rpc_request *req, int status, const char *errmsg);
+/* Release the request's message and connection reference. */
+void rpc_request_done(struct rpc_request *req);
+
+/* Per-connection state of the application (e.g. metaserver open handles). */
+void rpc_conn_set_app(struct xport_conn *conn, void *app);
+void *rpc_conn_app(struct xport_conn *conn);
+
+#endif

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xport.h - the transport layer, after BMI (papers/bmi-network-abstraction-layer.txt).
+ *
+ * One non-blocking interface over several networks. A caller *posts* operations
+ * on connections and *tests* a context for the completions of any of them. Every
+ * message is one rdfs frame (lib/frame.h): the module delimits messages by the
+ * frame header, so callers never see partial messages. Messages that arrive
+ * unbidden (requests on a server, replies on a client) are delivered as
+ * XPORT_EV_RECV events; the caller matches replies to requests by frame tag.
+ *
+ * Modules are selected by URL scheme: "tcp://host:port" now, "rdma://host:port"
+ * next. The module table (struct xport_ops in xport_module.h) is the only place a
+ * new network plugs in; callers never change.
+ *
+ * Threading: xport_post_send(), xport_conn_get()/put() and xport_ctx_wake() may be
+ * called from any thread. xport_test() is called by one thread per context (its
+ * progress thread or main loop).
+ */
+#ifndef RDFS_XPORT_H
+#define RDFS_XPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "frame.h"
+
+struct xport_ctx;
+struct xport_conn;
+struct xport_listener;
+
+/* A received message. Owned by whoever got it from xport_test(); free with xport_msg_free(). */
+struct xport_msg {
+	struct rdfs_frame_hdr hdr;
+	uint8_t *body;			/* hdr.body_len bytes (NULL when 0) */
+	uint8_t *data;			/* hdr.data_len bytes, 4096-aligned (NULL when 0) */
+};
+
+void xport_msg_free(struct xport_msg *msg);
+
+enum xport_event_type {
+	XPORT_EV_RECV = 1,	/* msg holds a message from conn */
+	XPORT_EV_SEND,		/* a posted send completed (status 0 or -errno); user is its pointer */
+	XPORT_EV_ACCEPT,	/* a listener accepted conn (the event holds a reference for the caller) */
+	XPORT_EV_CLOSED,	/* conn is closed (peer gone, protocol error: status) and holds no more sends */
+	XPORT_EV_WAKE,		/* xport_ctx_wake() was called */
+};
+
+struct xport_event {
+	enum xport_event_type type;
+	int status;
+	struct xport_conn *conn;
+	struct xport_msg *msg;		/* XPORT_EV_RECV only */
+	void *user;			/* XPORT_EV_SEND: the post's user pointer; XPORT_EV_WAKE: wake's */
+};
+
+int xport_ctx_create(struct xport_ctx **out);
+/* Closes every connection and listener of the context. No thread may be in xport_test(). */
+void xport_ctx_destroy(struct xport_ctx *ctx);
+
+/* Wake the thread blocked in xport_test() with an XPORT_EV_WAKE event carrying @user. */
+int xport_ctx_wake(struct xport_ctx *ctx, void *user);
+
+/* Listen on @url ("tcp://0.0.0.0:7000"; port 0 picks one, see xport_listener_url()). */
+int xport_listen(struct xport_ctx *ctx, const char *url, struct xport_listener **out);
+const char *xport_listener_url(const struct xport_listener *l);
+
+/*
+ * Connect to @url, waiting at most @timeout_ms for the connection to be
+ * established. Returns a connection holding one reference for the caller.
+ * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -EINVAL (bad URL), ...
+ */
+int xport_connect(struct xport_ctx *ctx, const char *url, int timeout_ms,
+		  struct xport_conn **out);
+
+/*
+ * Queue one message: the frame header @hdr (its body_len and data_len must match
+ * the iovecs), the body, and @niov data iovecs. The memory must stay valid until
+ * the XPORT_EV_SEND completion for @user arrives, unless @user is NULL: then the
+ * module copies what it cannot send at once and no completion is reported.
+ * Returns 0 or -EPIPE if the connection is closed, -EMSGSIZE over the limits.
+ */
+int xport_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+		    const void *body, const struct iovec *data, int niov, void *user);
+
+/*
+ * Wait up to @timeout_ms (-1: forever, 0: poll) for completions; fill at most @max
+ * events. Returns the number of events (0 on timeout) or -errno.
+ */
+int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeout_ms);
+
+/* Close @conn: pending sends complete with -ECANCELED, then XPORT_EV_CLOSED is reported. */
+void xport_conn_close(struct xport_conn *conn);
+
+void xport_conn_get(struct xport_conn *conn);
+void xport_conn_put(struct xport_conn *conn);
+
+/* Caller-owned pointer stored on the connection (e.g. its session state). */
+void xport_conn_set_user(struct xport_conn *conn, void *user);
+void *xport_conn_user(const struct xport_conn *conn);
+/* "tcp://1.2.3.4:5678" of the peer, for logs. */
+const char *xport_conn_peer(const struct xport_conn *conn);
+
+#endif
