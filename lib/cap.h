@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "frame.h"		/* RDFS_CAP_READ, RDFS_CAP_WRITE */
 #include "rdfs.pb-c.h"
 
 /* Sign @cap in place (fills cap->mac with a malloc'ed MAC; free with cap_free_mac). */

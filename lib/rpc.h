@@ -85,6 +85,13 @@ struct rpc_request {
 	const char *role;		/* the authenticated peer's role */
 };
 
+/*
+ * After RPC_SRV_REQUEST and RPC_SRV_CLOSED, req.conn holds a reference: call
+ * rpc_request_done() once the request is answered (any thread) or the closed
+ * connection's application state is freed. rpc_request_done() clears req, so a
+ * second call is harmless. PING is answered by this layer; a reply-flagged or
+ * unknown opcode gets an -EPROTO/-ENOSYS error reply and never reaches the caller.
+ */
 enum rpc_server_event {
 	RPC_SRV_REQUEST = 1,		/* req filled */
 	RPC_SRV_CLOSED,			/* req.conn (authenticated) went away; req.msg is NULL */

@@ -13,9 +13,15 @@
  * next. The module table (struct xport_ops in xport_module.h) is the only place a
  * new network plugs in; callers never change.
  *
- * Threading: xport_post_send(), xport_conn_get()/put() and xport_ctx_wake() may be
- * called from any thread. xport_test() is called by one thread per context (its
- * progress thread or main loop).
+ * Threading: xport_post_send(), xport_conn_get()/put(), xport_conn_close() and
+ * xport_ctx_wake() may be called from any thread. xport_test() is called by one
+ * thread per context (its progress thread or main loop).
+ *
+ * References: a connection from xport_connect() or an XPORT_EV_ACCEPT event holds
+ * one reference for the caller (drop it with xport_conn_put()). Every event that
+ * names a connection keeps it valid until the next xport_test() call on that
+ * context, so handling an event needs no reference of its own. After
+ * XPORT_EV_CLOSED the connection sends nothing more; it is freed at the last put.
  */
 #ifndef RDFS_XPORT_H
 #define RDFS_XPORT_H
@@ -92,6 +98,11 @@ int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeo
 
 /* Close @conn: pending sends complete with -ECANCELED, then XPORT_EV_CLOSED is reported. */
 void xport_conn_close(struct xport_conn *conn);
+/*
+ * Stop receiving on @conn and close it once every send posted so far has been
+ * written (an error reply before hanging up on a peer). Any thread.
+ */
+void xport_conn_close_when_sent(struct xport_conn *conn);
 
 void xport_conn_get(struct xport_conn *conn);
 void xport_conn_put(struct xport_conn *conn);
@@ -99,6 +110,8 @@ void xport_conn_put(struct xport_conn *conn);
 /* Caller-owned pointer stored on the connection (e.g. its session state). */
 void xport_conn_set_user(struct xport_conn *conn, void *user);
 void *xport_conn_user(const struct xport_conn *conn);
+/* Called with the user pointer when the last reference to @conn is dropped. */
+void xport_conn_set_user_free(struct xport_conn *conn, void (*user_free)(void *user));
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
 

@@ -47,6 +47,7 @@ struct rdfs_client_opts {
 	int timeout_ms;			/* per RPC; default 30000 */
 	const char *role;		/* "client" (default) or "tool" */
 	int write_stable;		/* 1: WRITEs acked only when durable (default); 0: write-back + COMMIT at fsync */
+	int reconnect_ms;		/* how long a call waits for a lost metaserver; 0: 10000 */
 };
 
 int rdfs_client_open(const struct rdfs_client_opts *opts, struct rdfs_client **out);
@@ -128,8 +129,11 @@ int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, i
 	      struct stat *st, struct rdfs_file **out);
 /* Read up to @size bytes at @off; short only at end of file. Holes read as zeros. */
 ssize_t rdfs_pread(struct rdfs_file *f, void *buf, size_t size, off_t off);
-/* Write all @size bytes at @off (O_APPEND files: at end of file; *@off_out gets where). */
+/* Write all @size bytes at @off (O_APPEND files: at this client's end of file). */
 ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off);
+/* rdfs_pwrite(), and *@where (may be NULL) gets the offset written at (O_APPEND). */
+ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
+		       off_t *where);
 /* Commit size/mtime/written ranges to the metaserver (close-to-open point). */
 int rdfs_flush(struct rdfs_file *f);
 /* flush + make every I/O server that holds data of this file commit it. */

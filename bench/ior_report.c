@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ior_report.c - turn the tasks' timestamps into IOR's result table and
+ * summary (or a JSON document), and say what verification found.
+ *
+ * Per phase, as IOR: open = last open end - first open start, wr/rd = last
+ * transfer end - first transfer start, close likewise, total = last close end -
+ * first open start; bw = aggregate bytes / total; IOPS = transfers / wr/rd;
+ * latency = mean time one read()/write() call took.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ior.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct ior_result {
+	double bw_mib, iops, latency, open_s, xfer_s, close_s, total_s;
+};
+
+static const char *const phase_name[IOR_NPHASES] = { "write", "read" };
+
+int ior_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	case 't': case 'T': v <<= 40; end++; break;
+	}
+	if (*end != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static struct ior_result phase_result(const struct ior_params *p, struct ior_shared *sh,
+				      int iter, int phase)
+{
+	double lo[IOR_NSTAMPS], hi[IOR_NSTAMPS], lat = 0;
+	uint64_t xfers_per_task = p->block / p->xfer * p->segments;
+	struct ior_result r;
+	int t, i;
+
+	for (t = 0; t < p->ntasks; t++) {
+		double *ts = ior_stamps(p, &sh->task[t], iter, phase);
+
+		for (i = 0; i < IOR_NSTAMPS; i++) {
+			if (t == 0 || ts[i] < lo[i])
+				lo[i] = ts[i];
+			if (t == 0 || ts[i] > hi[i])
+				hi[i] = ts[i];
+		}
+		lat += sh->task[t].xfer_sum[(size_t)iter * IOR_NPHASES + phase] / (double)xfers_per_task;
+	}
+	r.open_s = hi[IOR_T_OPEN_END] - lo[IOR_T_OPEN_START];
+	r.xfer_s = hi[IOR_T_XFER_END] - lo[IOR_T_XFER_START];
+	r.close_s = hi[IOR_T_CLOSE_END] - lo[IOR_T_CLOSE_START];
+	r.total_s = hi[IOR_T_CLOSE_END] - lo[IOR_T_OPEN_START];
+	r.bw_mib = r.total_s > 0 ? (double)ior_aggregate_bytes(p) / MIB / r.total_s : 0;
+	r.iops = r.xfer_s > 0 ? (double)(xfers_per_task * (uint64_t)p->ntasks) / r.xfer_s : 0;
+	r.latency = lat / p->ntasks;
+	return r;
+}
+
+/* Newton's square root: the Makefile links no libm, and this needs little precision. */
+static double sqrt_newton(double x)
+{
+	double r = x > 1 ? x : 1;
+	int i;
+
+	if (x <= 0)
+		return 0;
+	for (i = 0; i < 100; i++)
+		r = 0.5 * (r + x / r);
+	return r;
+}
+
+struct ior_stats {
+	double max, min, mean, sd;
+};
+
+static struct ior_stats stats(const double *v, int n)
+{
+	struct ior_stats s = { v[0], v[0], 0, 0 };
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (v[i] > s.max)
+			s.max = v[i];
+		if (v[i] < s.min)
+			s.min = v[i];
+		s.mean += v[i];
+	}
+	s.mean /= n;
+	for (i = 0; i < n; i++)
+		s.sd += (v[i] - s.mean) * (v[i] - s.mean);
+	/* IOR's StdDev is the population's. */
+	s.sd = sqrt_newton(s.sd / n);
+	return s;
+}
+
+static const struct ior_mismatch *first_mismatch(struct ior_shared *sh, uint64_t *count)
+{
+	const struct ior_mismatch *best = NULL;
+	int t;
+
+	*count = 0;
+	for (t = 0; t < sh->ntasks; t++) {
+		const struct ior_mismatch *m = &sh->task[t].first;
+
+		*count += sh->task[t].mismatched_xfers;
+		if (m->found && (!best || m->iter < best->iter ||
+				 (m->iter == best->iter && m->offset < best->offset)))
+			best = m;
+	}
+	return best;
+}
+
+static void human_size(uint64_t v, char *buf, size_t size)
+{
+	if (v >= (1ull << 30) && v % (1ull << 30) == 0)
+		snprintf(buf, size, "%llu GiB", (unsigned long long)(v >> 30));
+	else if (v >= (1ull << 20) && v % (1ull << 20) == 0)
+		snprintf(buf, size, "%llu MiB", (unsigned long long)(v >> 20));
+	else if (v >= 1024 && v % 1024 == 0)
+		snprintf(buf, size, "%llu KiB", (unsigned long long)(v >> 10));
+	else
+		snprintf(buf, size, "%llu bytes", (unsigned long long)v);
+}
+
+static const char *cache_method(const struct ior_params *p)
+{
+	if (p->direct)
+		return "O_DIRECT (client page cache bypassed)";
+	if (p->drop_cache)
+		return "posix_fadvise(DONTNEED) after write and before read";
+	return "none (reads may be served from the client page cache)";
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void print_text(const struct ior_params *p, struct ior_shared *sh, const char *began,
+		       FILE *f)
+{
+	char xfer[32], block[32], agg[32];
+	double bw[IOR_NPHASES][p->reps], ops[IOR_NPHASES][p->reps], secs[IOR_NPHASES][p->reps];
+	int iter, ph;
+
+	human_size(p->xfer, xfer, sizeof(xfer));
+	human_size(p->block, block, sizeof(block));
+	human_size(ior_aggregate_bytes(p), agg, sizeof(agg));
+	fprintf(f, "rdfs-ior: IOR-like POSIX I/O benchmark\n");
+	fprintf(f, "Began               : %s\n", began);
+	fprintf(f, "Command line        : %s\n", p->cmdline);
+	fprintf(f, "\nOptions:\n");
+	fprintf(f, "api                 : %s\n", p->api);
+	fprintf(f, "test filename       : %s%s\n", p->path, p->file_per_proc ? ".<task>" : "");
+	fprintf(f, "access              : %s\n", p->file_per_proc ? "file-per-process" : "single-shared-file");
+	fprintf(f, "type                : independent\n");
+	fprintf(f, "segments            : %llu\n", (unsigned long long)p->segments);
+	fprintf(f, "ordering in a file  : sequential\n");
+	fprintf(f, "ordering inter file : %s\n", p->reorder ? "constant task offset (task i reads task i+1's data)" : "no tasks offsets");
+	fprintf(f, "tasks               : %d\n", p->ntasks);
+	fprintf(f, "repetitions         : %d\n", p->reps);
+	fprintf(f, "xfersize            : %s\n", xfer);
+	fprintf(f, "blocksize           : %s\n", block);
+	fprintf(f, "aggregate filesize  : %s\n", agg);
+	fprintf(f, "fsync after write   : %s\n", p->fsync ? "yes" : "no");
+	fprintf(f, "cache between phases: %s\n", cache_method(p));
+	fprintf(f, "\nResults:\n\n");
+	fprintf(f, "%-9s %-10s %-10s %-11s %-10s %-10s %-10s %-10s %-10s %-10s %s\n",
+		"access", "bw(MiB/s)", "IOPS", "Latency(s)", "block(KiB)", "xfer(KiB)",
+		"open(s)", "wr/rd(s)", "close(s)", "total(s)", "iter");
+	fprintf(f, "%-9s %-10s %-10s %-11s %-10s %-10s %-10s %-10s %-10s %-10s %s\n",
+		"------", "---------", "----", "----------", "----------", "---------",
+		"--------", "--------", "--------", "--------", "----");
+	for (iter = 0; iter < p->reps; iter++) {
+		for (ph = 0; ph < IOR_NPHASES; ph++) {
+			struct ior_result r;
+
+			if ((ph == IOR_PHASE_WRITE && !p->write) || (ph == IOR_PHASE_READ && !p->read))
+				continue;
+			r = phase_result(p, sh, iter, ph);
+			bw[ph][iter] = r.bw_mib;
+			ops[ph][iter] = r.iops;
+			secs[ph][iter] = r.total_s;
+			fprintf(f, "%-9s %-10.2f %-10.2f %-11.6f %-10.0f %-10.2f %-10.6f %-10.6f %-10.6f %-10.6f %d\n",
+				phase_name[ph], r.bw_mib, r.iops, r.latency, p->block / 1024.0,
+				p->xfer / 1024.0, r.open_s, r.xfer_s, r.close_s, r.total_s, iter);
+		}
+	}
+	fprintf(f, "\nSummary of all tests:\n");
+	fprintf(f, "%-9s %10s %10s %10s %10s %10s %10s %10s %10s %10s %6s %4s %3s %5s %6s %10s %10s %10s %s\n",
+		"Operation", "Max(MiB)", "Min(MiB)", "Mean(MiB)", "StdDev", "Max(OPs)", "Min(OPs)",
+		"Mean(OPs)", "StdDev", "Mean(s)", "#Tasks", "reps", "fPP", "reord", "segcnt",
+		"blksiz", "xsize", "aggs(MiB)", "API");
+	for (ph = 0; ph < IOR_NPHASES; ph++) {
+		struct ior_stats b, o, s;
+
+		if ((ph == IOR_PHASE_WRITE && !p->write) || (ph == IOR_PHASE_READ && !p->read))
+			continue;
+		b = stats(bw[ph], p->reps);
+		o = stats(ops[ph], p->reps);
+		s = stats(secs[ph], p->reps);
+		fprintf(f, "%-9s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.5f %6d %4d %3d %5d %6llu %10llu %10llu %10.1f %s\n",
+			phase_name[ph], b.max, b.min, b.mean, b.sd, o.max, o.min, o.mean, o.sd,
+			s.mean, p->ntasks, p->reps, p->file_per_proc, p->reorder,
+			(unsigned long long)p->segments, (unsigned long long)p->block,
+			(unsigned long long)p->xfer, ior_aggregate_bytes(p) / MIB, p->api);
+	}
+	fprintf(f, "\n");
+	for (ph = 0; ph < IOR_NPHASES; ph++) {
+		if ((ph == IOR_PHASE_WRITE && !p->write) || (ph == IOR_PHASE_READ && !p->read))
+			continue;
+		fprintf(f, "Max %-5s: %.2f MiB/sec (%.2f MB/sec)\n", ph == IOR_PHASE_WRITE ? "Write" : "Read",
+			stats(bw[ph], p->reps).max, stats(bw[ph], p->reps).max * MIB / 1e6);
+	}
+}
+
+static void print_json(const struct ior_params *p, struct ior_shared *sh, const char *began,
+		       const struct ior_mismatch *m, uint64_t nbad, int failed, FILE *f)
+{
+	int iter, ph, first = 1, t;
+
+	fprintf(f, "{\n  \"program\": \"rdfs-ior\",\n  \"began\": ");
+	json_string(f, began);
+	fprintf(f, ",\n  \"command\": ");
+	json_string(f, p->cmdline);
+	fprintf(f, ",\n  \"params\": {\"api\": \"%s\", \"path\": ", p->api);
+	json_string(f, p->path);
+	fprintf(f, ", \"tasks\": %d, \"reps\": %d, \"xfer\": %llu, \"block\": %llu, \"segments\": %llu, "
+		"\"file_per_proc\": %s, \"fsync\": %s, \"reorder\": %s, \"direct\": %s, "
+		"\"drop_cache\": %s, \"check_write\": %s, \"check_read\": %s, \"aggregate_bytes\": %llu},\n",
+		p->ntasks, p->reps, (unsigned long long)p->xfer, (unsigned long long)p->block,
+		(unsigned long long)p->segments, p->file_per_proc ? "true" : "false",
+		p->fsync ? "true" : "false", p->reorder ? "true" : "false",
+		p->direct ? "true" : "false", p->drop_cache ? "true" : "false",
+		p->check_write ? "true" : "false", p->check_read ? "true" : "false",
+		(unsigned long long)ior_aggregate_bytes(p));
+	fprintf(f, "  \"cache\": ");
+	json_string(f, cache_method(p));
+	fprintf(f, ",\n  \"results\": [");
+	for (iter = 0; iter < p->reps; iter++) {
+		for (ph = 0; ph < IOR_NPHASES; ph++) {
+			struct ior_result r;
+
+			if ((ph == IOR_PHASE_WRITE && !p->write) || (ph == IOR_PHASE_READ && !p->read))
+				continue;
+			r = phase_result(p, sh, iter, ph);
+			fprintf(f, "%s\n    {\"access\": \"%s\", \"iter\": %d, \"bw_mib\": %.3f, \"iops\": %.3f, "
+				"\"latency_s\": %.9f, \"open_s\": %.9f, \"wrrd_s\": %.9f, \"close_s\": %.9f, "
+				"\"total_s\": %.9f}", first ? "" : ",", phase_name[ph], iter, r.bw_mib,
+				r.iops, r.latency, r.open_s, r.xfer_s, r.close_s, r.total_s);
+			first = 0;
+		}
+	}
+	fprintf(f, "\n  ],\n  \"verify\": {\"checked\": %s, \"mismatched_transfers\": %llu, \"first_mismatch\": ",
+		p->check_write || p->check_read ? "true" : "false", (unsigned long long)nbad);
+	if (m) {
+		fprintf(f, "{\"check\": \"%s\", \"iter\": %d, \"path\": ", m->phase == IOR_PHASE_WRITE ? "write" : "read", m->iter);
+		json_string(f, m->path);
+		fprintf(f, ", \"offset\": %llu, \"writer\": %d, \"expected\": %u, \"actual\": %u}",
+			(unsigned long long)m->offset, m->writer, m->expected, m->actual);
+	} else {
+		fprintf(f, "null");
+	}
+	fprintf(f, "},\n  \"errors\": [");
+	first = 1;
+	for (t = 0; t < sh->ntasks; t++) {
+		if (!sh->task[t].error[0])
+			continue;
+		fprintf(f, "%s", first ? "" : ", ");
+		json_string(f, sh->task[t].error);
+		first = 0;
+	}
+	fprintf(f, "],\n  \"ok\": %s\n}\n", failed || m ? "false" : "true");
+}
+
+void ior_report(const struct ior_params *p, struct ior_shared *sh, const char *began, int failed)
+{
+	uint64_t nbad;
+	const struct ior_mismatch *m = first_mismatch(sh, &nbad);
+	int t;
+
+	for (t = 0; t < sh->ntasks; t++)
+		if (sh->task[t].error[0])
+			fprintf(stderr, "rdfs-ior: %s\n", sh->task[t].error);
+	if (m)
+		fprintf(stderr, "rdfs-ior: verification failed (%s check, iteration %d): %llu transfer(s) wrong; "
+			"first mismatch in %s at offset %llu: expected 0x%02x (data of task %d), found 0x%02x\n",
+			m->phase == IOR_PHASE_WRITE ? "write" : "read", m->iter, (unsigned long long)nbad,
+			m->path, (unsigned long long)m->offset, m->expected, m->writer, m->actual);
+
+	if (!p->json || p->json_file)
+		print_text(p, sh, began, stdout);
+	if (p->json) {
+		FILE *f = stdout;
+
+		if (p->json_file) {
+			f = fopen(p->json_file, "w");
+			if (!f) {
+				fprintf(stderr, "rdfs-ior: cannot write %s: %s\n", p->json_file, strerror(errno));
+				return;
+			}
+		}
+		print_json(p, sh, began, m, nbad, failed, f);
+		if (f != stdout)
+			fclose(f);
+	}
+	if (!p->json || p->json_file) {
+		if (p->check_write || p->check_read)
+			printf("Verification        : %s\n", m ? "FAILED" : "passed");
+		fflush(stdout);
+	}
+}

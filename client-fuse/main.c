@@ -1,0 +1,632 @@
+// SPDX-License-Identifier: MIT
+/*
+ * main.c - rdfs-fuse: parse the command line and config, connect to the
+ * metaserver, mount, and run libfuse's multithreaded session loop over the
+ * operations of ops.c.
+ *
+ * Daemonizing: the client core starts threads when it connects, and a fork()
+ * keeps only the calling thread, so fuse_daemonize() (which forks after the
+ * fact) cannot be used. Instead the process forks first; the child connects
+ * and mounts with the terminal still its stderr, and the parent exits only
+ * when the child reports the mount is up (status 0) or has failed (its exit
+ * status). So `rdfs-fuse ...` and mount(8) return when the mount is usable, and
+ * every startup error reaches the terminal.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "config.h"
+#include "log.h"
+#include "rdfs_fuse.h"
+
+#define PROG			"rdfs-fuse"
+#define DEFAULT_CONFIG		"/etc/rdfs/rdfs.conf"
+#define DEFAULT_SECRET		"/etc/rdfs/secret"
+#define DEFAULT_PORT		"7000"
+#define DEFAULT_TIMEOUT_S	30
+#define DEFAULT_MAX_THREADS	32
+#define RDFS_VERSION		"0.1"
+
+enum exit_status { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* The command line: -o values are strings until they are merged into the config. */
+struct cmdline {
+	char *attr_timeout;
+	char *entry_timeout;
+	char *secret_file;
+	char *config;
+	char *log_level;
+	char *log_file;
+	char *timeout;
+	char *max_threads;
+	int direct_io;
+	int no_allow_other;
+	int no_default_permissions;
+	int foreground;
+	int debug;
+	int single_thread;
+	int help;
+	int version;
+	int nonopts;
+	char *spec;
+	char *mountpoint;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_DEBUG };
+
+#define CMD_OPT(t, field) { t, offsetof(struct cmdline, field), 1 }
+
+static const struct fuse_opt cmdline_spec[] = {
+	{ "attr_timeout=%s", offsetof(struct cmdline, attr_timeout), 0 },
+	{ "entry_timeout=%s", offsetof(struct cmdline, entry_timeout), 0 },
+	{ "secret_file=%s", offsetof(struct cmdline, secret_file), 0 },
+	{ "config=%s", offsetof(struct cmdline, config), 0 },
+	{ "log_level=%s", offsetof(struct cmdline, log_level), 0 },
+	{ "log_file=%s", offsetof(struct cmdline, log_file), 0 },
+	{ "timeout=%s", offsetof(struct cmdline, timeout), 0 },
+	{ "max_threads=%s", offsetof(struct cmdline, max_threads), 0 },
+	CMD_OPT("direct_io", direct_io),
+	CMD_OPT("no_allow_other", no_allow_other),
+	CMD_OPT("no_default_permissions", no_default_permissions),
+	CMD_OPT("-f", foreground),
+	CMD_OPT("-s", single_thread),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+"Usage: " PROG " [OPTIONS] [tcp://]HOST[:PORT] MOUNTPOINT\n"
+"       " PROG " [OPTIONS] -o config=FILE MOUNTPOINT\n"
+"Try '" PROG " --help' for more information.\n");
+}
+
+static void help(void)
+{
+	printf(
+"NAME\n"
+"    " PROG " - mount an rdfs file system through FUSE\n"
+"\n"
+"SYNOPSIS\n"
+"    " PROG " [-f] [-d] [-s] [-o OPTION[,OPTION...]] [tcp://]HOST[:PORT] MOUNTPOINT\n"
+"    mount -t fuse.rdfs HOST:PORT MOUNTPOINT [-o OPTIONS]\n"
+"\n"
+"DESCRIPTION\n"
+"    Connects to the rdfs metaserver at HOST:PORT (port " DEFAULT_PORT " if omitted),\n"
+"    authenticates with the cluster secret and mounts the file system on\n"
+"    MOUNTPOINT. File data moves directly between this client and the I/O\n"
+"    servers; consistency between clients is close-to-open.\n"
+"\n"
+"    Unless -f is given, " PROG " returns once the mount is up and keeps serving\n"
+"    it in the background; startup errors are printed before it returns. The\n"
+"    metaserver may also come from the config file ([cluster] metaserver), in\n"
+"    which case HOST:PORT can be left out. Unmount with `fusermount3 -u\n"
+"    MOUNTPOINT` or `umount MOUNTPOINT`.\n"
+"\n"
+"OPTIONS\n"
+"    -f                    stay in the foreground (log to stderr)\n"
+"    -d, -o debug          foreground, and log every FUSE request (libfuse debug)\n"
+"    -s                    single-threaded session loop (default: multithreaded)\n"
+"    -h, --help            print this help and exit\n"
+"    -V, --version         print the version and exit\n"
+"\n"
+"  rdfs options (-o NAME=VALUE; each overrides the same key of the config file):\n"
+"    config=FILE           config file (default " DEFAULT_CONFIG "; a missing\n"
+"                          default file is fine, a missing given one is an error)\n"
+"    secret_file=FILE      cluster secret, mode 0600 (default " DEFAULT_SECRET ")\n"
+"    attr_timeout=SEC      seconds the kernel caches attributes (default 1)\n"
+"    entry_timeout=SEC     seconds the kernel caches name lookups (default 1)\n"
+"    direct_io             bypass the page cache for every file (default off;\n"
+"                          O_DIRECT does the same per file)\n"
+"    timeout=SEC           seconds before an unanswered request fails with EIO\n"
+"                          (default %d)\n"
+"    max_threads=N         most request threads of the session loop (default %d)\n"
+"    log_level=LEVEL       error, warn, info or debug (default warn)\n"
+"    log_file=FILE         append log lines to FILE (default stderr; discarded\n"
+"                          once daemonized unless set)\n"
+"    no_allow_other        only the mounting user may access the mount\n"
+"                          (allow_other is on by default; for non-root users it\n"
+"                          needs user_allow_other in /etc/fuse.conf)\n"
+"    no_default_permissions  leave all permission checks to the metaserver\n"
+"                          (default_permissions is on by default: the kernel\n"
+"                          checks mode bits, then the metaserver checks again\n"
+"                          with the caller's uid, gid and groups)\n"
+"\n"
+"  FUSE options passed to libfuse unchanged, for example:\n"
+"    ro, rw, nosuid, nodev, noexec, noatime, fsname=NAME, subtype=TYPE,\n"
+"    auto_unmount, max_read=N\n"
+"    (fsname defaults to rdfs#HOST:PORT and subtype to rdfs, so df(1) and\n"
+"    /proc/mounts show the type fuse.rdfs)\n"
+"\n"
+"CONFIG FILE\n"
+"    INI format; " PROG " reads section [fuse], then [cluster]:\n"
+"      [cluster]  metaserver = tcp://HOST:PORT, secret_file, log_level\n"
+"      [fuse]     attr_timeout, entry_timeout, direct_io (true/false), timeout,\n"
+"                 max_threads, log_level, log_file\n"
+"\n"
+"EXAMPLES\n"
+"    " PROG " mds1:7000 /mnt/rdfs\n"
+"    " PROG " -f -o secret_file=/tmp/c/secret,attr_timeout=0 127.0.0.1:7000 /mnt/rdfs\n"
+"    mount -t fuse.rdfs mds1:7000 /mnt/rdfs -o secret_file=/etc/rdfs/secret\n"
+"    /etc/fstab:\n"
+"      mds1:7000 /mnt/rdfs fuse.rdfs defaults,_netdev,secret_file=/etc/rdfs/secret 0 0\n"
+"\n"
+"EXIT STATUS\n"
+"    0  mounted (or, with -f, unmounted cleanly)\n"
+"    1  runtime error: cannot read the secret, connect or mount\n"
+"    2  usage error: bad option or argument\n",
+	       DEFAULT_TIMEOUT_S, DEFAULT_MAX_THREADS);
+}
+
+static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cmdline *cl = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		/* [spec] mountpoint: which is which is settled once all are seen. */
+		if (cl->nonopts == 0)
+			cl->spec = strdup(arg);
+		else if (cl->nonopts == 1)
+			cl->mountpoint = strdup(arg);
+		cl->nonopts++;
+		return 0;
+	case KEY_HELP:
+		cl->help = 1;
+		return 0;
+	case KEY_VERSION:
+		cl->version = 1;
+		return 0;
+	case KEY_DEBUG:
+		cl->debug = 1;
+		cl->foreground = 1;
+		return 1;	/* libfuse's own request tracing */
+	default:
+		return 1;	/* a FUSE option: left for fuse_session_new() */
+	}
+}
+
+/* "HOST:PORT", "HOST", "tcp://HOST:PORT" or "rdfs#HOST:PORT" -> URL and fsname. */
+static int parse_spec(const char *spec, char **url, char **fsname)
+{
+	const char *hostport = spec;
+	const char *colon;
+	int n;
+
+	if (strncmp(hostport, "rdfs#", 5) == 0)
+		hostport += 5;
+	if (strncmp(hostport, "tcp://", 6) == 0)
+		hostport += 6;
+	else if (strstr(hostport, "://"))
+		return -EINVAL;		/* no other transport yet */
+	if (!*hostport || strchr(hostport, ',') || strchr(hostport, '/'))
+		return -EINVAL;
+	colon = strrchr(hostport, ':');
+	/* A bare IPv6 address has colons but no port: "[::1]" or "::1". */
+	if (!colon || (hostport[0] == '[' && strchr(colon, ']')) ||
+	    (hostport[0] != '[' && strchr(hostport, ':') != colon))
+		n = asprintf(url, "tcp://%s:" DEFAULT_PORT, hostport);
+	else
+		n = asprintf(url, "tcp://%s", hostport);
+	if (n < 0)
+		return -ENOMEM;
+	if (asprintf(fsname, "rdfs#%s", *url + 6) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int parse_seconds(const char *key, const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || end == s || *end || *out < 0) {
+		fprintf(stderr, PROG ": invalid %s '%s': expected a number of seconds >= 0\n",
+			key, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Command-line values override the config file's [fuse] section. */
+static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
+{
+	const struct {
+		const char *key;
+		const char *value;
+	} kv[] = {
+		{ "attr_timeout", cl->attr_timeout },
+		{ "entry_timeout", cl->entry_timeout },
+		{ "secret_file", cl->secret_file },
+		{ "log_level", cl->log_level },
+		{ "log_file", cl->log_file },
+		{ "timeout", cl->timeout },
+		{ "max_threads", cl->max_threads },
+		{ "direct_io", cl->direct_io ? "true" : NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		if (kv[i].value && config_set(cfg, "fuse", kv[i].key, kv[i].value) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static int load_config(struct rdfs_config *cfg, const struct cmdline *cl)
+{
+	const char *path = cl->config ? cl->config : DEFAULT_CONFIG;
+	int errline = 0;
+	int ret;
+
+	ret = config_load(cfg, path, &errline);
+	if (ret == -ENOENT && !cl->config)
+		return 0;
+	if (ret == -EINVAL) {
+		fprintf(stderr, PROG ": %s:%d: syntax error\n", path, errline);
+		return ret;
+	}
+	if (ret < 0) {
+		fprintf(stderr, PROG ": cannot read config file %s: %s\n", path, strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+/* The effective settings, after config file and command line. */
+struct settings {
+	struct rdfs_fuse fs;
+	const char *secret_file;
+	const char *log_file;
+	int log_level;
+	int64_t timeout_s;
+	int64_t max_threads;
+};
+
+static int read_settings(const struct rdfs_config *cfg, struct settings *s)
+{
+	const char *v;
+	int direct_io;
+
+	v = config_get(cfg, "fuse", "attr_timeout", "1");
+	if (parse_seconds("attr_timeout", v, &s->fs.attr_timeout) < 0)
+		return -EINVAL;
+	v = config_get(cfg, "fuse", "entry_timeout", "1");
+	if (parse_seconds("entry_timeout", v, &s->fs.entry_timeout) < 0)
+		return -EINVAL;
+	if (config_get_bool(cfg, "fuse", "direct_io", 0, &direct_io) < 0) {
+		fprintf(stderr, PROG ": invalid direct_io '%s': expected true or false\n",
+			config_get(cfg, "fuse", "direct_io", ""));
+		return -EINVAL;
+	}
+	s->fs.direct_io = direct_io;
+	s->fs.max_io = RDFS_FUSE_MAX_IO;
+	if (config_get_int(cfg, "fuse", "timeout", DEFAULT_TIMEOUT_S, &s->timeout_s) < 0 ||
+	    s->timeout_s <= 0 || s->timeout_s > 86400) {
+		fprintf(stderr, PROG ": invalid timeout '%s': expected 1..86400 seconds\n",
+			config_get(cfg, "fuse", "timeout", ""));
+		return -EINVAL;
+	}
+	if (config_get_int(cfg, "fuse", "max_threads", DEFAULT_MAX_THREADS,
+			   &s->max_threads) < 0 || s->max_threads < 1 || s->max_threads > 1024) {
+		fprintf(stderr, PROG ": invalid max_threads '%s': expected 1..1024\n",
+			config_get(cfg, "fuse", "max_threads", ""));
+		return -EINVAL;
+	}
+	v = config_get(cfg, "fuse", "log_level", "warn");
+	s->log_level = log_parse_level(v);
+	if (s->log_level < 0) {
+		fprintf(stderr, PROG ": invalid log_level '%s': expected error, warn, info or debug\n",
+			v);
+		return -EINVAL;
+	}
+	s->secret_file = config_get(cfg, "fuse", "secret_file", DEFAULT_SECRET);
+	s->log_file = config_get(cfg, "fuse", "log_file", NULL);
+	return 0;
+}
+
+/* allow_other needs user_allow_other in /etc/fuse.conf when not run as root. */
+static int allow_other_permitted(void)
+{
+	char line[256];
+	FILE *f;
+	int ok = 0;
+
+	if (geteuid() == 0)
+		return 1;
+	f = fopen("/etc/fuse.conf", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "user_allow_other", 16) == 0 &&
+		    (line[16] == '\n' || line[16] == '\0' || line[16] == ' '))
+			ok = 1;
+	fclose(f);
+	return ok;
+}
+
+/* The options libfuse mounts with: our defaults first, so the user's win. */
+static int add_mount_opts(struct fuse_args *args, const struct cmdline *cl, const char *fsname)
+{
+	char opt[PATH_MAX + 64];
+
+	if (!cl->no_default_permissions && fuse_opt_add_arg(args, "-odefault_permissions") < 0)
+		return -ENOMEM;
+	if (!cl->no_allow_other) {
+		if (allow_other_permitted()) {
+			if (fuse_opt_add_arg(args, "-oallow_other") < 0)
+				return -ENOMEM;
+		} else {
+			fprintf(stderr, PROG ": warning: not mounting with allow_other: "
+				"/etc/fuse.conf lacks user_allow_other\n");
+		}
+	}
+	snprintf(opt, sizeof(opt), "-ofsname=%s,subtype=rdfs,max_read=%u", fsname,
+		 RDFS_FUSE_MAX_IO);
+	if (fuse_opt_insert_arg(args, 1, opt) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- daemon */
+
+/*
+ * Fork before any thread exists. Returns in the child with *@notify_fd set;
+ * the parent waits for one status byte (or the child's death) and exits.
+ */
+static void daemon_fork(int *notify_fd)
+{
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe(pfd) < 0) {
+		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
+		exit(EXIT_RUNTIME);
+	}
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
+		exit(EXIT_RUNTIME);
+	}
+	if (pid > 0) {
+		unsigned char status;
+		int wst;
+
+		close(pfd[1]);
+		if (read(pfd[0], &status, 1) == 1)
+			_exit(status);
+		if (waitpid(pid, &wst, 0) == pid && WIFEXITED(wst))
+			_exit(WEXITSTATUS(wst) ? WEXITSTATUS(wst) : EXIT_RUNTIME);
+		_exit(EXIT_RUNTIME);
+	}
+	close(pfd[0]);
+	setsid();
+	*notify_fd = pfd[1];
+}
+
+/* The mount is up: detach from the terminal and release the waiting parent. */
+static void daemon_ready(int notify_fd)
+{
+	unsigned char status = EXIT_OK;
+	int fd;
+
+	if (chdir("/") < 0)
+		log_warn("chdir /: %s", strerror(errno));
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	if (write(notify_fd, &status, 1) != 1)
+		log_warn("cannot notify the parent process: %s", strerror(errno));
+	close(notify_fd);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int check_mountpoint(const char *path, char *resolved)
+{
+	struct stat st;
+
+	if (!realpath(path, resolved) || stat(resolved, &st) < 0) {
+		fprintf(stderr, PROG ": bad mount point %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": bad mount point %s: Not a directory\n", path);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+static const char *connect_error(int err)
+{
+	switch (err) {
+	case -EACCES:
+		return "authentication failed (wrong secret_file?)";
+	case -ECONNREFUSED:
+		return "connection refused (is rdfs-metaserver running?)";
+	case -ETIMEDOUT:
+		return "connection timed out";
+	default:
+		return strerror(-err);
+	}
+}
+
+static int run_session(struct fuse_session *se, const struct cmdline *cl,
+		       const struct settings *s)
+{
+	struct fuse_loop_config *loop;
+	int ret;
+
+	if (cl->single_thread)
+		return fuse_session_loop(se);
+	loop = fuse_loop_cfg_create();
+	if (!loop)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(loop, 0);
+	fuse_loop_cfg_set_max_threads(loop, (unsigned int)s->max_threads);
+	ret = fuse_session_loop_mt(se, loop);
+	fuse_loop_cfg_destroy(loop);
+	return ret;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct rdfs_client_opts copts;
+	struct cmdline cl;
+	struct settings s;
+	struct rdfs_config *cfg;
+	struct fuse_session *se = NULL;
+	char mountpoint[PATH_MAX];
+	char *url = NULL, *fsname = NULL;
+	const char *spec = NULL;
+	int notify_fd = -1;
+	int status = EXIT_RUNTIME;
+	int ret;
+
+	memset(&cl, 0, sizeof(cl));
+	memset(&s, 0, sizeof(s));
+	if (fuse_opt_parse(&args, &cl, cmdline_spec, cmdline_proc) < 0) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (cl.help) {
+		help();
+		return EXIT_OK;
+	}
+	if (cl.version) {
+		printf(PROG " " RDFS_VERSION " (libfuse %s)\n", fuse_pkgversion());
+		return EXIT_OK;
+	}
+	if (cl.nonopts == 1) {
+		cl.mountpoint = cl.spec;
+		cl.spec = NULL;
+	} else if (cl.nonopts != 2) {
+		fprintf(stderr, PROG ": %s\n", cl.nonopts ? "too many arguments" :
+			"missing HOST:PORT and MOUNTPOINT");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+
+	cfg = config_new();
+	if (!cfg) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return EXIT_RUNTIME;
+	}
+	if (load_config(cfg, &cl) < 0 || merge_cmdline(cfg, &cl) < 0 ||
+	    read_settings(cfg, &s) < 0) {
+		status = EXIT_USAGE;
+		goto out_config;
+	}
+	spec = cl.spec ? cl.spec : config_get(cfg, "fuse", "metaserver", NULL);
+	if (!spec) {
+		fprintf(stderr, PROG ": no metaserver: give HOST:PORT or set [cluster] metaserver\n");
+		usage(stderr);
+		status = EXIT_USAGE;
+		goto out_config;
+	}
+	if (parse_spec(spec, &url, &fsname) < 0) {
+		fprintf(stderr, PROG ": invalid metaserver address '%s': expected "
+			"[tcp://]HOST[:PORT]\n", spec);
+		status = EXIT_USAGE;
+		goto out_config;
+	}
+	if (check_mountpoint(cl.mountpoint, mountpoint) < 0) {
+		status = EXIT_USAGE;
+		goto out_config;
+	}
+
+	log_init(PROG, s.log_level);
+	if (s.log_file && (ret = log_open_file(s.log_file)) < 0) {
+		fprintf(stderr, PROG ": cannot open log file %s: %s\n", s.log_file,
+			strerror(-ret));
+		goto out_config;
+	}
+
+	memset(&copts, 0, sizeof(copts));
+	ret = auth_secret_load(s.secret_file, &copts.secret);
+	if (ret < 0) {
+		fprintf(stderr, PROG ": cannot load secret file %s: %s\n", s.secret_file,
+			ret == -EPERM ? "group/other may access it (chmod 600 it)" :
+			ret == -EINVAL ? "too short" : strerror(-ret));
+		goto out_config;
+	}
+	if (add_mount_opts(&args, &cl, fsname) < 0) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto out_config;
+	}
+
+	if (!cl.foreground)
+		daemon_fork(&notify_fd);
+
+	copts.metaserver_url = url;
+	copts.timeout_ms = (int)(s.timeout_s * 1000);
+	copts.role = "client";
+	copts.write_stable = 1;
+	ret = rdfs_client_open(&copts, &s.fs.client);
+	memset(&copts.secret, 0, sizeof(copts.secret));
+	if (ret < 0) {
+		fprintf(stderr, PROG ": cannot connect to metaserver %s: %s\n", url,
+			connect_error(ret));
+		goto out_config;
+	}
+
+	se = fuse_session_new(&args, &rdfs_fuse_ops, sizeof(rdfs_fuse_ops), &s.fs);
+	if (!se) {
+		fprintf(stderr, PROG ": invalid FUSE options\n");
+		status = EXIT_USAGE;
+		goto out_client;
+	}
+	if (fuse_set_signal_handlers(se) < 0) {
+		fprintf(stderr, PROG ": cannot install signal handlers\n");
+		goto out_session;
+	}
+	if (fuse_session_mount(se, mountpoint) < 0) {
+		fprintf(stderr, PROG ": cannot mount on %s\n", mountpoint);
+		goto out_signals;
+	}
+	log_info("mounted %s on %s", url, mountpoint);
+	if (notify_fd >= 0)
+		daemon_ready(notify_fd);
+	notify_fd = -1;
+
+	/* A positive return is the signal that ended the loop: a clean unmount. */
+	ret = run_session(se, &cl, &s);
+	status = ret < 0 ? EXIT_RUNTIME : EXIT_OK;
+	if (ret < 0)
+		log_error("session loop ended: %s", strerror(-ret));
+	fuse_session_unmount(se);
+	log_info("unmounted %s", mountpoint);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_client:
+	rdfs_client_close(s.fs.client);
+out_config:
+	/* The waiting parent takes a closed pipe as failure and reports our status. */
+	config_free(cfg);
+	fuse_opt_free_args(&args);
+	free(url);
+	free(fsname);
+	return status;
+}

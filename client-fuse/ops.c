@@ -1,0 +1,688 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ops.c - the FUSE low-level operations of rdfs-fuse: each one is a thin call
+ * into the client core (lib/client) and ends in exactly one fuse_reply_*().
+ *
+ * Inode numbers are rdfs inode numbers (the root is 1 = FUSE_ROOT_ID) and the
+ * metaserver owns every inode, so there is no inode table here: lookup counts
+ * need no bookkeeping and forget is a no-op. An open file's fi->fh is its
+ * struct rdfs_file, an open directory's fi->fh its struct rdfs_dir.
+ *
+ * The client core returns -errno; the reply carries errno.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "rdfs_fuse.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE	(1 << 0)
+#define RENAME_EXCHANGE		(1 << 1)
+#endif
+
+static struct rdfs_fuse *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct rdfs_file *fi_file(const struct fuse_file_info *fi)
+{
+	return (struct rdfs_file *)(uintptr_t)fi->fh;
+}
+
+static struct rdfs_dir *fi_dir(const struct fuse_file_info *fi)
+{
+	return (struct rdfs_dir *)(uintptr_t)fi->fh;
+}
+
+/*
+ * The caller's credentials. FUSE requests carry only uid and gid; the
+ * supplementary groups come from /proc/PID/status (fuse_req_getgroups), which
+ * fails when the caller has already exited - then it gets no extra groups, which
+ * can only deny, never grant, access.
+ */
+static void req_cred(fuse_req_t req, struct rdfs_cred *cr)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[RDFS_MAX_GROUPS];
+	int n;
+
+	cr->uid = ctx->uid;
+	cr->gid = ctx->gid;
+	n = fuse_req_getgroups(req, RDFS_MAX_GROUPS, groups);
+	if (n < 0)
+		n = 0;
+	if (n > RDFS_MAX_GROUPS)
+		n = RDFS_MAX_GROUPS;
+	cr->ngroups = n;
+	for (int i = 0; i < n; i++)
+		cr->groups[i] = groups[i];
+}
+
+/*
+ * FUSE passes names of up to 1024 bytes; POSIX file systems stop at NAME_MAX,
+ * and the error must be the same in every operation that takes a name.
+ */
+static int name_ok(const char *name)
+{
+	return strnlen(name, NAME_MAX + 1) <= NAME_MAX;
+}
+
+/*
+ * A file this client has open for writing may have grown (or shrunk) past
+ * what the metaserver knows until the next commit; report the client's view so
+ * the kernel never trims its own cached size to a stale one.
+ */
+static void merge_pending_size(struct rdfs_fuse *fs, struct stat *st)
+{
+	uint64_t size;
+
+	if (S_ISREG(st->st_mode) && rdfs_pending_size(fs->client, st->st_ino, &size) == 0)
+		st->st_size = size;
+	if (st->st_blksize == 0)
+		st->st_blksize = fs->max_io;
+}
+
+static void reply_status(fuse_req_t req, int ret)
+{
+	fuse_reply_err(req, ret < 0 ? -ret : 0);
+}
+
+static void reply_entry(fuse_req_t req, int ret, struct stat *st)
+{
+	struct rdfs_fuse *fs = req_fs(req);
+	struct fuse_entry_param e;
+
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	merge_pending_size(fs, st);
+	memset(&e, 0, sizeof(e));
+	e.ino = st->st_ino;
+	e.attr = *st;
+	e.attr_timeout = fs->attr_timeout;
+	e.entry_timeout = fs->entry_timeout;
+	fuse_reply_entry(req, &e);
+}
+
+static void reply_attr(fuse_req_t req, int ret, struct stat *st)
+{
+	struct rdfs_fuse *fs = req_fs(req);
+
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	merge_pending_size(fs, st);
+	fuse_reply_attr(req, st, fs->attr_timeout);
+}
+
+/* ---------------------------------------------------------------- session */
+
+static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct rdfs_fuse *fs = userdata;
+
+	/* Large requests: one FUSE READ/WRITE becomes one striped client call. */
+	conn->max_write = fs->max_io;
+	/* Must equal the max_read mount option main.c passes, or libfuse aborts. */
+	conn->max_read = fs->max_io;
+
+	/* Several reads of one file in flight: the client core serves them in parallel. */
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	/* Lookups and creates in one directory need not be serialized by the kernel. */
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* The page cache is dropped on open (close-to-open), not on every mtime change seen. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* O_TRUNC travels with OPEN (rdfs_open truncates), saving a SETATTR round trip. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* Splicing buys nothing until the client core can take pipe buffers. */
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	/*
+	 * The kernel clears set-user-ID/set-group-ID bits on write with a SETATTR;
+	 * the metaserver does not do it by itself on COMMIT.
+	 */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/* Write-back caching needs size/mtime arbitration rdfs does not have yet. */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* Enough background requests to keep both readahead and O_DIRECT pipelines full. */
+	if (conn->max_background < 64)
+		conn->max_background = 64;
+	if (conn->congestion_threshold < 48)
+		conn->congestion_threshold = 48;
+
+	log_info("connected to the kernel: max_write %u, max_read %u, max_readahead %u",
+		 conn->max_write, conn->max_read, conn->max_readahead);
+}
+
+/* ---------------------------------------------------------------- namespace */
+
+static void rdfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	if (!name_ok(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_lookup(req_fs(req)->client, &cr, parent, name, &st);
+	reply_entry(req, ret, &st);
+}
+
+static void rdfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fuse_reply_none(req);
+}
+
+static void rdfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	fuse_reply_none(req);
+}
+
+static void rdfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = rdfs_getattr(req_fs(req)->client, &cr, ino, &st);
+	reply_attr(req, ret, &st);
+}
+
+static void rdfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			    struct fuse_file_info *fi)
+{
+	static const struct {
+		int fuse;
+		unsigned int rdfs;
+	} bits[] = {
+		{ FUSE_SET_ATTR_MODE, RDFS_SET_MODE },
+		{ FUSE_SET_ATTR_UID, RDFS_SET_UID },
+		{ FUSE_SET_ATTR_GID, RDFS_SET_GID },
+		{ FUSE_SET_ATTR_SIZE, RDFS_SET_SIZE },
+		{ FUSE_SET_ATTR_ATIME, RDFS_SET_ATIME },
+		{ FUSE_SET_ATTR_MTIME, RDFS_SET_MTIME },
+		{ FUSE_SET_ATTR_ATIME_NOW, RDFS_SET_ATIME_NOW },
+		{ FUSE_SET_ATTR_MTIME_NOW, RDFS_SET_MTIME_NOW },
+		{ FUSE_SET_ATTR_CTIME, RDFS_SET_CTIME },
+	};
+	struct rdfs_cred cr;
+	struct stat st;
+	unsigned int valid = 0;
+	int ret;
+
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+		if (to_set & bits[i].fuse)
+			valid |= bits[i].rdfs;
+	req_cred(req, &cr);
+	ret = rdfs_setattr(req_fs(req)->client, &cr, ino, attr, valid,
+			   fi ? fi_file(fi) : NULL, &st);
+	reply_attr(req, ret, &st);
+}
+
+static void rdfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char target[PATH_MAX + 1];
+	struct rdfs_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = rdfs_readlink(req_fs(req)->client, &cr, ino, target, sizeof(target));
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+static void rdfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			  dev_t rdev)
+{
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	if (!name_ok(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_mknod(req_fs(req)->client, &cr, parent, name, mode, rdev, &st);
+	reply_entry(req, ret, &st);
+}
+
+static void rdfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	if (!name_ok(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_mkdir(req_fs(req)->client, &cr, parent, name, (mode & 07777) | S_IFDIR, &st);
+	reply_entry(req, ret, &st);
+}
+
+static void rdfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct rdfs_cred cr;
+
+	if (!name_ok(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	reply_status(req, rdfs_unlink(req_fs(req)->client, &cr, parent, name));
+}
+
+static void rdfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct rdfs_cred cr;
+
+	if (!name_ok(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	reply_status(req, rdfs_rmdir(req_fs(req)->client, &cr, parent, name));
+}
+
+static void rdfs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+			    const char *name)
+{
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	if (!name_ok(name) || strnlen(target, PATH_MAX) >= PATH_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_symlink(req_fs(req)->client, &cr, parent, name, target, &st);
+	reply_entry(req, ret, &st);
+}
+
+static void rdfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			   fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct rdfs_cred cr;
+
+	if (!name_ok(name) || !name_ok(newname)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	/* RENAME_WHITEOUT is for overlay file systems' upper layers only. */
+	if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	req_cred(req, &cr);
+	reply_status(req, rdfs_rename(req_fs(req)->client, &cr, parent, name, newparent,
+				      newname, flags));
+}
+
+static void rdfs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+			 const char *newname)
+{
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	if (!name_ok(newname)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_link(req_fs(req)->client, &cr, ino, newparent, newname, &st);
+	reply_entry(req, ret, &st);
+}
+
+static void rdfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct rdfs_cred cr;
+	struct statvfs st;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = rdfs_statfs(req_fs(req)->client, &cr, &st);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_statfs(req, &st);
+}
+
+/* ---------------------------------------------------------------- xattrs */
+
+/*
+ * Only the user. and trusted. namespaces are stored. security.* (file
+ * capabilities, SELinux labels) and system.* (POSIX ACLs) mean something the
+ * kernel would enforce and rdfs does not implement, so storing them would
+ * pretend otherwise. Refusing them here also spares a metaserver round trip
+ * per write(2): before every write the kernel asks for security.capability to
+ * decide whether to clear privileges.
+ */
+static int xattr_supported(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0;
+}
+
+static void rdfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			     const char *value, size_t size, int flags)
+{
+	struct rdfs_cred cr;
+
+	if (!xattr_supported(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+
+	req_cred(req, &cr);
+	reply_status(req, rdfs_setxattr(req_fs(req)->client, &cr, ino, name, value, size, flags));
+}
+
+/* getxattr and listxattr: size 0 asks for the needed size, else for the bytes. */
+static void reply_xattr(fuse_req_t req, int ret, const void *buf, size_t size)
+{
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, ret);
+	else
+		fuse_reply_buf(req, buf, ret);
+}
+
+static void rdfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct rdfs_cred cr;
+	void *buf = NULL;
+	int ret;
+
+	if (!xattr_supported(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_getxattr(req_fs(req)->client, &cr, ino, name, buf, size);
+	reply_xattr(req, ret, buf, size);
+	free(buf);
+}
+
+static void rdfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct rdfs_cred cr;
+	char *buf = NULL;
+	int ret;
+
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_listxattr(req_fs(req)->client, &cr, ino, buf, size);
+	reply_xattr(req, ret, buf, size);
+	free(buf);
+}
+
+static void rdfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct rdfs_cred cr;
+
+	if (!xattr_supported(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+
+	req_cred(req, &cr);
+	reply_status(req, rdfs_removexattr(req_fs(req)->client, &cr, ino, name));
+}
+
+/* ---------------------------------------------------------------- directories */
+
+static void rdfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct rdfs_dir *d;
+	struct rdfs_cred cr;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = rdfs_opendir(req_fs(req)->client, &cr, ino, &d);
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) < 0)
+		rdfs_closedir(d);	/* opendir(3) was interrupted: no releasedir follows */
+}
+
+/*
+ * The stream the kernel sees is ".", "..", then the entries of the rdfs_dir:
+ * position p holds "." (0), ".." (1) or rdfs entry p - 2, and each dirent
+ * carries the position after it as its offset. These are stable indexes into
+ * the rdfs_dir, so telldir/seekdir work across calls.
+ */
+static void rdfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	struct rdfs_dir *d = fi_dir(fi);
+	struct rdfs_dirent ent;
+	size_t used = 0;
+	char *buf;
+	int ret = 0;
+
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (uint64_t pos = off < 0 ? 0 : off;; pos++) {
+		struct stat st;
+		const char *name;
+		size_t len;
+
+		memset(&st, 0, sizeof(st));
+		if (pos < 2) {
+			name = pos == 0 ? "." : "..";
+			st.st_ino = ino;
+			st.st_mode = S_IFDIR;
+		} else {
+			ret = rdfs_readdir_at(d, pos - 2, &ent);
+			if (ret <= 0)
+				break;
+			name = ent.name;
+			st.st_ino = ent.ino;
+			st.st_mode = ent.type;
+		}
+		len = fuse_add_direntry(req, buf + used, size - used, name, &st, pos + 1);
+		if (len > size - used)
+			break;		/* full: the kernel asks again from pos */
+		used += len;
+	}
+	/* An error after some entries: return those; the next call meets it again. */
+	if (ret < 0 && used == 0)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void rdfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	rdfs_closedir(fi_dir(fi));
+	fuse_reply_err(req, 0);
+}
+
+/* Every metaserver mutation is durable before it is acknowledged. */
+static void rdfs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			     struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* ---------------------------------------------------------------- files */
+
+/*
+ * Settings of a newly opened file. keep_cache stays 0: the kernel drops the
+ * file's cached pages at every open, which is what close-to-open needs.
+ */
+static void set_open_flags(struct rdfs_fuse *fs, struct fuse_file_info *fi,
+			   struct rdfs_file *f)
+{
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = 0;
+	if (fs->direct_io)
+		fi->direct_io = 1;
+}
+
+static void rdfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			   struct fuse_file_info *fi)
+{
+	struct rdfs_fuse *fs = req_fs(req);
+	struct fuse_entry_param e;
+	struct rdfs_file *f;
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	if (!name_ok(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	req_cred(req, &cr);
+	ret = rdfs_create(fs->client, &cr, parent, name, mode, fi->flags, &st, &f);
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	set_open_flags(fs, fi, f);
+	merge_pending_size(fs, &st);
+	memset(&e, 0, sizeof(e));
+	e.ino = st.st_ino;
+	e.attr = st;
+	e.attr_timeout = fs->attr_timeout;
+	e.entry_timeout = fs->entry_timeout;
+	if (fuse_reply_create(req, &e, fi) < 0)
+		rdfs_release(f);	/* open(2) was interrupted: no release follows */
+}
+
+static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct rdfs_fuse *fs = req_fs(req);
+	struct rdfs_file *f;
+	struct rdfs_cred cr;
+	struct stat st;
+	int ret;
+
+	req_cred(req, &cr);
+	ret = rdfs_open(fs->client, &cr, ino, fi->flags, &st, &f);
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	set_open_flags(fs, fi, f);
+	if (fuse_reply_open(req, fi) < 0)
+		rdfs_release(f);
+}
+
+static void rdfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	ssize_t n;
+	void *buf;
+
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = rdfs_pread(fi_file(fi), buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, n);
+	free(buf);
+}
+
+static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+			  off_t off, struct fuse_file_info *fi)
+{
+	ssize_t n;
+
+	n = rdfs_pwrite(fi_file(fi), buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, n);
+}
+
+static void rdfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	reply_status(req, rdfs_flush(fi_file(fi)));
+}
+
+static void rdfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+			  struct fuse_file_info *fi)
+{
+	reply_status(req, rdfs_fsync(fi_file(fi), datasync));
+}
+
+static void rdfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	reply_status(req, rdfs_release(fi_file(fi)));
+}
+
+const struct fuse_lowlevel_ops rdfs_fuse_ops = {
+	.init		= rdfs_op_init,
+	.lookup		= rdfs_op_lookup,
+	.forget		= rdfs_op_forget,
+	.forget_multi	= rdfs_op_forget_multi,
+	.getattr	= rdfs_op_getattr,
+	.setattr	= rdfs_op_setattr,
+	.readlink	= rdfs_op_readlink,
+	.mknod		= rdfs_op_mknod,
+	.mkdir		= rdfs_op_mkdir,
+	.unlink		= rdfs_op_unlink,
+	.rmdir		= rdfs_op_rmdir,
+	.symlink	= rdfs_op_symlink,
+	.rename		= rdfs_op_rename,
+	.link		= rdfs_op_link,
+	.open		= rdfs_op_open,
+	.read		= rdfs_op_read,
+	.write		= rdfs_op_write,
+	.flush		= rdfs_op_flush,
+	.release	= rdfs_op_release,
+	.fsync		= rdfs_op_fsync,
+	.opendir	= rdfs_op_opendir,
+	.readdir	= rdfs_op_readdir,
+	.releasedir	= rdfs_op_releasedir,
+	.fsyncdir	= rdfs_op_fsyncdir,
+	.statfs		= rdfs_op_statfs,
+	.setxattr	= rdfs_op_setxattr,
+	.getxattr	= rdfs_op_getxattr,
+	.listxattr	= rdfs_op_listxattr,
+	.removexattr	= rdfs_op_removexattr,
+	.create		= rdfs_op_create,
+};

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdfs_fuse.h - what rdfs-fuse's startup code (main.c) hands to its FUSE
+ * operations (ops.c): the client core connection and the mount's settings.
+ */
+#ifndef RDFS_FUSE_H
+#define RDFS_FUSE_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include "rdfs_client.h"
+
+/*
+ * Largest READ/WRITE the kernel sends us. libfuse 3.14 cannot take more than
+ * 256 pages per request (FUSE_MAX_MAX_PAGES), and the kernel's default
+ * fs.fuse.max_pages_limit is also 256, so 1 MiB is the ceiling; it is also the
+ * default chunk size, so one FUSE request maps onto one I/O server request.
+ */
+#define RDFS_FUSE_MAX_IO	(1u << 20)
+
+/* The userdata of the FUSE session: read-only once the session runs. */
+struct rdfs_fuse {
+	struct rdfs_client *client;
+	double attr_timeout;		/* seconds the kernel may cache attributes */
+	double entry_timeout;		/* seconds the kernel may cache name -> inode */
+	int direct_io;			/* bypass the page cache for every open file */
+	unsigned int max_io;		/* max_read = max_write negotiated at init */
+};
+
+extern const struct fuse_lowlevel_ops rdfs_fuse_ops;
+
+#endif

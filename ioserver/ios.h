@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ios.h - the I/O server core: serves one volume over rpc (READ, WRITE,
+ * IO_COMMIT, VOLUME_INFO, PING) and keeps it registered with the metaserver.
+ *
+ * main.c is only option parsing around this; the unit tests run the same core
+ * in-process on port 0, with a fixed server id instead of a metaserver.
+ *
+ * Lifecycle: ios_server_create() binds the listeners and starts the disk
+ * threads and the registration thread; ios_server_run() is the main loop and
+ * returns after ios_server_stop() (any thread, not a signal handler) once every
+ * accepted request is answered and the volume is synced; ios_server_destroy()
+ * frees the rest. The volume stays the caller's.
+ */
+#ifndef RDFS_IOS_H
+#define RDFS_IOS_H
+
+#include <stdint.h>
+
+#include "auth.h"
+
+struct volume;
+struct ios_server;
+
+#define IOS_DEFAULT_LISTEN		"tcp://0.0.0.0:7100"
+#define IOS_DEFAULT_IO_THREADS		8
+#define IOS_DEFAULT_PING_MS		5000
+
+struct ios_options {
+	struct volume *vol;			/* opened by the caller, not owned */
+	const char *listen;			/* comma-separated URLs; NULL: IOS_DEFAULT_LISTEN */
+	const char *advertise;			/* URL given to the metaserver; NULL: derived */
+	/*
+	 * Metaserver URL to register with. NULL: no registration; the server uses
+	 * fixed_server_id from the start (tests, tools).
+	 */
+	const char *metaserver;
+	uint32_t fixed_server_id;
+	const char *name;			/* NULL: "hostname:port" */
+	const struct auth_secret *secret;	/* cluster secret (peers, metaserver) */
+	const struct auth_secret *cap_key;	/* capability key */
+	int io_threads;				/* 0: IOS_DEFAULT_IO_THREADS */
+	int ping_interval_ms;			/* 0: IOS_DEFAULT_PING_MS */
+};
+
+/* -errno: listener bind failures (-EADDRINUSE, -EINVAL for a bad URL), -ENOMEM. */
+int ios_server_create(const struct ios_options *o, struct ios_server **out);
+/* Serve until ios_server_stop(); 0, or -errno if the volume's final sync failed. */
+int ios_server_run(struct ios_server *s);
+/* Thread-safe; ios_server_run() finishes the requests it has accepted, then returns. */
+void ios_server_stop(struct ios_server *s);
+void ios_server_destroy(struct ios_server *s);
+
+/* The bound URL of listener @i (port 0 resolved). */
+const char *ios_server_url(const struct ios_server *s, int i);
+/* The URL given to the metaserver. */
+const char *ios_server_advertise_url(const struct ios_server *s);
+/* 0 and the metaserver-assigned (or fixed) id, -EAGAIN before the first registration. */
+int ios_server_id(const struct ios_server *s, uint32_t *id);
+
+#endif

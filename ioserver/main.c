@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: MIT
+/*
+ * main.c - rdfs-ioserver: options and configuration, the volume, signals,
+ * then the I/O server core (ios.h) until SIGTERM/SIGINT.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "config.h"
+#include "ios.h"
+#include "log.h"
+#include "volume.h"
+
+#define PROG			"rdfs-ioserver"
+#define PROG_VERSION		"0.1.0"
+#define SECTION			"ioserver"
+#define DEFAULT_CONFIG		"/etc/rdfs/rdfs.conf"
+#define DEFAULT_SECRET		"/etc/rdfs/secret"
+#define DEFAULT_CAP_KEY		"/etc/rdfs/cap.key"
+#define DEFAULT_METASERVER	"tcp://127.0.0.1:7000"
+#define MAX_IO_THREADS		256
+
+enum exit_status { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static const char usage_text[] =
+"NAME\n"
+"    rdfs-ioserver - rdfs I/O server: exports one volume as 4 KiB blocks\n"
+"\n"
+"SYNOPSIS\n"
+"    rdfs-ioserver [OPTIONS]\n"
+"    rdfs-ioserver --volume PATH [--create-size SIZE] [--metaserver URL] [--listen URL]\n"
+"\n"
+"DESCRIPTION\n"
+"    Serves READ and WRITE of block ranges of one volume (a regular file or a\n"
+"    block device) to rdfs clients. Every request must carry a capability that\n"
+"    the metaserver signed with the capability key; ranges it does not cover,\n"
+"    forged and expired capabilities are refused. On start the server registers\n"
+"    with the metaserver (which assigns its server id) and keeps that connection\n"
+"    open, reconnecting with backoff when it breaks; until the first registration\n"
+"    succeeds, I/O requests get EAGAIN.\n"
+"\n"
+"    The first MiB of the volume holds the superblock (magic RDFSVOL1, uuid,\n"
+"    capacity); block b lives at byte 1 MiB + b * 4096. The volume is opened with\n"
+"    O_DIRECT when the file system allows it (else buffered, with a warning).\n"
+"\n"
+"OPTIONS\n"
+"    --config FILE        INI configuration file (default " DEFAULT_CONFIG ";\n"
+"                         a missing default file is fine, a missing given one is\n"
+"                         an error). Command-line options override it.\n"
+"    --volume PATH        the volume: a regular file or a block device. Required.\n"
+"    --create-size SIZE   if PATH does not exist, create it as a sparse file of\n"
+"                         SIZE bytes (suffixes k, m, g, t: powers of 1024) and\n"
+"                         format it. Ignored when PATH exists. Default: none.\n"
+"    --format             format an existing volume that has no rdfs superblock,\n"
+"                         destroying what it holds. Without it such a volume is\n"
+"                         refused. A volume that already holds an rdfs superblock\n"
+"                         is never reformatted.\n"
+"    --listen URL         where to listen; a comma-separated list for several\n"
+"                         (default " IOS_DEFAULT_LISTEN ").\n"
+"    --advertise URL      the URL clients use to reach this server, sent to the\n"
+"                         metaserver (default: the first listen URL, with a\n"
+"                         wildcard host such as 0.0.0.0 replaced by 127.0.0.1).\n"
+"    --metaserver URL     the metaserver (default " DEFAULT_METASERVER ").\n"
+"    --name NAME          a name for tools' listings (default: hostname:port).\n"
+"    --secret-file PATH   cluster secret, mode 0600 (default " DEFAULT_SECRET ").\n"
+"    --cap-key-file PATH  capability key shared with the metaserver, mode 0600\n"
+"                         (default " DEFAULT_CAP_KEY ").\n"
+"    --io-threads N       disk threads, 1-256 (default 8).\n"
+"    --log-level LEVEL    error, warn, info or debug (default info).\n"
+"    --log-file PATH      append the log to PATH instead of stderr.\n"
+"    --help               print this help and exit.\n"
+"    --version            print the version and exit.\n"
+"\n"
+"CONFIGURATION\n"
+"    Keys of section [ioserver], falling back to [cluster]:\n"
+"      volume, create_size, format (bool), listen, advertise, name, io_threads,\n"
+"      log_level, log_file\n"
+"    Keys of section [cluster] (or [ioserver] to override):\n"
+"      metaserver, secret_file, cap_key_file\n"
+"\n"
+"    Example:\n"
+"      [cluster]\n"
+"      metaserver   = tcp://mds1:7000\n"
+"      secret_file  = /etc/rdfs/secret\n"
+"      cap_key_file = /etc/rdfs/cap.key\n"
+"\n"
+"      [ioserver]\n"
+"      listen = tcp://0.0.0.0:7100\n"
+"      advertise = tcp://io1:7100\n"
+"      volume = /srv/rdfs/vol0\n"
+"\n"
+"SIGNALS\n"
+"    SIGTERM, SIGINT: stop taking requests, answer every request already\n"
+"    accepted, flush the volume (fdatasync) and exit 0.\n"
+"\n"
+"EXAMPLES\n"
+"    Create a 10 GiB sparse volume file and serve it:\n"
+"      rdfs-ioserver --volume /srv/rdfs/vol0 --create-size 10g \\\n"
+"                    --metaserver tcp://mds1:7000 --advertise tcp://io1:7100\n"
+"    A second server on the same host:\n"
+"      rdfs-ioserver --volume /srv/rdfs/vol1 --create-size 10g --listen tcp://0.0.0.0:7101\n"
+"    Serve a block device (its existing rdfs superblock is kept):\n"
+"      rdfs-ioserver --volume /dev/nvme0n1p3 --format\n"
+"\n"
+"EXIT STATUS\n"
+"    0  stopped by SIGTERM/SIGINT after flushing the volume\n"
+"    1  runtime error (volume, secret files, listen address, final flush)\n"
+"    2  usage error (unknown option, bad value, bad configuration file)\n";
+
+enum opt_id {
+	OPT_CONFIG = 256, OPT_VOLUME, OPT_CREATE_SIZE, OPT_FORMAT, OPT_LISTEN, OPT_ADVERTISE,
+	OPT_METASERVER, OPT_NAME, OPT_SECRET, OPT_CAP_KEY, OPT_IO_THREADS, OPT_LOG_LEVEL,
+	OPT_LOG_FILE, OPT_HELP, OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ "config",	  required_argument, NULL, OPT_CONFIG },
+	{ "volume",	  required_argument, NULL, OPT_VOLUME },
+	{ "create-size",  required_argument, NULL, OPT_CREATE_SIZE },
+	{ "format",	  no_argument,	     NULL, OPT_FORMAT },
+	{ "listen",	  required_argument, NULL, OPT_LISTEN },
+	{ "advertise",	  required_argument, NULL, OPT_ADVERTISE },
+	{ "metaserver",	  required_argument, NULL, OPT_METASERVER },
+	{ "name",	  required_argument, NULL, OPT_NAME },
+	{ "secret-file",  required_argument, NULL, OPT_SECRET },
+	{ "cap-key-file", required_argument, NULL, OPT_CAP_KEY },
+	{ "io-threads",	  required_argument, NULL, OPT_IO_THREADS },
+	{ "log-level",	  required_argument, NULL, OPT_LOG_LEVEL },
+	{ "log-file",	  required_argument, NULL, OPT_LOG_FILE },
+	{ "help",	  no_argument,	     NULL, OPT_HELP },
+	{ "version",	  no_argument,	     NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* The config key each option overrides (indexed by opt_id - OPT_CONFIG). */
+static const char *const opt_keys[] = {
+	[OPT_VOLUME - OPT_CONFIG]	= "volume",
+	[OPT_CREATE_SIZE - OPT_CONFIG]	= "create_size",
+	[OPT_FORMAT - OPT_CONFIG]	= "format",
+	[OPT_LISTEN - OPT_CONFIG]	= "listen",
+	[OPT_ADVERTISE - OPT_CONFIG]	= "advertise",
+	[OPT_METASERVER - OPT_CONFIG]	= "metaserver",
+	[OPT_NAME - OPT_CONFIG]		= "name",
+	[OPT_SECRET - OPT_CONFIG]	= "secret_file",
+	[OPT_CAP_KEY - OPT_CONFIG]	= "cap_key_file",
+	[OPT_IO_THREADS - OPT_CONFIG]	= "io_threads",
+	[OPT_LOG_LEVEL - OPT_CONFIG]	= "log_level",
+	[OPT_LOG_FILE - OPT_CONFIG]	= "log_file",
+};
+
+struct override {
+	const char *key;
+	const char *value;
+};
+
+static bool log_to_file;
+
+/* Startup errors go to stderr, and to the log file too when there is one. */
+static void startup_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void startup_error(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, PROG ": %s\n", msg);
+	if (log_to_file)
+		log_error("%s", msg);
+}
+
+/*
+ * Parse argv: --config goes to *@config, every other option to @ov (in order,
+ * so a later one wins). Returns -1 to continue, else an exit status.
+ */
+static int parse_args(int argc, char **argv, const char **config, struct override *ov, int *nov)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			return EXIT_OK;
+		case OPT_VERSION:
+			printf(PROG " " PROG_VERSION "\n");
+			return EXIT_OK;
+		case OPT_CONFIG:
+			*config = optarg;
+			break;
+		case OPT_FORMAT:
+			ov[(*nov)++] = (struct override){ "format", "true" };
+			break;
+		default:
+			if (c < OPT_CONFIG || c > OPT_VERSION || !opt_keys[c - OPT_CONFIG]) {
+				fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+				return EXIT_USAGE;
+			}
+			ov[(*nov)++] = (struct override){ opt_keys[c - OPT_CONFIG], optarg };
+			break;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'\n"
+			"Try '" PROG " --help' for more information.\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+static int load_config(struct rdfs_config *cfg, const char *path)
+{
+	int line = 0;
+	int ret = config_load(cfg, path ? path : DEFAULT_CONFIG, &line);
+
+	if (ret == -ENOENT && !path)
+		return 0;
+	if (ret == -EINVAL) {
+		startup_error("%s:%d: syntax error", path ? path : DEFAULT_CONFIG, line);
+		return EXIT_USAGE;
+	}
+	if (ret) {
+		startup_error("cannot read configuration %s: %s", path ? path : DEFAULT_CONFIG,
+			      strerror(-ret));
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int load_secret(const char *what, const char *path, struct auth_secret *out)
+{
+	int ret = auth_secret_load(path, out);
+
+	if (ret == -EPERM)
+		startup_error("%s %s is readable or writable by group or others; chmod 600 it",
+			      what, path);
+	else if (ret == -EINVAL)
+		startup_error("%s %s is shorter than %d bytes", what, path, AUTH_SECRET_MIN);
+	else if (ret)
+		startup_error("cannot load %s %s: %s", what, path, strerror(-ret));
+	return ret;
+}
+
+static void format_uuid(const uint8_t *u, char out[37])
+{
+	static const int dash_after[] = { 4, 6, 8, 10 };
+	int p = 0, d = 0;
+
+	for (int i = 0; i < VOLUME_UUID_LEN; i++) {
+		if (d < 4 && i == dash_after[d]) {
+			out[p++] = '-';
+			d++;
+		}
+		p += sprintf(out + p, "%02x", u[i]);
+	}
+	out[p] = '\0';
+}
+
+static int open_volume(const struct rdfs_config *cfg, struct volume **vol)
+{
+	struct volume_open_opts o = { 0 };
+	const char *path = config_get(cfg, SECTION, "volume", NULL);
+	char uuid[37];
+	int format = 0;
+	int ret;
+
+	if (!path || !path[0]) {
+		startup_error("no volume given (--volume PATH or [ioserver] volume)");
+		return EXIT_USAGE;
+	}
+	if (config_get_size(cfg, SECTION, "create_size", 0, &o.create_size)) {
+		startup_error("bad create_size '%s' (a size like 10g)",
+			      config_get(cfg, SECTION, "create_size", ""));
+		return EXIT_USAGE;
+	}
+	if (config_get_bool(cfg, SECTION, "format", 0, &format)) {
+		startup_error("bad format value '%s' (true or false)",
+			      config_get(cfg, SECTION, "format", ""));
+		return EXIT_USAGE;
+	}
+	o.path = path;
+	o.format = format;
+
+	ret = volume_open(&o, vol);
+	switch (ret) {
+	case 0:
+		break;
+	case -ENOENT:
+		startup_error("cannot open volume %s: %s (give --create-size to create it)",
+			      path, strerror(ENOENT));
+		return EXIT_FAIL;
+	case -EMEDIUMTYPE:
+		startup_error("volume %s has no rdfs superblock; refusing to use it "
+			      "(--format formats it, destroying its contents)", path);
+		return EXIT_FAIL;
+	case -EUCLEAN:
+		startup_error("volume %s: superblock is corrupt, of an unknown version, or "
+			      "larger than the volume; refusing to use it", path);
+		return EXIT_FAIL;
+	case -EFBIG:
+		startup_error("volume %s is too small: it needs at least 1 MiB + 4 KiB", path);
+		return EXIT_FAIL;
+	case -ENOTBLK:
+		startup_error("volume %s is neither a regular file nor a block device", path);
+		return EXIT_FAIL;
+	default:
+		startup_error("cannot open volume %s: %s", path, strerror(-ret));
+		return EXIT_FAIL;
+	}
+
+	format_uuid(volume_uuid(*vol), uuid);
+	log_info("%s volume %s: %llu blocks of 4 KiB (%llu MiB), uuid %s%s",
+		 volume_was_formatted(*vol) ? "formatted" : "opened", path,
+		 (unsigned long long)volume_capacity(*vol),
+		 (unsigned long long)(volume_capacity(*vol) / 256), uuid,
+		 volume_is_direct(*vol) ? ", O_DIRECT" : "");
+	if (!volume_is_direct(*vol))
+		log_warn("volume %s: the file system refuses O_DIRECT; using buffered I/O", path);
+	return 0;
+}
+
+struct signal_waiter {
+	sigset_t set;
+	struct ios_server *server;
+};
+
+static void *signal_thread(void *arg)
+{
+	struct signal_waiter *w = arg;
+	int sig = 0;
+
+	if (sigwait(&w->set, &sig) == 0) {
+		log_info("%s: finishing in-flight requests and stopping", strsignal(sig));
+		ios_server_stop(w->server);
+	}
+	return NULL;
+}
+
+/* Everything after the volume is open: secrets, the core, the main loop. */
+static int serve(const struct rdfs_config *cfg, struct volume *vol)
+{
+	static struct auth_secret secret, cap_key;
+	struct ios_options o = { 0 };
+	struct signal_waiter waiter;
+	struct ios_server *server;
+	pthread_t sig_thread;
+	int64_t threads = IOS_DEFAULT_IO_THREADS;
+	int ret;
+
+	if (config_get_int(cfg, SECTION, "io_threads", IOS_DEFAULT_IO_THREADS, &threads) ||
+	    threads < 1 || threads > MAX_IO_THREADS) {
+		startup_error("bad io_threads '%s' (1-%d)",
+			      config_get(cfg, SECTION, "io_threads", ""), MAX_IO_THREADS);
+		return EXIT_USAGE;
+	}
+	if (load_secret("secret file", config_get(cfg, SECTION, "secret_file", DEFAULT_SECRET),
+			&secret) ||
+	    load_secret("capability key file",
+			config_get(cfg, SECTION, "cap_key_file", DEFAULT_CAP_KEY), &cap_key))
+		return EXIT_FAIL;
+
+	o.vol = vol;
+	o.listen = config_get(cfg, SECTION, "listen", IOS_DEFAULT_LISTEN);
+	o.advertise = config_get(cfg, SECTION, "advertise", NULL);
+	o.metaserver = config_get(cfg, SECTION, "metaserver", DEFAULT_METASERVER);
+	o.name = config_get(cfg, SECTION, "name", NULL);
+	o.secret = &secret;
+	o.cap_key = &cap_key;
+	o.io_threads = (int)threads;
+
+	/* Signals go to the waiter thread only; every thread created later inherits the mask. */
+	sigemptyset(&waiter.set);
+	sigaddset(&waiter.set, SIGTERM);
+	sigaddset(&waiter.set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &waiter.set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = ios_server_create(&o, &server);
+	if (ret) {
+		startup_error("cannot listen on %s: %s", o.listen, strerror(-ret));
+		return EXIT_FAIL;
+	}
+	log_info("listening on %s, advertised as %s, %d disk threads, metaserver %s",
+		 ios_server_url(server, 0), ios_server_advertise_url(server), o.io_threads,
+		 o.metaserver);
+
+	waiter.server = server;
+	if (pthread_create(&sig_thread, NULL, signal_thread, &waiter)) {
+		startup_error("cannot start the signal thread");
+		ios_server_destroy(server);
+		return EXIT_FAIL;
+	}
+	ret = ios_server_run(server);
+	pthread_join(sig_thread, NULL);
+	ios_server_destroy(server);
+	log_info("stopped%s", ret ? " (the final volume flush failed)" : "");
+	return ret ? EXIT_FAIL : EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct override *ov;
+	const char *config_path = NULL;
+	struct rdfs_config *cfg;
+	struct volume *vol = NULL;
+	const char *level_name, *log_file;
+	int nov = 0, level, ret, i;
+
+	/* At most one override per argument. */
+	ov = calloc((size_t)argc, sizeof(*ov));
+	cfg = config_new();
+	if (!ov || !cfg) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return EXIT_FAIL;
+	}
+	ret = parse_args(argc, argv, &config_path, ov, &nov);
+	if (ret >= 0)
+		goto out;
+
+	ret = load_config(cfg, config_path);
+	if (ret)
+		goto out;
+	for (i = 0; i < nov; i++)
+		config_set(cfg, SECTION, ov[i].key, ov[i].value);
+
+	level_name = config_get(cfg, SECTION, "log_level", "info");
+	level = log_parse_level(level_name);
+	if (level < 0) {
+		startup_error("bad log level '%s' (error, warn, info, debug)", level_name);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	log_init(PROG, (enum log_level)level);
+	log_file = config_get(cfg, SECTION, "log_file", NULL);
+	if (log_file && log_file[0]) {
+		ret = log_open_file(log_file);
+		if (ret) {
+			startup_error("cannot open log file %s: %s", log_file, strerror(-ret));
+			ret = EXIT_FAIL;
+			goto out;
+		}
+		log_to_file = true;
+	}
+
+	ret = open_volume(cfg, &vol);
+	if (ret)
+		goto out;
+	ret = serve(cfg, vol);
+	volume_close(vol);
+out:
+	config_free(cfg);
+	free(ov);
+	return ret;
+}

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * registration.c - the thread that keeps this I/O server registered with the
+ * metaserver (see registration.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "frame.h"
+#include "log.h"
+#include "rdfs.pb-c.h"
+#include "registration.h"
+#include "rpc.h"
+#include "volume.h"
+
+#define REG_CONNECT_TIMEOUT_MS	3000
+#define REG_CALL_TIMEOUT_MS	5000
+#define REG_BACKOFF_MIN_MS	500
+#define REG_BACKOFF_MAX_MS	30000
+
+struct registration {
+	char *metaserver;
+	const struct auth_secret *secret;
+	char *url;
+	char *name;
+	uint8_t uuid[VOLUME_UUID_LEN];
+	uint64_t capacity_blocks;
+	int ping_interval_ms;
+	struct server_id *id;
+
+	pthread_t thread;
+	pthread_mutex_t mutex;
+	pthread_cond_t wake;		/* CLOCK_MONOTONIC */
+	bool stopping;
+};
+
+/* Sleep @ms unless stopped first; returns true when stopping. */
+static bool reg_sleep(struct registration *r, int ms)
+{
+	struct timespec until;
+	bool stopping;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&r->mutex);
+	while (!r->stopping &&
+	       pthread_cond_timedwait(&r->wake, &r->mutex, &until) != ETIMEDOUT)
+		;
+	stopping = r->stopping;
+	pthread_mutex_unlock(&r->mutex);
+	return stopping;
+}
+
+static bool reg_stopping(struct registration *r)
+{
+	bool stopping;
+
+	pthread_mutex_lock(&r->mutex);
+	stopping = r->stopping;
+	pthread_mutex_unlock(&r->mutex);
+	return stopping;
+}
+
+/* REGISTER on @c; 0 and the id published, or -errno (logged). */
+static int reg_register(struct registration *r, struct rpc_client *c)
+{
+	Rdfs__RegisterReq req = RDFS__REGISTER_REQ__INIT;
+	Rdfs__RegisterReply *reply;
+	struct rpc_pending *pending;
+	struct rpc_reply rep;
+	uint32_t old_id;
+	int ret;
+
+	req.url = r->url;
+	req.volume_uuid.data = r->uuid;
+	req.volume_uuid.len = VOLUME_UUID_LEN;
+	req.capacity_blocks = r->capacity_blocks;
+	req.name = r->name;
+
+	ret = rpc_call_start(c, RDFS_OP_REGISTER, &req.base, NULL, 0, &pending);
+	if (!ret)
+		ret = rpc_call_wait(pending, REG_CALL_TIMEOUT_MS, &rep);
+	if (ret) {
+		log_warn("metaserver %s: REGISTER failed: %s", r->metaserver, strerror(-ret));
+		return ret;
+	}
+	if (rep.status) {
+		Rdfs__Error *err = rdfs__error__unpack(NULL, rep.msg->hdr.body_len, rep.msg->body);
+
+		ret = rep.status < 0 ? rep.status : -EPROTO;
+		log_error("metaserver %s refused registration: %s%s%s", r->metaserver,
+			  strerror(-ret), err && err->message[0] ? ": " : "",
+			  err ? err->message : "");
+		if (err)
+			rdfs__error__free_unpacked(err, NULL);
+		rpc_reply_release(&rep);
+		return ret;
+	}
+	reply = rdfs__register_reply__unpack(NULL, rep.msg->hdr.body_len, rep.msg->body);
+	rpc_reply_release(&rep);
+	if (!reply) {
+		log_error("metaserver %s: undecodable REGISTER reply", r->metaserver);
+		return -EBADMSG;
+	}
+	if (server_id_get(r->id, &old_id) == 0 && old_id != reply->server_id)
+		log_warn("metaserver changed this server's id from %u to %u", old_id,
+			 reply->server_id);
+	server_id_set(r->id, reply->server_id);
+	log_info("registered with metaserver %s as server %u (url %s, %llu blocks)",
+		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks);
+	rdfs__register_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+/* Ping until the connection breaks or we stop. */
+static void reg_keepalive(struct registration *r, struct rpc_client *c)
+{
+	while (!reg_sleep(r, r->ping_interval_ms)) {
+		int ret = rpc_call(c, RDFS_OP_PING, NULL, NULL, NULL, REG_CALL_TIMEOUT_MS);
+
+		/* Any reply, even an error status, shows the connection is alive. */
+		if (ret == -ENOTCONN || ret == -ETIMEDOUT || rpc_client_broken(c)) {
+			log_warn("lost connection to metaserver %s (%s); reconnecting",
+				 r->metaserver, strerror(ret == -ETIMEDOUT ? ETIMEDOUT : ENOTCONN));
+			return;
+		}
+	}
+}
+
+static void *reg_main(void *arg)
+{
+	struct registration *r = arg;
+	int backoff = REG_BACKOFF_MIN_MS;
+	int last_err = 0;
+
+	while (!reg_stopping(r)) {
+		struct rpc_client *c = NULL;
+		int ret = rpc_client_connect(r->metaserver, r->secret, "ioserver",
+					     REG_CONNECT_TIMEOUT_MS, &c);
+
+		if (ret) {
+			/* Repeating the same failure every backoff step would flood the log. */
+			if (ret != last_err)
+				log_warn("cannot connect to metaserver %s: %s%s; retrying",
+					 r->metaserver, strerror(-ret),
+					 ret == -EACCES ? " (wrong cluster secret?)" : "");
+			last_err = ret;
+		} else {
+			ret = reg_register(r, c);
+			if (!ret) {
+				backoff = REG_BACKOFF_MIN_MS;
+				last_err = 0;
+				reg_keepalive(r, c);
+			}
+			rpc_client_close(c);
+		}
+		if (reg_sleep(r, backoff))
+			break;
+		backoff = backoff * 2 > REG_BACKOFF_MAX_MS ? REG_BACKOFF_MAX_MS : backoff * 2;
+	}
+	return NULL;
+}
+
+static void reg_free(struct registration *r)
+{
+	free(r->metaserver);
+	free(r->url);
+	free(r->name);
+	free(r);
+}
+
+int registration_start(const struct registration_opts *o, struct registration **out)
+{
+	struct registration *r = calloc(1, sizeof(*r));
+	pthread_condattr_t attr;
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	r->metaserver = strdup(o->metaserver);
+	r->url = strdup(o->url);
+	r->name = strdup(o->name ? o->name : "");
+	if (!r->metaserver || !r->url || !r->name) {
+		reg_free(r);
+		return -ENOMEM;
+	}
+	r->secret = o->secret;
+	memcpy(r->uuid, o->volume_uuid, VOLUME_UUID_LEN);
+	r->capacity_blocks = o->capacity_blocks;
+	r->ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : 5000;
+	r->id = o->id;
+
+	pthread_mutex_init(&r->mutex, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->wake, &attr);
+	pthread_condattr_destroy(&attr);
+
+	ret = pthread_create(&r->thread, NULL, reg_main, r);
+	if (ret) {
+		pthread_cond_destroy(&r->wake);
+		pthread_mutex_destroy(&r->mutex);
+		reg_free(r);
+		return -ret;
+	}
+	*out = r;
+	return 0;
+}
+
+void registration_stop(struct registration *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mutex);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->wake);
+	pthread_mutex_unlock(&r->mutex);
+	pthread_join(r->thread, NULL);
+	pthread_cond_destroy(&r->wake);
+	pthread_mutex_destroy(&r->mutex);
+	reg_free(r);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registration.h - keep this I/O server registered with the metaserver.
+ *
+ * A thread connects (rpc role "ioserver"), sends REGISTER{url, volume_uuid,
+ * capacity_blocks, name}, publishes the returned server id, then holds the
+ * connection open with periodic PINGs: the metaserver counts the server as up
+ * while that connection lives. When it breaks the thread reconnects and
+ * registers again, backing off exponentially. The id, once known, stays
+ * valid across reconnects (the metaserver keeps it stable per volume uuid), so
+ * the data path keeps serving while the metaserver is away.
+ */
+#ifndef RDFS_IOS_REGISTRATION_H
+#define RDFS_IOS_REGISTRATION_H
+
+#include <stdint.h>
+
+#include "auth.h"
+#include "server_id.h"
+
+struct registration;
+
+struct registration_opts {
+	const char *metaserver;			/* URL */
+	const struct auth_secret *secret;
+	const char *url;			/* advertised to the metaserver */
+	const char *name;
+	const uint8_t *volume_uuid;		/* VOLUME_UUID_LEN bytes */
+	uint64_t capacity_blocks;
+	int ping_interval_ms;
+	struct server_id *id;			/* set on every successful REGISTER */
+};
+
+/* Start the thread (the strings and uuid are copied). */
+int registration_start(const struct registration_opts *o, struct registration **out);
+/* Stop and join the thread, closing the metaserver connection. */
+void registration_stop(struct registration *r);
+
+#endif

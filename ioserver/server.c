@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: MIT
+/*
+ * server.c - the I/O server core: listeners, the main loop that routes requests
+ * (data ops to the disk threads, the small ones answered inline), registration
+ * and an orderly stop (see ios.h).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "io_request.h"
+#include "ios.h"
+#include "log.h"
+#include "rdfs.pb-c.h"
+#include "registration.h"
+#include "rpc.h"
+#include "server_id.h"
+#include "volume.h"
+
+#define IOS_MAX_LISTENERS	8
+#define IOS_URL_MAX		256
+/* How long the network must be idle, once stopping, before the replies count as flushed. */
+#define IOS_DRAIN_POLL_MS	100
+
+struct ios_server {
+	struct volume *vol;
+	struct rpc_server *rpc;
+	struct io_pool *pool;
+	struct registration *reg;
+	struct server_id id;
+	char advertise[IOS_URL_MAX];
+	atomic_bool stopping;
+};
+
+/*
+ * Split "a,b" into a NULL-terminated array of at most IOS_MAX_LISTENERS
+ * strings inside @buf. Returns the count or -EINVAL.
+ */
+static int split_urls(const char *list, char *buf, size_t len, const char **urls)
+{
+	int n = 0;
+	char *save = NULL, *tok;
+
+	if (snprintf(buf, len, "%s", list) >= (int)len)
+		return -EINVAL;
+	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		if (n == IOS_MAX_LISTENERS)
+			return -EINVAL;
+		urls[n++] = tok;
+	}
+	urls[n] = NULL;
+	return n ? n : -EINVAL;
+}
+
+/*
+ * The URL peers can reach a listener bound at @bound by: a wildcard host
+ * ("tcp://0.0.0.0:7100") becomes the loopback address, which is right for a
+ * one-machine cluster; anything else needs --advertise.
+ */
+static int advertise_from_bound(const char *bound, char *out, size_t len)
+{
+	const char *host = strstr(bound, "://");
+	const char *port = strrchr(bound, ':');
+	size_t host_len;
+
+	if (!host || !port || port < host + 3)
+		return -EINVAL;
+	host += 3;
+	host_len = (size_t)(port - host);
+	if ((host_len == 7 && !strncmp(host, "0.0.0.0", 7)) ||
+	    (host_len == 4 && !strncmp(host, "[::]", 4)) || host_len == 0) {
+		if (snprintf(out, len, "%.*s127.0.0.1%s", (int)(host - bound), bound, port) >= (int)len)
+			return -EINVAL;
+		return 0;
+	}
+	if (snprintf(out, len, "%s", bound) >= (int)len)
+		return -EINVAL;
+	return 0;
+}
+
+static void ios_volume_info(struct ios_server *s, struct rpc_request *req)
+{
+	Rdfs__VolumeInfoReply reply = RDFS__VOLUME_INFO_REPLY__INIT;
+	uint32_t id = 0;
+
+	reply.volume_uuid.data = (uint8_t *)volume_uuid(s->vol);
+	reply.volume_uuid.len = VOLUME_UUID_LEN;
+	reply.capacity_blocks = volume_capacity(s->vol);
+	/* 0 until registered; the tools show it as "not registered". */
+	if (server_id_get(&s->id, &id) == 0)
+		reply.server_id = id;
+	rpc_server_reply(req, 0, &reply.base, NULL, 0);
+}
+
+/* Route one request; the data ops go to the disk threads, which then own it. */
+static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
+{
+	switch (req->msg->hdr.opcode) {
+	case RDFS_OP_READ:
+	case RDFS_OP_WRITE:
+	case RDFS_OP_IO_COMMIT:
+		io_pool_submit(s->pool, req);
+		return;
+	case RDFS_OP_VOLUME_INFO:
+		ios_volume_info(s, req);
+		break;
+	case RDFS_OP_PING:
+		rpc_server_reply(req, 0, NULL, NULL, 0);
+		break;
+	default:
+		log_debug("%s: %s (%u) is not an I/O server operation", xport_conn_peer(req->conn),
+			  frame_op_name(req->msg->hdr.opcode), req->msg->hdr.opcode);
+		rpc_server_reply_error(req, -EOPNOTSUPP, "not an I/O server operation");
+		break;
+	}
+	rpc_request_done(req);
+}
+
+/*
+ * After stop: keep the network turning until the disk threads have answered
+ * everything they hold and the transport has had a quiet moment to flush the
+ * replies, refusing whatever new requests arrive meanwhile.
+ */
+static void ios_drain(struct ios_server *s)
+{
+	struct rpc_request req;
+	bool quiet = false;
+
+	while (io_pool_busy(s->pool) || !quiet) {
+		switch (rpc_server_next(s->rpc, &req, IOS_DRAIN_POLL_MS)) {
+		case RPC_SRV_REQUEST:
+			rpc_server_reply_error(&req, -ESHUTDOWN, "I/O server is stopping");
+			rpc_request_done(&req);
+			quiet = false;
+			break;
+		case RPC_SRV_CLOSED:
+			rpc_request_done(&req);
+			break;
+		case RPC_SRV_TIMEOUT:
+			quiet = true;
+			break;
+		case RPC_SRV_WAKE:
+			break;
+		}
+	}
+}
+
+int ios_server_run(struct ios_server *s)
+{
+	struct rpc_request req;
+	int ret;
+
+	while (!atomic_load(&s->stopping)) {
+		switch (rpc_server_next(s->rpc, &req, 1000)) {
+		case RPC_SRV_REQUEST:
+			ios_dispatch(s, &req);
+			break;
+		case RPC_SRV_CLOSED:
+			/* No per-connection state: in-flight replies to it just fail. */
+			rpc_request_done(&req);
+			break;
+		case RPC_SRV_WAKE:
+		case RPC_SRV_TIMEOUT:
+			break;
+		}
+	}
+	ios_drain(s);
+	ret = volume_sync(s->vol);
+	if (ret)
+		log_error("final volume sync failed: %s", strerror(-ret));
+	return ret;
+}
+
+void ios_server_stop(struct ios_server *s)
+{
+	atomic_store(&s->stopping, true);
+	rpc_server_wake(s->rpc);
+}
+
+const char *ios_server_url(const struct ios_server *s, int i)
+{
+	return rpc_server_url(s->rpc, i);
+}
+
+const char *ios_server_advertise_url(const struct ios_server *s)
+{
+	return s->advertise;
+}
+
+int ios_server_id(const struct ios_server *s, uint32_t *id)
+{
+	return server_id_get(&s->id, id);
+}
+
+static int ios_start_registration(struct ios_server *s, const struct ios_options *o)
+{
+	struct registration_opts ro = {0};
+	char name[IOS_URL_MAX];
+
+	if (o->name && o->name[0]) {
+		snprintf(name, sizeof(name), "%s", o->name);
+	} else {
+		const char *port = strrchr(s->advertise, ':');
+		char host[128];
+
+		if (gethostname(host, sizeof(host)))
+			snprintf(host, sizeof(host), "ioserver");
+		host[sizeof(host) - 1] = '\0';
+		snprintf(name, sizeof(name), "%s%s", host, port ? port : "");
+	}
+	ro.metaserver = o->metaserver;
+	ro.secret = o->secret;
+	ro.url = s->advertise;
+	ro.name = name;
+	ro.volume_uuid = volume_uuid(s->vol);
+	ro.capacity_blocks = volume_capacity(s->vol);
+	ro.ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : IOS_DEFAULT_PING_MS;
+	ro.id = &s->id;
+	return registration_start(&ro, &s->reg);
+}
+
+int ios_server_create(const struct ios_options *o, struct ios_server **out)
+{
+	char listen_buf[IOS_MAX_LISTENERS * IOS_URL_MAX];
+	const char *urls[IOS_MAX_LISTENERS + 1];
+	struct io_pool_opts po = {0};
+	struct ios_server *s;
+	int ret;
+
+	ret = split_urls(o->listen ? o->listen : IOS_DEFAULT_LISTEN, listen_buf,
+			 sizeof(listen_buf), urls);
+	if (ret < 0)
+		return ret;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->vol = o->vol;
+	atomic_init(&s->id.word, 0);
+	atomic_init(&s->stopping, false);
+	if (!o->metaserver)
+		server_id_set(&s->id, o->fixed_server_id);
+
+	ret = rpc_server_create(urls, o->secret, &s->rpc);
+	if (ret)
+		goto err_free;
+
+	if (o->advertise && o->advertise[0]) {
+		if (snprintf(s->advertise, sizeof(s->advertise), "%s", o->advertise) >=
+		    (int)sizeof(s->advertise))
+			ret = -EINVAL;
+	} else {
+		ret = advertise_from_bound(rpc_server_url(s->rpc, 0), s->advertise,
+					   sizeof(s->advertise));
+	}
+	if (ret)
+		goto err_rpc;
+
+	po.vol = o->vol;
+	po.cap_key = o->cap_key;
+	po.id = &s->id;
+	po.threads = o->io_threads > 0 ? o->io_threads : IOS_DEFAULT_IO_THREADS;
+	ret = io_pool_create(&po, &s->pool);
+	if (ret)
+		goto err_rpc;
+
+	if (o->metaserver) {
+		ret = ios_start_registration(s, o);
+		if (ret)
+			goto err_pool;
+	}
+	*out = s;
+	return 0;
+
+err_pool:
+	io_pool_destroy(s->pool);
+err_rpc:
+	rpc_server_destroy(s->rpc);
+err_free:
+	free(s);
+	return ret;
+}
+
+void ios_server_destroy(struct ios_server *s)
+{
+	if (!s)
+		return;
+	registration_stop(s->reg);
+	io_pool_destroy(s->pool);
+	rpc_server_destroy(s->rpc);
+	free(s);
+}

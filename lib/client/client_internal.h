@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client_internal.h - the structures shared by the files of lib/client.
+ *
+ * Lock order (outer first): rdfs_file.lock -> rdfs_inode.lock -> inode_table.lock
+ * -> rdfs_client.lock -> rdfs_peer.connect_lock -> rdfs_peer.lock. No lock is held
+ * across an RPC except rdfs_peer.connect_lock (held while connecting) and
+ * rdfs_file.lock (held while re-opening a handle after a metaserver reconnect).
+ */
+#ifndef RDFS_CLIENT_INTERNAL_H
+#define RDFS_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "rdfs.pb-c.h"
+#include "range_set.h"
+#include "rdfs_client.h"
+#include "rpc.h"
+
+/* Largest data payload of one READ/WRITE we send to an I/O server. */
+#define RDFS_IO_MAX		(4u << 20)
+/* A cached layout whose capabilities expire within this is refetched. */
+#define RDFS_CAP_MARGIN_NS	(10LL * 1000000000LL)
+/* Read layouts ahead of the request, so sequential reads rarely ask the metaserver. */
+#define RDFS_LAYOUT_READAHEAD	(64ull << 20)
+/* Longest a call waits for a lost metaserver to come back, unless opts say otherwise. */
+#define RDFS_RECONNECT_MS	10000
+/* Connection attempts to an I/O server give up after this (a dead server fails fast). */
+#define RDFS_IOS_CONNECT_MS	5000
+
+#define BLK			RDFS_BLOCK_SIZE
+#define BLK_DOWN(x)		((uint64_t)(x) / BLK)
+#define BLK_UP(x)		(((uint64_t)(x) + BLK - 1) / BLK)
+
+/* ---------------------------------------------------------------- connections */
+
+/* One rpc_client; replaced (not repaired) when it breaks. */
+struct rdfs_conn {
+	struct rpc_client *rpc;
+	uint64_t gen;			/* which connection of the peer this is */
+	int refs;			/* protected by the peer's lock */
+};
+
+/* A server we talk to: the metaserver or one I/O server. */
+struct rdfs_peer {
+	pthread_mutex_t lock;		/* url, conn, gen */
+	pthread_mutex_t connect_lock;	/* one connection attempt at a time */
+	char url[256];
+	uint32_t server_id;
+	struct rdfs_conn *conn;
+	uint64_t gen;
+};
+
+/* ---------------------------------------------------------------- layouts */
+
+/* One LayoutReply, shared by the cached segments cut from it. */
+struct layout_piece {
+	Rdfs__LayoutReply *reply;
+	int refs;			/* atomic */
+	int64_t expiry_ns;		/* earliest capability expiry of the reply */
+};
+
+/* A run of file blocks [start, end): an extent or a hole. */
+struct layout_seg {
+	uint64_t start;
+	uint64_t end;
+	uint64_t block;			/* volume block of @start (extents) */
+	uint32_t server_id;
+	int hole;
+	int unwritten;
+	struct layout_piece *piece;	/* holds a reference */
+	const Rdfs__Capability *cap;	/* in piece->reply; NULL for holes */
+};
+
+/* The cached layout of one file: segments sorted by start, never overlapping. */
+struct layout_cache {
+	struct layout_seg *seg;
+	size_t n;
+	size_t cap;
+};
+
+void layout_piece_put(struct layout_piece *p);
+void layout_seg_get(struct layout_seg *s);
+void layout_segs_put(struct layout_seg *segs, size_t n);
+
+void layout_cache_init(struct layout_cache *lc);
+void layout_cache_free(struct layout_cache *lc);
+/* Forget blocks [start, end) (UINT64_MAX end: everything from start). */
+void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end);
+/* Store @reply (ownership passes to the cache). */
+int layout_cache_insert(struct layout_cache *lc, Rdfs__LayoutReply *reply);
+/*
+ * Copy the segments of blocks [start, end), clipped, each holding a piece
+ * reference, into a new array. Returns the count, or -ENOENT when the range is
+ * not completely cached with capabilities valid for a while (and, with
+ * @for_write, not completely allocated with write rights).
+ */
+int layout_cache_lookup(struct layout_cache *lc, uint64_t start, uint64_t end, int for_write,
+			int64_t now_ns, struct layout_seg **out);
+
+/* ---------------------------------------------------------------- inodes */
+
+/* What this client knows of one file, shared by all of its opens here. */
+struct rdfs_inode {
+	uint64_t ino;
+	struct rdfs_inode *next;	/* hash chain, inode_table.lock */
+	int refs;			/* inode_table.lock */
+
+	pthread_mutex_t lock;		/* everything below */
+	pthread_cond_t cond;		/* @padding shrank */
+	pthread_mutex_t append_lock;	/* O_APPEND writes of this client, one at a time */
+	int open_count;
+	int write_opens;		/* opens for writing */
+	uint64_t commits;		/* successful COMMITs, to spot layouts older than one */
+	uint64_t ms_size;		/* size the metaserver last reported */
+	uint64_t pending_size;		/* size including this client's uncommitted writes */
+	int64_t mtime_ns;		/* of the last uncommitted write */
+	int dirty;			/* size/mtime/ranges to commit */
+	uint32_t chunk_size;
+	struct range_set uncommitted;	/* file blocks written here, not yet committed */
+	struct range_set committed;	/* written here and committed; the cached layout may still say unwritten */
+	struct range_set padding;	/* fresh blocks a zero-padding write is filling */
+	struct layout_cache layout;
+	uint32_t *unstable;		/* servers holding unstable writes of this file */
+	size_t n_unstable;
+};
+
+#define INODE_BUCKETS	256
+
+struct inode_table {
+	pthread_mutex_t lock;
+	struct rdfs_inode *bucket[INODE_BUCKETS];
+};
+
+void inode_table_init(struct inode_table *t);
+void inode_table_destroy(struct inode_table *t);
+/* The inode for @ino, created when missing; holds a reference. */
+struct rdfs_inode *inode_get(struct inode_table *t, uint64_t ino);
+/* The inode for @ino if this client knows it (referenced), else NULL. */
+struct rdfs_inode *inode_find(struct inode_table *t, uint64_t ino);
+void inode_put(struct inode_table *t, struct rdfs_inode *in);
+/* Under in->lock: 1 if block @b was written by this client (committed or not). */
+int inode_block_written_here(const struct rdfs_inode *in, uint64_t start, uint64_t end);
+/* Under in->lock: the size reads are clamped to. */
+uint64_t inode_size(const struct rdfs_inode *in);
+/* Under in->lock: drop everything at or past @size (truncate). */
+void inode_truncate_state(struct rdfs_inode *in, uint64_t size);
+/* Under in->lock: forget the layout and what it implies (close-to-open). */
+void inode_drop_layout(struct rdfs_inode *in);
+int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id);
+
+/* ---------------------------------------------------------------- client */
+
+struct rdfs_file {
+	struct rdfs_client *c;
+	struct rdfs_inode *in;
+	int flags;
+	struct rdfs_cred cred;
+	pthread_mutex_t lock;		/* handle, handle_gen */
+	uint64_t handle;
+	uint64_t handle_gen;		/* metaserver connection the handle belongs to */
+};
+
+struct rdfs_client {
+	struct rdfs_client_opts opts;
+	char *ms_url;
+	char *role;
+	struct rdfs_peer ms;
+	pthread_mutex_t lock;		/* ios, n_ios */
+	struct rdfs_peer **ios;
+	size_t n_ios;
+	struct inode_table itab;
+};
+
+void peer_init(struct rdfs_peer *p, const char *url, uint32_t server_id);
+void peer_destroy(struct rdfs_peer *p);
+/*
+ * A live connection to @p (connecting if needed, retrying for @wait_ms), with a
+ * reference. -EIO (or -EACCES for a rejected secret) when it cannot be had.
+ */
+int peer_get(struct rdfs_client *c, struct rdfs_peer *p, int connect_ms, int wait_ms,
+	     struct rdfs_conn **out);
+void peer_put(struct rdfs_peer *p, struct rdfs_conn *cn);
+/* Update @p's URL; a changed URL drops the connection. */
+void peer_set_url(struct rdfs_peer *p, const char *url);
+
+/* The I/O server @server_id (created on first use with @url, which may be NULL). */
+struct rdfs_peer *ios_peer(struct rdfs_client *c, uint32_t server_id, const char *url);
+
+/* Local failures of a call (the peer did not answer) become -EIO. */
+int rpc_errno(int ret);
+
+/* Metaserver call flags */
+#define MS_IDEMPOTENT	1	/* may be sent again on a new connection */
+
+/*
+ * Call the metaserver: @resp is decoded with @desc when the status is 0.
+ * Returns 0 or -errno.
+ */
+int ms_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
+	    const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags);
+/* ms_call(), and *@gen gets the generation of the connection that answered. */
+int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
+		const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
+		uint64_t *gen);
+/* The current metaserver connection's generation, 0 when there is none. */
+uint64_t ms_gen(struct rdfs_client *c);
+/*
+ * Call the metaserver about open file @f: *@handle_field is set to @f's handle on
+ * the connection used (re-opening @f first after a reconnect).
+ */
+int ms_file_call(struct rdfs_file *f, uint16_t op, const ProtobufCMessage *req,
+		 uint64_t *handle_field, const ProtobufCMessageDescriptor *desc, void *resp,
+		 unsigned int flags);
+
+void cred_to_pb(const struct rdfs_cred *cr, Rdfs__Cred *pb);
+void attr_to_stat(const Rdfs__Attr *a, struct stat *st);
+/* Update the inode state of @ino (if known here) from @a; adjust st_size to the pending size. */
+void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st);
+
+/* ---------------------------------------------------------------- layouts and I/O */
+
+/*
+ * The segments of file blocks [start, end) of @in: from the cache, else from the
+ * metaserver (LAYOUT, with @allocate). @fetch_end (>= end) lets a fetch read
+ * ahead. Returns the count, with *@out a new array of referenced segments.
+ */
+int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
+	       const struct rdfs_cred *cr, uint64_t start, uint64_t end, uint64_t fetch_end,
+	       int allocate, struct layout_seg **out);
+
+/* One READ or WRITE to an I/O server. */
+struct io_req {
+	const struct layout_seg *seg;	/* extent (its capability and server) */
+	uint64_t first_block;
+	uint32_t block_count;
+	uint32_t head;
+	uint32_t length;
+	Rdfs__IoReq msg;
+	uint8_t *buf;			/* READ: destination of @length bytes */
+	struct iovec iov[3];		/* WRITE: head padding, data, tail padding */
+	int niov;
+	int stable;
+	/* filled by io_batch_run() */
+	int status;
+	struct rdfs_peer *peer;
+	struct rdfs_conn *conn;
+	struct rpc_pending *pending;
+};
+
+/*
+ * Send all @reqs (op READ or WRITE) at once, then wait for all. READ data is
+ * copied to each req's buf. Returns 0 or the first error; each req->status says
+ * its own fate (-EKEYEXPIRED/-EACCES/-EBADMSG: capability refused).
+ */
+int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n);
+/* 1 if @err means the capability was refused (refetch the layout and retry). */
+int io_cap_error(int err);
+
+/* Zero bytes [size, end of its block) on the I/O server, if that block holds data. */
+int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
+		 const struct rdfs_cred *cr, uint64_t size);
+
+/* A zero-filled block for padding writes. */
+extern const uint8_t rdfs_zero_block[RDFS_BLOCK_SIZE];
+
+#endif

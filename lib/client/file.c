@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+/*
+ * file.c - open files: open/create with close-to-open revalidation, and the
+ * commit points (flush, fsync, release) that publish this client's writes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "frame.h"
+#include "log.h"
+
+/* The metaserver takes at most this many ranges in one COMMIT. */
+#define COMMIT_MAX_RANGES	4096
+
+static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdfs__Attr *a,
+		    int flags, uint64_t handle, uint64_t gen, struct rdfs_file **out)
+{
+	struct rdfs_file *f = calloc(1, sizeof(*f));
+	struct rdfs_inode *in;
+
+	if (!f)
+		return -ENOMEM;
+	in = inode_get(&c->itab, a->ino);
+	if (!in) {
+		free(f);
+		return -ENOMEM;
+	}
+	f->c = c;
+	f->in = in;
+	f->flags = flags;
+	if (cr)
+		f->cred = *cr;
+	f->handle = handle;
+	f->handle_gen = gen;
+	pthread_mutex_init(&f->lock, NULL);
+
+	pthread_mutex_lock(&in->lock);
+	in->open_count++;
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		in->write_opens++;
+	in->ms_size = a->size;
+	if (a->chunk_size)
+		in->chunk_size = a->chunk_size;
+	/*
+	 * Close-to-open: what another client committed since we cached it counts
+	 * now, unless our own uncommitted writes are newer than the metaserver.
+	 */
+	if (!in->dirty) {
+		inode_drop_layout(in);
+		in->pending_size = a->size;
+	}
+	pthread_mutex_unlock(&in->lock);
+	*out = f;
+	return 0;
+}
+
+static void file_free(struct rdfs_file *f)
+{
+	struct rdfs_inode *in = f->in;
+
+	pthread_mutex_lock(&in->lock);
+	in->open_count--;
+	if ((f->flags & O_ACCMODE) != O_RDONLY)
+		in->write_opens--;
+	pthread_mutex_unlock(&in->lock);
+	inode_put(&f->c->itab, in);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+/* O_TRUNC: make sure the file is empty (the metaserver may have done it already). */
+static int file_trunc(struct rdfs_file *f, struct stat *st)
+{
+	struct stat zero = { .st_size = 0 };
+
+	if (!(f->flags & O_TRUNC) || (f->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	if (st->st_size == 0) {
+		pthread_mutex_lock(&f->in->lock);
+		inode_truncate_state(f->in, 0);
+		range_set_clear(&f->in->uncommitted);
+		f->in->dirty = 0;
+		pthread_mutex_unlock(&f->in->lock);
+		return 0;
+	}
+	return rdfs_setattr(f->c, &f->cred, f->in->ino, &zero, RDFS_SET_SIZE, f, st);
+}
+
+int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, int flags,
+	      struct stat *st, struct rdfs_file **out)
+{
+	Rdfs__OpenReq req = RDFS__OPEN_REQ__INIT;
+	Rdfs__OpenReply *rep = NULL;
+	Rdfs__Cred cred;
+	struct rdfs_file *f;
+	struct stat tmp;
+	uint64_t gen = 0;
+	int ret;
+
+	if (!st)
+		st = &tmp;
+	cred_to_pb(cr, &cred);
+	req.cred = &cred;
+	req.ino = ino;
+	req.flags = flags;
+	ret = ms_call_gen(c, RDFS_OP_OPEN, &req.base, &rdfs__open_reply__descriptor, &rep, 0, &gen);
+	if (ret)
+		return ret;
+	if (!rep->attr) {
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
+		return -EPROTO;
+	}
+	ret = file_new(c, cr, rep->attr, flags, rep->handle, gen, &f);
+	if (ret == 0)
+		attr_note(c, rep->attr, st);
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	if (ret)
+		return ret;
+	ret = file_trunc(f, st);
+	if (ret) {
+		rdfs_release(f);
+		return ret;
+	}
+	*out = f;
+	return 0;
+}
+
+int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+		const char *name, mode_t mode, int flags, struct stat *st, struct rdfs_file **out)
+{
+	Rdfs__MknodReq req = RDFS__MKNOD_REQ__INIT;
+	Rdfs__EntryReply *rep = NULL;
+	Rdfs__Cred cred;
+	struct rdfs_file *f;
+	struct stat tmp;
+	uint64_t gen = 0;
+	size_t len = strlen(name);
+	int ret;
+
+	if (len == 0)
+		return -ENOENT;
+	if (len > RDFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!st)
+		st = &tmp;
+	if (!(mode & S_IFMT))
+		mode |= S_IFREG;
+	if (!S_ISREG(mode))
+		return -EINVAL;
+	cred_to_pb(cr, &cred);
+	req.cred = &cred;
+	req.parent = parent;
+	req.name = (char *)name;
+	req.mode = mode;
+	req.exclusive = !!(flags & O_EXCL);
+	req.open = 1;
+	req.open_flags = flags;
+	ret = ms_call_gen(c, RDFS_OP_MKNOD, &req.base, &rdfs__entry_reply__descriptor, &rep, 0,
+			  &gen);
+	if (ret)
+		return ret;
+	if (!rep->attr) {
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
+		return -EPROTO;
+	}
+	flags &= ~(O_CREAT | O_EXCL);
+	ret = file_new(c, cr, rep->attr, flags, rep->handle, gen, &f);
+	if (ret == 0)
+		attr_note(c, rep->attr, st);
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	if (ret)
+		return ret;
+	ret = file_trunc(f, st);
+	if (ret) {
+		rdfs_release(f);
+		return ret;
+	}
+	*out = f;
+	return 0;
+}
+
+/* COMMIT this client's writes of @f's inode, if it has any. */
+int rdfs_flush(struct rdfs_file *f)
+{
+	struct rdfs_inode *in = f->in;
+	Rdfs__CommitReq req = RDFS__COMMIT_REQ__INIT;
+	Rdfs__AttrReply *rep = NULL;
+	Rdfs__BlockRange *ranges = NULL, **rangep = NULL;
+	struct range_set snap;
+	Rdfs__Cred cred;
+	size_t i;
+	int ret;
+
+	range_set_init(&snap);
+	pthread_mutex_lock(&in->lock);
+	if (!in->dirty) {
+		pthread_mutex_unlock(&in->lock);
+		return 0;
+	}
+	ret = range_set_merge(&snap, &in->uncommitted);
+	req.size = in->pending_size;
+	req.mtime_ns = in->mtime_ns;
+	in->dirty = 0;
+	pthread_mutex_unlock(&in->lock);
+	if (ret)
+		goto fail;
+
+	ranges = calloc(snap.n ? snap.n : 1, sizeof(*ranges));
+	rangep = calloc(snap.n ? snap.n : 1, sizeof(*rangep));
+	if (!ranges || !rangep) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	/* CommitReq.written holds file byte ranges: first = offset, count = length */
+	for (i = 0; i < snap.n; i++) {
+		rdfs__block_range__init(&ranges[i]);
+		ranges[i].first = snap.r[i].start * BLK;
+		ranges[i].count = (snap.r[i].end - snap.r[i].start) * BLK;
+		rangep[i] = &ranges[i];
+	}
+	cred_to_pb(&f->cred, &cred);
+	req.cred = &cred;
+	req.ino = in->ino;
+	/* COMMIT is idempotent (ranges and a size floor), so it may be sent again */
+	i = 0;
+	do {
+		req.n_written = snap.n - i < COMMIT_MAX_RANGES ? snap.n - i : COMMIT_MAX_RANGES;
+		req.written = rangep + i;
+		i += req.n_written;
+		if (rep)
+			protobuf_c_message_free_unpacked(&rep->base, NULL);
+		rep = NULL;
+		ret = ms_file_call(f, RDFS_OP_COMMIT, &req.base, &req.handle,
+				   &rdfs__attr_reply__descriptor, &rep, MS_IDEMPOTENT);
+		if (ret)
+			goto fail;
+	} while (i < snap.n);
+
+	pthread_mutex_lock(&in->lock);
+	for (i = 0; i < snap.n; i++)
+		range_set_remove(&in->uncommitted, snap.r[i].start, snap.r[i].end);
+	range_set_merge(&in->committed, &snap);
+	in->commits++;
+	if (req.size > in->ms_size)
+		in->ms_size = req.size;
+	if (rep->attr && rep->attr->ino == in->ino && !in->dirty && rep->attr->size >= in->ms_size)
+		in->ms_size = rep->attr->size;
+	pthread_mutex_unlock(&in->lock);
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	free(ranges);
+	free(rangep);
+	range_set_free(&snap);
+	return 0;
+
+fail:
+	log_warn("cannot commit writes to inode %llu: %s", (unsigned long long)in->ino,
+		 strerror(-ret));
+	pthread_mutex_lock(&in->lock);
+	in->dirty = 1;
+	pthread_mutex_unlock(&in->lock);
+	free(ranges);
+	free(rangep);
+	range_set_free(&snap);
+	return ret == -ENOMEM ? ret : (ret == -ENOSPC || ret == -EDQUOT ? ret : -EIO);
+}
+
+/* IO_COMMIT on every server that holds unstable writes of @f's inode. */
+static int file_io_commit(struct rdfs_file *f)
+{
+	struct rdfs_client *c = f->c;
+	struct rdfs_inode *in = f->in;
+	uint32_t *servers;
+	size_t n, i;
+	int ret = 0;
+
+	pthread_mutex_lock(&in->lock);
+	servers = in->unstable;
+	n = in->n_unstable;
+	in->unstable = NULL;
+	in->n_unstable = 0;
+	pthread_mutex_unlock(&in->lock);
+
+	for (i = 0; i < n; i++) {
+		struct rdfs_peer *p = ios_peer(c, servers[i], NULL);
+		struct rdfs_conn *cn;
+		int r;
+
+		r = p ? peer_get(c, p, RDFS_IOS_CONNECT_MS, 0, &cn) : -ENOMEM;
+		if (r == 0) {
+			r = rpc_call(cn->rpc, RDFS_OP_IO_COMMIT, NULL, NULL, NULL,
+				     c->opts.timeout_ms);
+			peer_put(p, cn);
+		}
+		if (r) {
+			log_warn("I/O server %u cannot commit inode %llu: %s", servers[i],
+				 (unsigned long long)in->ino, strerror(-r));
+			pthread_mutex_lock(&in->lock);
+			inode_note_unstable(in, servers[i]);
+			pthread_mutex_unlock(&in->lock);
+			ret = -EIO;
+		}
+	}
+	free(servers);
+	return ret;
+}
+
+int rdfs_fsync(struct rdfs_file *f, int datasync)
+{
+	int ret;
+
+	/* data durable first: the metadata must never name blocks that could be lost */
+	ret = file_io_commit(f);
+	if (ret)
+		return ret;
+	return rdfs_flush(f);
+}
+
+int rdfs_release(struct rdfs_file *f)
+{
+	struct rdfs_client *c = f->c;
+	Rdfs__ReleaseReq req = RDFS__RELEASE_REQ__INIT;
+	struct rdfs_conn *cn;
+	int ret, r;
+
+	ret = rdfs_flush(f);
+	/* a handle of a lost connection died with it: nothing to release */
+	if (peer_get(c, &c->ms, c->opts.timeout_ms, 0, &cn) == 0) {
+		if (cn->gen == f->handle_gen) {
+			req.handle = f->handle;
+			r = rpc_call(cn->rpc, RDFS_OP_RELEASE, &req.base, NULL, NULL,
+				     c->opts.timeout_ms);
+			if (r && r != -ENOTCONN)
+				log_debug("release of inode %llu: %s",
+					  (unsigned long long)f->in->ino, strerror(-r));
+		}
+		peer_put(&c->ms, cn);
+	}
+	file_free(f);
+	return ret;
+}
+
+uint64_t rdfs_file_ino(const struct rdfs_file *f)
+{
+	return f->in->ino;
+}
+
+uint64_t rdfs_file_size(const struct rdfs_file *f)
+{
+	uint64_t size;
+
+	pthread_mutex_lock(&f->in->lock);
+	size = inode_size(f->in);
+	pthread_mutex_unlock(&f->in->lock);
+	return size;
+}
+
+int rdfs_pending_size(struct rdfs_client *c, uint64_t ino, uint64_t *size)
+{
+	struct rdfs_inode *in = inode_find(&c->itab, ino);
+	int ret = -ENOENT;
+
+	*size = 0;
+	if (!in)
+		return ret;
+	pthread_mutex_lock(&in->lock);
+	if (in->write_opens > 0 || in->dirty) {
+		*size = inode_size(in);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&in->lock);
+	inode_put(&c->itab, in);
+	return ret;
+}

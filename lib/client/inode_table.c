@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/*
+ * inode_table.c - per-file state shared by every open of one file in this
+ * client: the layout cache, the size including uncommitted writes, and the
+ * block ranges this client wrote that others cannot see yet. An entry lives
+ * while a file is open here or while it holds uncommitted writes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+
+void inode_table_init(struct inode_table *t)
+{
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->lock, NULL);
+}
+
+static void inode_free(struct rdfs_inode *in)
+{
+	layout_cache_free(&in->layout);
+	range_set_free(&in->uncommitted);
+	range_set_free(&in->committed);
+	range_set_free(&in->padding);
+	free(in->unstable);
+	pthread_mutex_destroy(&in->lock);
+	pthread_cond_destroy(&in->cond);
+	pthread_mutex_destroy(&in->append_lock);
+	free(in);
+}
+
+void inode_table_destroy(struct inode_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < INODE_BUCKETS; i++) {
+		while (t->bucket[i]) {
+			struct rdfs_inode *in = t->bucket[i];
+
+			t->bucket[i] = in->next;
+			inode_free(in);
+		}
+	}
+	pthread_mutex_destroy(&t->lock);
+}
+
+static struct rdfs_inode **inode_slot(struct inode_table *t, uint64_t ino)
+{
+	struct rdfs_inode **pp = &t->bucket[(ino * 0x9E3779B97F4A7C15ull) >> 56];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+struct rdfs_inode *inode_find(struct inode_table *t, uint64_t ino)
+{
+	struct rdfs_inode *in;
+
+	pthread_mutex_lock(&t->lock);
+	in = *inode_slot(t, ino);
+	if (in)
+		in->refs++;
+	pthread_mutex_unlock(&t->lock);
+	return in;
+}
+
+struct rdfs_inode *inode_get(struct inode_table *t, uint64_t ino)
+{
+	struct rdfs_inode **pp, *in;
+
+	pthread_mutex_lock(&t->lock);
+	pp = inode_slot(t, ino);
+	in = *pp;
+	if (in) {
+		in->refs++;
+	} else {
+		in = calloc(1, sizeof(*in));
+		if (in) {
+			in->ino = ino;
+			in->refs = 1;
+			pthread_mutex_init(&in->lock, NULL);
+			pthread_cond_init(&in->cond, NULL);
+			pthread_mutex_init(&in->append_lock, NULL);
+			range_set_init(&in->uncommitted);
+			range_set_init(&in->committed);
+			range_set_init(&in->padding);
+			layout_cache_init(&in->layout);
+			*pp = in;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return in;
+}
+
+void inode_put(struct inode_table *t, struct rdfs_inode *in)
+{
+	struct rdfs_inode **pp;
+	int gone = 0;
+
+	pthread_mutex_lock(&in->lock);
+	pthread_mutex_lock(&t->lock);
+	if (--in->refs == 0 && in->open_count == 0 && !in->dirty) {
+		pp = inode_slot(t, in->ino);
+		if (*pp == in)
+			*pp = in->next;
+		gone = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&in->lock);
+	if (gone)
+		inode_free(in);
+}
+
+int inode_block_written_here(const struct rdfs_inode *in, uint64_t start, uint64_t end)
+{
+	struct range r;
+	uint64_t b = start;
+
+	/* every block of [start, end) in one of the two sets */
+	while (b < end) {
+		if (range_set_next(&in->uncommitted, b, b + 1, &r) ||
+		    range_set_next(&in->committed, b, b + 1, &r)) {
+			b++;
+			continue;
+		}
+		return 0;
+	}
+	return 1;
+}
+
+uint64_t inode_size(const struct rdfs_inode *in)
+{
+	return in->pending_size > in->ms_size ? in->pending_size : in->ms_size;
+}
+
+void inode_truncate_state(struct rdfs_inode *in, uint64_t size)
+{
+	uint64_t first_gone = BLK_UP(size);
+
+	range_set_remove(&in->uncommitted, first_gone, UINT64_MAX);
+	range_set_remove(&in->committed, first_gone, UINT64_MAX);
+	layout_cache_forget(&in->layout, first_gone, UINT64_MAX);
+	in->pending_size = size;
+	in->ms_size = size;
+}
+
+void inode_drop_layout(struct rdfs_inode *in)
+{
+	layout_cache_forget(&in->layout, 0, UINT64_MAX);
+	/* the next layout tells which of our committed blocks are written */
+	range_set_clear(&in->committed);
+}
+
+int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id)
+{
+	uint32_t *grown;
+	size_t i;
+
+	for (i = 0; i < in->n_unstable; i++)
+		if (in->unstable[i] == server_id)
+			return 0;
+	grown = realloc(in->unstable, (in->n_unstable + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	in->unstable = grown;
+	in->unstable[in->n_unstable++] = server_id;
+	return 0;
+}

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+/*
+ * io_batch.c - one call's READs or WRITEs to the I/O servers, all in flight at
+ * once over every server involved, then waited for together: a striped read
+ * moves data from all servers in parallel.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "frame.h"
+#include "log.h"
+
+int io_cap_error(int err)
+{
+	return err == -EKEYEXPIRED || err == -EACCES || err == -EBADMSG;
+}
+
+static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
+{
+	const struct iovec *iov = op == RDFS_OP_WRITE ? r->iov : NULL;
+	int niov = op == RDFS_OP_WRITE ? r->niov : 0;
+	int ret, attempt;
+
+	r->peer = ios_peer(c, r->seg->server_id, NULL);
+	if (!r->peer)
+		return -ENOMEM;
+	rdfs__io_req__init(&r->msg);
+	r->msg.cap = (Rdfs__Capability *)r->seg->cap;
+	r->msg.first_block = r->first_block;
+	r->msg.block_count = r->block_count;
+	r->msg.head = r->head;
+	r->msg.length = r->length;
+	r->msg.stable = r->stable;
+
+	/* a connection that broke since its last use is replaced once */
+	for (attempt = 0; attempt < 2; attempt++) {
+		ret = peer_get(c, r->peer, RDFS_IOS_CONNECT_MS, 0, &r->conn);
+		if (ret)
+			return ret == -EACCES ? ret : -EIO;
+		ret = rpc_call_start(r->conn->rpc, op, &r->msg.base, iov, niov, &r->pending);
+		if (ret == 0)
+			return 0;
+		peer_put(r->peer, r->conn);
+		r->conn = NULL;
+		if (ret != -ENOTCONN)
+			break;
+	}
+	return rpc_errno(ret);
+}
+
+static int io_finish(struct rdfs_client *c, uint16_t op, struct io_req *r)
+{
+	struct rpc_reply reply;
+	int ret;
+
+	ret = rpc_call_wait(r->pending, c->opts.timeout_ms, &reply);
+	r->pending = NULL;
+	peer_put(r->peer, r->conn);
+	r->conn = NULL;
+	if (ret)
+		return rpc_errno(ret);
+	ret = reply.status;
+	if (ret == 0 && op == RDFS_OP_READ) {
+		if (reply.msg->hdr.data_len < r->length || !reply.msg->data)
+			ret = -EIO;
+		else
+			memcpy(r->buf, reply.msg->data, r->length);
+	}
+	rpc_reply_release(&reply);
+	return ret;
+}
+
+int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n)
+{
+	int first_err = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		reqs[i].pending = NULL;
+		reqs[i].conn = NULL;
+		reqs[i].status = io_start(c, op, &reqs[i]);
+	}
+	for (i = 0; i < n; i++) {
+		struct io_req *r = &reqs[i];
+
+		if (r->pending)
+			r->status = io_finish(c, op, r);
+		if (r->status && !first_err) {
+			first_err = r->status;
+			log_debug("%s of blocks %llu+%u on server %u: %s", frame_op_name(op),
+				  (unsigned long long)r->first_block, r->block_count,
+				  r->seg->server_id, strerror(-r->status));
+		}
+	}
+	/* a capability error wins: the caller can cure it by refetching the layout */
+	for (i = 0; i < n; i++)
+		if (io_cap_error(reqs[i].status))
+			return reqs[i].status;
+	if (first_err && first_err != -ENOMEM && first_err != -ENOSPC && first_err != -EACCES)
+		first_err = -EIO;
+	return first_err;
+}

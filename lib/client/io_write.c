@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+/*
+ * io_write.c - the write path: allocate (LAYOUT with allocate) the blocks the
+ * write touches, split by extents, send every WRITE at once, then record the
+ * written blocks and the new size for the next COMMIT.
+ *
+ * Fresh (unwritten) blocks may hold another file's old data, so a write that
+ * covers only part of a fresh block that this client has not written sends the
+ * whole block, padded with zeros. While such a padding write is in flight, other
+ * writes of this client to that block wait for it (else a later partial write
+ * could be overwritten by the padding).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cap.h"
+#include "client_internal.h"
+#include "frame.h"
+
+/* The segment holding file block @b, or NULL. */
+static const struct layout_seg *seg_of(const struct layout_seg *segs, int n, uint64_t b)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (segs[i].start <= b && b < segs[i].end)
+			return &segs[i];
+	return NULL;
+}
+
+/*
+ * Under in->lock: decide whether partial block @b needs zero padding and claim it
+ * if so. Returns 1 (pad, claimed), 0 (no padding), waiting out other paddings.
+ */
+static int pad_claim(struct rdfs_inode *in, const struct layout_seg *segs, int n, uint64_t b)
+{
+	const struct layout_seg *s;
+
+	while (range_set_contains(&in->padding, b, b + 1))
+		pthread_cond_wait(&in->cond, &in->lock);
+	s = seg_of(segs, n, b);
+	if (!s || s->hole || !s->unwritten || inode_block_written_here(in, b, b + 1))
+		return 0;
+	if (range_set_add(&in->padding, b, b + 1))
+		return 0;
+	return 1;
+}
+
+struct write_plan {
+	struct io_req *r;
+	size_t n;
+	size_t cap;
+	uint64_t off;		/* the caller's bytes [off, off + size) */
+	size_t size;
+	const uint8_t *buf;
+	uint64_t wa;		/* bytes sent, padding included: [wa, wb) */
+	uint64_t wb;
+	int stable;
+};
+
+static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a, uint64_t b)
+{
+	struct io_req *r;
+	uint64_t da, db;
+
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 16;
+
+		r = realloc(p->r, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		p->r = r;
+		p->cap = cap;
+	}
+	r = &p->r[p->n++];
+	memset(r, 0, sizeof(*r));
+	r->seg = s;
+	r->first_block = s->block + (BLK_DOWN(a) - s->start);
+	r->head = a % BLK;
+	r->length = b - a;
+	r->block_count = BLK_UP(r->head + r->length);
+	r->stable = p->stable;
+	/* zeros before the caller's data, the data, zeros after it */
+	da = a > p->off ? a : p->off;
+	db = b < p->off + p->size ? b : p->off + p->size;
+	if (a < da) {
+		r->iov[r->niov].iov_base = (void *)rdfs_zero_block;
+		r->iov[r->niov++].iov_len = da - a;
+	}
+	r->iov[r->niov].iov_base = (void *)(p->buf + (da - p->off));
+	r->iov[r->niov++].iov_len = db - da;
+	if (db < b) {
+		r->iov[r->niov].iov_base = (void *)rdfs_zero_block;
+		r->iov[r->niov++].iov_len = b - db;
+	}
+	return 0;
+}
+
+/* WRITEs of bytes [wa, wb) ∩ extent @s, at most RDFS_IO_MAX each. */
+static int plan_extent(struct write_plan *p, const struct layout_seg *s)
+{
+	uint64_t a = s->start * BLK > p->wa ? s->start * BLK : p->wa;
+	uint64_t b = s->end * BLK < p->wb ? s->end * BLK : p->wb;
+	int ret;
+
+	while (a < b) {
+		uint64_t piece_end = (a / RDFS_IO_MAX + 1) * RDFS_IO_MAX;
+		uint64_t e = piece_end < b ? piece_end : b;
+
+		ret = plan_add(p, s, a, e);
+		if (ret)
+			return ret;
+		a = e;
+	}
+	return 0;
+}
+
+/* One attempt at writing [off, off + size). */
+static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
+{
+	struct rdfs_client *c = f->c;
+	struct rdfs_inode *in = f->in;
+	struct layout_seg *segs = NULL;
+	struct write_plan p = { .off = off, .size = size, .buf = buf };
+	uint64_t bstart = BLK_DOWN(off), bend = BLK_UP(off + size);
+	int pad_head = 0, pad_tail = 0;
+	int n, i, ret = 0;
+
+	n = layout_get(c, in, f, NULL, bstart, bend, bend, 1, &segs);
+	if (n < 0)
+		return n;
+	p.stable = c->opts.write_stable;
+	p.wa = off;
+	p.wb = off + size;
+
+	/* claims go in ascending block order, so two writers cannot wait on each other */
+	pthread_mutex_lock(&in->lock);
+	if (off % BLK || off + size < (bstart + 1) * BLK)
+		pad_head = pad_claim(in, segs, n, bstart);
+	if (bend - 1 != bstart && (off + size) % BLK)
+		pad_tail = pad_claim(in, segs, n, bend - 1);
+	pthread_mutex_unlock(&in->lock);
+	if (pad_head) {
+		p.wa = bstart * BLK;
+		if (bend - 1 == bstart)
+			p.wb = bend * BLK;
+	}
+	if (pad_tail)
+		p.wb = bend * BLK;
+
+	for (i = 0; i < n && ret == 0; i++)
+		ret = plan_extent(&p, &segs[i]);
+	if (ret == 0)
+		ret = io_batch_run(c, RDFS_OP_WRITE, p.r, p.n);
+
+	pthread_mutex_lock(&in->lock);
+	if (pad_head)
+		range_set_remove(&in->padding, bstart, bstart + 1);
+	if (pad_tail)
+		range_set_remove(&in->padding, bend - 1, bend);
+	if (pad_head || pad_tail)
+		pthread_cond_broadcast(&in->cond);
+	if (ret == 0) {
+		ret = range_set_add(&in->uncommitted, bstart, bend);
+		if (off + size > in->pending_size)
+			in->pending_size = off + size;
+		in->mtime_ns = cap_now_ns();
+		in->dirty = 1;
+		if (!p.stable)
+			for (i = 0; i < n && ret == 0; i++)
+				ret = inode_note_unstable(in, segs[i].server_id);
+	}
+	pthread_mutex_unlock(&in->lock);
+
+	free(p.r);
+	layout_segs_put(segs, n);
+	return ret;
+}
+
+ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
+		       off_t *where)
+{
+	struct rdfs_inode *in = f->in;
+	int append = f->flags & O_APPEND;
+	int ret = 0, attempt;
+
+	if ((f->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	if (off < 0)
+		return -EINVAL;
+	if (size > (1u << 30))
+		size = 1u << 30;
+	if (append) {
+		pthread_mutex_lock(&in->append_lock);
+		pthread_mutex_lock(&in->lock);
+		off = inode_size(in);
+		pthread_mutex_unlock(&in->lock);
+	}
+	if (where)
+		*where = off;
+	for (attempt = 0; size > 0 && attempt < 2; attempt++) {
+		ret = write_range(f, buf, size, off);
+		if (!io_cap_error(ret))
+			break;
+		pthread_mutex_lock(&in->lock);
+		layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
+		pthread_mutex_unlock(&in->lock);
+	}
+	if (append)
+		pthread_mutex_unlock(&in->append_lock);
+	if (io_cap_error(ret))
+		ret = -EIO;
+	return ret ? ret : (ssize_t)size;
+}
+
+ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off)
+{
+	return rdfs_pwrite_at(f, buf, size, off, NULL);
+}

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * setattr.c - SETATTR, and what a size change needs around it: a shrink to
+ * the middle of a block zeroes the rest of that block on its I/O server first
+ * (so a later extension reads zeros there, not the cut-off bytes), and after
+ * the change this client forgets layouts and writes past the new end.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "frame.h"
+
+static int64_t timespec_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
+		 const struct rdfs_cred *cr, uint64_t size)
+{
+	uint64_t b = BLK_DOWN(size);
+	struct layout_seg *segs = NULL;
+	struct io_req r;
+	int n, ret = 0, attempt, has_data;
+
+	if (size % BLK == 0)
+		return 0;
+	for (attempt = 0; attempt < 2; attempt++) {
+		n = layout_get(c, in, f, cr, b, b + 1, b + 1, 0, &segs);
+		if (n < 0)
+			return n;
+		pthread_mutex_lock(&in->lock);
+		has_data = n == 1 && !segs[0].hole &&
+			   (!segs[0].unwritten || inode_block_written_here(in, b, b + 1));
+		pthread_mutex_unlock(&in->lock);
+		if (!has_data) {
+			/* a hole or a block nobody wrote reads as zeros already */
+			layout_segs_put(segs, n);
+			return 0;
+		}
+		if (!(segs[0].cap->rights & RDFS_CAP_WRITE)) {
+			/* the block is allocated: asking with allocate only grants WRITE */
+			layout_segs_put(segs, n);
+			n = layout_get(c, in, f, cr, b, b + 1, b + 1, 1, &segs);
+			if (n < 0)
+				return n;
+		}
+		memset(&r, 0, sizeof(r));
+		r.seg = &segs[0];
+		r.first_block = segs[0].block;
+		r.block_count = 1;
+		r.head = size % BLK;
+		r.length = BLK - r.head;
+		r.stable = 1;
+		r.iov[0].iov_base = (void *)rdfs_zero_block;
+		r.iov[0].iov_len = r.length;
+		r.niov = 1;
+		ret = io_batch_run(c, RDFS_OP_WRITE, &r, 1);
+		layout_segs_put(segs, n);
+		if (!io_cap_error(ret))
+			break;
+		pthread_mutex_lock(&in->lock);
+		layout_cache_forget(&in->layout, b, b + 1);
+		pthread_mutex_unlock(&in->lock);
+	}
+	return io_cap_error(ret) ? -EIO : ret;
+}
+
+/* The size the file has now, for deciding whether a SET_SIZE shrinks it. */
+static int current_size(struct rdfs_client *c, const struct rdfs_cred *cr, struct rdfs_inode *in,
+			uint64_t *size)
+{
+	struct stat st;
+	int ret;
+
+	pthread_mutex_lock(&in->lock);
+	*size = inode_size(in);
+	ret = in->open_count > 0 || in->dirty;
+	pthread_mutex_unlock(&in->lock);
+	if (ret)
+		return 0;
+	ret = rdfs_getattr(c, cr, in->ino, &st);
+	if (ret)
+		return ret;
+	*size = st.st_size;
+	return 0;
+}
+
+int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		 const struct stat *in_st, unsigned int valid, struct rdfs_file *f, struct stat *out)
+{
+	Rdfs__SetattrReq req = RDFS__SETATTR_REQ__INIT;
+	Rdfs__AttrReply *rep = NULL;
+	struct rdfs_inode *in = NULL;
+	Rdfs__Cred cred;
+	uint64_t old_size;
+	int ret;
+
+	cred_to_pb(cr, &cred);
+	req.cred = &cred;
+	req.ino = ino;
+	req.valid = valid;
+	req.mode = in_st->st_mode;
+	req.uid = in_st->st_uid;
+	req.gid = in_st->st_gid;
+	req.size = in_st->st_size;
+	req.atime_ns = timespec_ns(&in_st->st_atim);
+	req.mtime_ns = timespec_ns(&in_st->st_mtim);
+	req.ctime_ns = timespec_ns(&in_st->st_ctim);
+
+	if (valid & RDFS_SET_SIZE) {
+		if (in_st->st_size < 0)
+			return -EINVAL;
+		in = f ? f->in : inode_get(&c->itab, ino);
+		if (!in)
+			return -ENOMEM;
+		ret = current_size(c, cr, in, &old_size);
+		if (ret == 0 && (uint64_t)in_st->st_size < old_size)
+			ret = io_zero_tail(c, in, f, cr, in_st->st_size);
+		if (ret)
+			goto out;
+	}
+
+	if (f)
+		ret = ms_file_call(f, RDFS_OP_SETATTR, &req.base, &req.handle,
+				   &rdfs__attr_reply__descriptor, &rep, MS_IDEMPOTENT);
+	else
+		ret = ms_call(c, RDFS_OP_SETATTR, &req.base, &rdfs__attr_reply__descriptor, &rep,
+			      MS_IDEMPOTENT);
+	if (ret)
+		goto out;
+
+	if (in) {
+		pthread_mutex_lock(&in->lock);
+		inode_truncate_state(in, in_st->st_size);
+		if (rep->attr)
+			in->ms_size = rep->attr->size;
+		pthread_mutex_unlock(&in->lock);
+	}
+	if (rep->attr)
+		attr_note(c, rep->attr, out);
+	else if (out)
+		ret = rdfs_getattr(c, cr, ino, out);
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+out:
+	if (in && !f)
+		inode_put(&c->itab, in);
+	return ret;
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xport_module.h - what a network module plugs into lib/xport (internal to lib/).
+ *
+ * The generic layer (xport.c) owns the context: one epoll set, a wake eventfd and
+ * the completion queue that xport_test() drains. A module owns its connections
+ * and listeners. It registers file descriptors (sockets, a verbs completion
+ * channel, an rdma_cm event channel) in the context's epoll set with a handler,
+ * and reports what happens by pushing events with xport_cq_push(). The table
+ * struct xport_ops is the only entry point from the generic layer into a module;
+ * modules are found by URL scheme.
+ *
+ * Connection lifetime: a module creates a connection with xport_conn_init() (one
+ * reference for the context's registration, one for the caller). When it is done
+ * with a connection (peer gone, error, xport_conn_close()) the module calls
+ * xport_conn_closed() exactly once from the progress thread, after cancelling its
+ * sends; that reports XPORT_EV_CLOSED and drops the registration reference. The
+ * last xport_conn_put() calls ops->conn_free().
+ */
+#ifndef RDFS_XPORT_MODULE_H
+#define RDFS_XPORT_MODULE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "xport.h"
+
+/* Most data iovecs one post may carry. */
+#define XPORT_MAX_IOV		64
+#define XPORT_URL_MAX		300
+
+/* An fd in the context's epoll set; epoll's data.ptr points at this. */
+struct xport_poll {
+	int fd;
+	void (*handler)(struct xport_poll *p, uint32_t events);
+};
+
+struct xport_ops {
+	const char *scheme;	/* "tcp" for "tcp://host:port" */
+	/* @hostport is the URL after "scheme://". */
+	int (*listen)(struct xport_ctx *ctx, const char *hostport, struct xport_listener **out);
+	void (*listener_free)(struct xport_listener *l);
+	int (*connect)(struct xport_ctx *ctx, const char *hostport, int timeout_ms,
+		       struct xport_conn **out);
+	int (*post_send)(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			 const void *body, const struct iovec *data, int niov, void *user);
+	/* Any thread: stop all I/O, cancel sends, arrange for xport_conn_closed(). */
+	void (*conn_close)(struct xport_conn *conn, int flush);
+	/* Progress thread (or ctx destroy): run the close arranged by conn_close now. */
+	void (*conn_reap)(struct xport_conn *conn);
+	void (*conn_free)(struct xport_conn *conn);
+};
+
+/* Common head of every module's connection. */
+struct xport_conn {
+	const struct xport_ops *ops;
+	struct xport_ctx *ctx;
+	atomic_int refcnt;
+	atomic_int closing;		/* xport_conn_close() was called */
+	int reported;			/* XPORT_EV_CLOSED pushed; under the ctx lock */
+	void *user;
+	void (*user_free)(void *user);
+	char peer[XPORT_URL_MAX];
+	struct xport_conn *ctx_prev, *ctx_next;	/* the context's list, under its lock */
+	struct xport_conn *reap_next;		/* closes for the progress thread */
+	int on_reap_list;
+};
+
+/* Common head of every module's listener. */
+struct xport_listener {
+	const struct xport_ops *ops;
+	struct xport_ctx *ctx;
+	char url[XPORT_URL_MAX];
+	struct xport_listener *next;
+};
+
+/* Register a module's new connection with @ctx; it starts with two references. */
+void xport_conn_init(struct xport_conn *conn, const struct xport_ops *ops,
+		     struct xport_ctx *ctx);
+/* Report XPORT_EV_CLOSED with @status and drop the registration reference. */
+void xport_conn_closed(struct xport_conn *conn, int status);
+/* Ask the progress thread to call ops->conn_reap(conn) (from any thread). */
+void xport_conn_reap_later(struct xport_conn *conn);
+
+/* Queue an event for xport_test(); takes a reference on ev->conn when set. */
+void xport_cq_push(struct xport_ctx *ctx, const struct xport_event *ev);
+
+int xport_poll_add(struct xport_ctx *ctx, struct xport_poll *p, uint32_t events);
+int xport_poll_mod(struct xport_ctx *ctx, struct xport_poll *p, uint32_t events);
+void xport_poll_del(struct xport_ctx *ctx, struct xport_poll *p);
+
+/* Split "host:port" / "[v6]:port" into its parts. 0 or -EINVAL. */
+int xport_split_hostport(const char *hostport, char *host, size_t hostlen, char *port,
+			 size_t portlen);
+
+extern const struct xport_ops xport_tcp_ops;
+
+#endif

@@ -1,0 +1,887 @@
+// SPDX-License-Identifier: MIT
+/*
+ * xport_tcp.c - the TCP module of lib/xport: epoll, non-blocking sockets.
+ *
+ * Send side (any thread, under the connection lock): a post is written at once
+ * when nothing is queued before it; what the socket does not take is queued and
+ * the progress thread flushes the queue on EPOLLOUT. Unowned posts (user == NULL)
+ * copy their unsent remainder so the caller may reuse its buffers at once.
+ *
+ * Receive side (progress thread only, no lock): a small staging buffer collects
+ * headers; once a header is validated the body and data buffers are allocated and
+ * read into directly, so bulk data is never copied and one readv() can move many
+ * MiB. Each readv also offers the staging buffer, catching the next header in the
+ * same system call.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "xport_module.h"
+
+/* Staging buffer for headers and small messages. */
+#define TCP_RXBUF_LEN		(64 * 1024)
+/* Socket buffers big enough for a 16 MiB transfer to stream without stalls. */
+#define TCP_SOCKBUF_LEN		(4 * 1024 * 1024)
+/* readv calls per readiness event before giving other connections a turn. */
+#define TCP_RX_BUDGET		16
+#define TCP_ACCEPT_BUDGET	64
+/* iovecs gathered per sendmsg from the queue (IOV_MAX is 1024). */
+#define TCP_TX_IOV		256
+#define TCP_LISTEN_BACKLOG	1024
+
+struct tcp_tx {
+	struct tcp_tx *next;
+	void *user;			/* completion to report, NULL for copies */
+	int niov, cur;			/* iov[cur..niov) remain */
+	struct iovec iov[XPORT_MAX_IOV + 2];
+	uint8_t hdr[RDFS_FRAME_HDR_LEN];
+};
+
+enum tcp_rx_state { RX_HDR, RX_PAYLOAD };
+
+struct tcp_conn {
+	struct xport_conn base;
+	struct xport_poll poll;
+
+	pthread_mutex_t lock;		/* the send side and the fd's life */
+	struct tcp_tx *txq_head, *txq_tail;
+	uint32_t poll_events;
+	int close_when_sent;
+	int reaped;			/* fd closed, CLOSED reported */
+	int close_status;
+
+	/* Receive side: progress thread only. */
+	uint8_t *rxbuf;
+	size_t rx_start, rx_end;
+	enum tcp_rx_state rx_state;
+	struct xport_msg *rx_msg;
+	size_t rx_got;			/* payload bytes (body, then data) received */
+};
+
+struct tcp_listener {
+	struct xport_listener base;
+	struct xport_poll poll;
+};
+
+static struct tcp_conn *tcp_conn_of(struct xport_conn *c)
+{
+	return (struct tcp_conn *)c;
+}
+
+/* ------------------------------------------------------------------ sockets */
+
+static void sockaddr_to_url(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	unsigned int port = 0;
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		port = ntohs(in->sin_port);
+		snprintf(buf, len, "tcp://%s:%u", ip, port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		port = ntohs(in6->sin6_port);
+		snprintf(buf, len, "tcp://[%s]:%u", ip, port);
+	} else {
+		snprintf(buf, len, "tcp://?");
+	}
+}
+
+static int read_proc_int(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	int v = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+static int sockbuf_ok;
+static pthread_once_t sockbuf_once = PTHREAD_ONCE_INIT;
+
+static void sockbuf_probe(void)
+{
+	/*
+	 * Setting SO_*BUF turns off the kernel's autotuning, and the kernel caps it
+	 * at net.core.[rw]mem_max; below our size autotuning does better.
+	 */
+	sockbuf_ok = read_proc_int("/proc/sys/net/core/rmem_max") >= TCP_SOCKBUF_LEN &&
+		     read_proc_int("/proc/sys/net/core/wmem_max") >= TCP_SOCKBUF_LEN;
+}
+
+static void tcp_tune_socket(int fd)
+{
+	int one = 1, len = TCP_SOCKBUF_LEN;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pthread_once(&sockbuf_once, sockbuf_probe);
+	if (sockbuf_ok) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &len, sizeof(len));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &len, sizeof(len));
+	}
+}
+
+/* ------------------------------------------------------------------ send side */
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Drop @n written bytes from the front of iov[*cur..niov). */
+static void iov_advance(struct iovec *iov, int niov, int *cur, size_t n)
+{
+	while (*cur < niov && n >= iov[*cur].iov_len) {
+		n -= iov[*cur].iov_len;
+		(*cur)++;
+	}
+	if (*cur < niov && n) {
+		iov[*cur].iov_base = (uint8_t *)iov[*cur].iov_base + n;
+		iov[*cur].iov_len -= n;
+	}
+	/* Skip empty iovecs so a finished post is recognized as finished. */
+	while (*cur < niov && iov[*cur].iov_len == 0)
+		(*cur)++;
+}
+
+/* Write what the socket takes. Returns bytes written, -EAGAIN if none, or -errno. */
+static ssize_t tcp_sendv(int fd, struct iovec *iov, int niov)
+{
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
+	ssize_t n;
+
+	do {
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static void tx_complete(struct tcp_conn *c, struct tcp_tx *tx, int status)
+{
+	if (tx->user) {
+		struct xport_event ev = {
+			.type = XPORT_EV_SEND, .status = status, .conn = &c->base, .user = tx->user,
+		};
+
+		xport_cq_push(c->base.ctx, &ev);
+	}
+	free(tx);
+}
+
+/* Under c->lock: complete every queued send with @status. */
+static void tx_cancel_all_locked(struct tcp_conn *c, int status)
+{
+	struct tcp_tx *tx;
+
+	while ((tx = c->txq_head)) {
+		c->txq_head = tx->next;
+		tx_complete(c, tx, status);
+	}
+	c->txq_tail = NULL;
+}
+
+static void tcp_update_poll_locked(struct tcp_conn *c)
+{
+	uint32_t want = 0;
+
+	if (c->reaped)
+		return;
+	if (!atomic_load(&c->base.closing) && !c->close_when_sent)
+		want |= EPOLLIN;
+	if (c->txq_head)
+		want |= EPOLLOUT;
+	if (want != c->poll_events) {
+		c->poll_events = want;
+		xport_poll_mod(c->base.ctx, &c->poll, want);
+	}
+}
+
+/* Under c->lock: stop everything and have the progress thread report CLOSED. */
+static void tcp_close_locked(struct tcp_conn *c, int status)
+{
+	if (atomic_exchange(&c->base.closing, 1))
+		return;
+	c->close_status = status;
+	tx_cancel_all_locked(c, -ECANCELED);
+	tcp_update_poll_locked(c);
+	xport_conn_reap_later(&c->base);
+}
+
+/* Under c->lock: write queued posts until the socket is full. 0 or -errno. */
+static int tcp_flush_locked(struct tcp_conn *c)
+{
+	struct iovec iov[TCP_TX_IOV];
+	struct tcp_tx *tx;
+	ssize_t n;
+	int niov;
+
+	while (c->txq_head) {
+		niov = 0;
+		for (tx = c->txq_head; tx && niov < TCP_TX_IOV; tx = tx->next) {
+			int i;
+
+			for (i = tx->cur; i < tx->niov && niov < TCP_TX_IOV; i++)
+				iov[niov++] = tx->iov[i];
+		}
+		n = tcp_sendv(c->poll.fd, iov, niov);
+		if (n == -EAGAIN)
+			return 0;
+		if (n < 0)
+			return (int)n;
+		while ((tx = c->txq_head)) {
+			size_t left = iov_total(tx->iov + tx->cur, tx->niov - tx->cur);
+
+			if ((size_t)n < left) {
+				iov_advance(tx->iov, tx->niov, &tx->cur, (size_t)n);
+				break;
+			}
+			n -= (ssize_t)left;
+			c->txq_head = tx->next;
+			if (!c->txq_head)
+				c->txq_tail = NULL;
+			tx_complete(c, tx, 0);
+		}
+	}
+	return 0;
+}
+
+static void tcp_flush(struct tcp_conn *c)
+{
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->base.closing) || c->reaped) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	err = tcp_flush_locked(c);
+	if (err)
+		tcp_close_locked(c, err);
+	else if (!c->txq_head && c->close_when_sent)
+		tcp_close_locked(c, 0);
+	else
+		tcp_update_poll_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Queue the unsent rest of a post: by reference for owned posts, else copied. */
+static struct tcp_tx *tx_make(const struct iovec *iov, int niov, int cur, void *user)
+{
+	struct tcp_tx *tx;
+	size_t left;
+	uint8_t *p;
+	int i;
+
+	if (user) {
+		tx = malloc(sizeof(*tx));
+		if (!tx)
+			return NULL;
+		tx->user = user;
+		tx->cur = 0;
+		tx->niov = 0;
+		for (i = cur; i < niov; i++)
+			tx->iov[tx->niov++] = iov[i];
+		/* The header lives on the poster's stack: keep a copy. */
+		if (cur == 0) {
+			memcpy(tx->hdr, iov[0].iov_base, iov[0].iov_len);
+			tx->iov[0].iov_base = tx->hdr;
+		}
+		return tx;
+	}
+	left = iov_total(iov + cur, niov - cur);
+	tx = malloc(sizeof(*tx) + left);
+	if (!tx)
+		return NULL;
+	tx->user = NULL;
+	tx->cur = 0;
+	tx->niov = 1;
+	p = (uint8_t *)(tx + 1);
+	tx->iov[0].iov_base = p;
+	tx->iov[0].iov_len = left;
+	for (i = cur; i < niov; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	return tx;
+}
+
+static int tcp_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			 const void *body, const struct iovec *data, int niov, void *user)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+	struct iovec iov[XPORT_MAX_IOV + 2];
+	uint8_t hdrbuf[RDFS_FRAME_HDR_LEN];
+	struct tcp_tx *tx;
+	int n = 0, cur = 0, i, err = 0, started = 0;
+	ssize_t w;
+
+	frame_hdr_encode(hdr, hdrbuf);
+	iov[n].iov_base = hdrbuf;
+	iov[n++].iov_len = RDFS_FRAME_HDR_LEN;
+	if (hdr->body_len) {
+		iov[n].iov_base = (void *)body;
+		iov[n++].iov_len = hdr->body_len;
+	}
+	for (i = 0; i < niov; i++)
+		if (data[i].iov_len)
+			iov[n++] = data[i];
+
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->base.closing) || c->close_when_sent || c->reaped) {
+		err = -EPIPE;
+		goto out;
+	}
+	if (!c->txq_head) {
+		while (cur < n) {
+			w = tcp_sendv(c->poll.fd, iov + cur, n - cur);
+			if (w == -EAGAIN)
+				break;
+			if (w < 0) {
+				tcp_close_locked(c, (int)w);
+				err = -EPIPE;
+				goto out;
+			}
+			iov_advance(iov, n, &cur, (size_t)w);
+			started = 1;
+		}
+		if (cur == n) {
+			if (user) {
+				struct xport_event ev = {
+					.type = XPORT_EV_SEND, .conn = conn, .user = user,
+				};
+
+				xport_cq_push(conn->ctx, &ev);
+			}
+			goto out;
+		}
+	}
+	tx = tx_make(iov, n, cur, user);
+	if (!tx) {
+		/* Part of the frame may be on the wire: the stream is lost. */
+		if (started)
+			tcp_close_locked(c, -ENOMEM);
+		err = -ENOMEM;
+		goto out;
+	}
+	tx->next = NULL;
+	if (c->txq_tail)
+		c->txq_tail->next = tx;
+	else
+		c->txq_head = tx;
+	c->txq_tail = tx;
+	tcp_update_poll_locked(c);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* ------------------------------------------------------------------ receive side */
+
+/* Start a message for a validated header: allocate exactly what it announces. */
+static int rx_begin(struct tcp_conn *c, const struct rdfs_frame_hdr *h)
+{
+	struct xport_msg *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	m->hdr = *h;
+	if (h->body_len) {
+		m->body = malloc(h->body_len);
+		if (!m->body)
+			goto nomem;
+	}
+	if (h->data_len) {
+		void *p;
+
+		if (posix_memalign(&p, RDFS_BLOCK_SIZE, h->data_len))
+			goto nomem;
+		m->data = p;
+	}
+	c->rx_msg = m;
+	c->rx_got = 0;
+	c->rx_state = RX_PAYLOAD;
+	return 0;
+nomem:
+	xport_msg_free(m);
+	return -ENOMEM;
+}
+
+/* Where the next payload bytes go, and how many the current part still needs. */
+static uint8_t *rx_target(struct tcp_conn *c, size_t *len)
+{
+	struct xport_msg *m = c->rx_msg;
+
+	if (c->rx_got < m->hdr.body_len) {
+		*len = m->hdr.body_len - c->rx_got;
+		return m->body + c->rx_got;
+	}
+	*len = m->hdr.body_len + m->hdr.data_len - c->rx_got;
+	return m->data + (c->rx_got - m->hdr.body_len);
+}
+
+static void rx_deliver_if_complete(struct tcp_conn *c)
+{
+	struct xport_msg *m = c->rx_msg;
+	struct xport_event ev = { .type = XPORT_EV_RECV, .conn = &c->base };
+
+	if (c->rx_got < (size_t)m->hdr.body_len + m->hdr.data_len)
+		return;
+	ev.msg = m;
+	c->rx_msg = NULL;
+	c->rx_state = RX_HDR;
+	xport_cq_push(c->base.ctx, &ev);
+}
+
+/* Consume the staging buffer. 0, or -EPROTO/-EMSGSIZE/-ENOMEM to drop the peer. */
+static int rx_parse(struct tcp_conn *c)
+{
+	struct rdfs_frame_hdr h;
+	uint8_t *dst;
+	size_t len, avail;
+	int err;
+
+	for (;;) {
+		avail = c->rx_end - c->rx_start;
+		if (c->rx_state == RX_HDR) {
+			if (avail < RDFS_FRAME_HDR_LEN)
+				return 0;
+			err = frame_hdr_decode(c->rxbuf + c->rx_start, &h);
+			if (err)
+				return err;
+			c->rx_start += RDFS_FRAME_HDR_LEN;
+			err = rx_begin(c, &h);
+			if (err)
+				return err;
+			rx_deliver_if_complete(c);
+			continue;
+		}
+		if (!avail)
+			return 0;
+		dst = rx_target(c, &len);
+		if (len > avail)
+			len = avail;
+		memcpy(dst, c->rxbuf + c->rx_start, len);
+		c->rx_start += len;
+		c->rx_got += len;
+		rx_deliver_if_complete(c);
+	}
+}
+
+static void tcp_fail(struct tcp_conn *c, int status)
+{
+	pthread_mutex_lock(&c->lock);
+	tcp_close_locked(c, status);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void tcp_rx(struct tcp_conn *c)
+{
+	struct iovec iov[2];
+	size_t want, len, got;
+	ssize_t n;
+	int niov, budget, err;
+
+	for (budget = 0; budget < TCP_RX_BUDGET; budget++) {
+		if (atomic_load(&c->base.closing) || c->close_when_sent)
+			return;
+		/* What is left after parsing is a partial header: move it to the front. */
+		if (c->rx_start) {
+			memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
+			c->rx_end -= c->rx_start;
+			c->rx_start = 0;
+		}
+		niov = 0;
+		if (c->rx_state == RX_PAYLOAD) {
+			iov[niov].iov_base = rx_target(c, &len);
+			iov[niov++].iov_len = len;
+		}
+		iov[niov].iov_base = c->rxbuf + c->rx_end;
+		iov[niov++].iov_len = TCP_RXBUF_LEN - c->rx_end;
+		want = iov_total(iov, niov);
+
+		do {
+			n = readv(c->poll.fd, iov, niov);
+		} while (n < 0 && errno == EINTR);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			tcp_fail(c, -errno);
+			return;
+		}
+		if (n == 0) {
+			/* EOF between messages is a clean close; inside one, a broken stream. */
+			int mid = c->rx_state == RX_PAYLOAD || c->rx_end > c->rx_start;
+
+			tcp_fail(c, mid ? -ECONNRESET : 0);
+			return;
+		}
+		got = (size_t)n;
+		if (c->rx_state == RX_PAYLOAD) {
+			size_t k = (size_t)n < iov[0].iov_len ? (size_t)n : iov[0].iov_len;
+
+			c->rx_got += k;
+			n -= (ssize_t)k;
+			rx_deliver_if_complete(c);
+		}
+		c->rx_end += (size_t)n;
+		err = rx_parse(c);
+		if (err) {
+			log_warn("%s: dropping connection: %s", c->base.peer,
+				 err == -EMSGSIZE ? "oversized frame" :
+				 err == -ENOMEM ? "out of memory" : "malformed frame header");
+			tcp_fail(c, err);
+			return;
+		}
+		if (got < want)
+			return;	/* short read: the socket is drained */
+	}
+}
+
+static void tcp_conn_handler(struct xport_poll *p, uint32_t events)
+{
+	struct tcp_conn *c = (struct tcp_conn *)((uint8_t *)p - offsetof(struct tcp_conn, poll));
+
+	if (c->reaped)
+		return;
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		tcp_rx(c);
+	if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+		tcp_flush(c);
+}
+
+/* ------------------------------------------------------------------ connections */
+
+static struct tcp_conn *tcp_conn_new(struct xport_ctx *ctx, int fd)
+{
+	struct tcp_conn *c = calloc(1, sizeof(*c));
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (!c)
+		return NULL;
+	c->rxbuf = malloc(TCP_RXBUF_LEN);
+	if (!c->rxbuf) {
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->poll.fd = fd;
+	c->poll.handler = tcp_conn_handler;
+	c->rx_state = RX_HDR;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		sockaddr_to_url((struct sockaddr *)&ss, c->base.peer, sizeof(c->base.peer));
+	else
+		snprintf(c->base.peer, sizeof(c->base.peer), "tcp://?");
+	tcp_tune_socket(fd);
+	xport_conn_init(&c->base, &xport_tcp_ops, ctx);
+	c->poll_events = EPOLLIN;
+	if (xport_poll_add(ctx, &c->poll, EPOLLIN)) {
+		/* Not pollable: report it closed right away; the caller still gets it. */
+		pthread_mutex_lock(&c->lock);
+		tcp_close_locked(c, -EIO);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return c;
+}
+
+static void tcp_conn_close(struct xport_conn *conn, int flush)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+
+	pthread_mutex_lock(&c->lock);
+	if (flush && c->txq_head && !atomic_load(&c->base.closing)) {
+		c->close_when_sent = 1;
+		tcp_update_poll_locked(c);
+	} else {
+		tcp_close_locked(c, 0);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void tcp_conn_reap(struct xport_conn *conn)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+	int status;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->reaped) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	atomic_store(&c->base.closing, 1);
+	tx_cancel_all_locked(c, -ECANCELED);
+	xport_poll_del(conn->ctx, &c->poll);
+	close(c->poll.fd);
+	c->poll.fd = -1;
+	c->reaped = 1;
+	status = c->close_status;
+	pthread_mutex_unlock(&c->lock);
+
+	xport_msg_free(c->rx_msg);
+	c->rx_msg = NULL;
+	xport_conn_closed(conn, status);
+}
+
+static void tcp_conn_free(struct xport_conn *conn)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+
+	/* Only a connection never reaped (context gone first) still has an fd. */
+	if (c->poll.fd >= 0)
+		close(c->poll.fd);
+	xport_msg_free(c->rx_msg);
+	pthread_mutex_destroy(&c->lock);
+	free(c->rxbuf);
+	free(c);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Connect one address, waiting until @deadline (ms, monotonic; 0 = forever). */
+static int connect_one(const struct addrinfo *ai, int64_t deadline, int *out_fd)
+{
+	struct pollfd pfd;
+	socklen_t sl;
+	int fd, err, left;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		goto ok;
+	if (errno != EINPROGRESS) {
+		err = -errno;
+		goto err;
+	}
+	for (;;) {
+		left = -1;
+		if (deadline) {
+			int64_t l = deadline - mono_ms();
+
+			if (l <= 0) {
+				err = -ETIMEDOUT;
+				goto err;
+			}
+			left = l > 0x7fffffff ? 0x7fffffff : (int)l;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLOUT;
+		pfd.revents = 0;
+		err = poll(&pfd, 1, left);
+		if (err < 0 && errno == EINTR)
+			continue;
+		if (err < 0) {
+			err = -errno;
+			goto err;
+		}
+		if (err > 0)
+			break;
+	}
+	sl = sizeof(err);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0) {
+		err = -errno;
+		goto err;
+	}
+	if (err) {
+		err = -err;
+		goto err;
+	}
+ok:
+	*out_fd = fd;
+	return 0;
+err:
+	close(fd);
+	return err;
+}
+
+static int tcp_connect(struct xport_ctx *ctx, const char *hostport, int timeout_ms,
+		       struct xport_conn **out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
+	char host[256], port[16];
+	int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : 0;
+	struct tcp_conn *c;
+	int err, fd = -1;
+
+	if (xport_split_hostport(hostport, host, sizeof(host), port, sizeof(port)))
+		return -EINVAL;
+	err = getaddrinfo(host, port, &hints, &res);
+	if (err)
+		return err == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	err = -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		err = connect_one(ai, deadline ? deadline : 0, &fd);
+		if (!err || err == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	if (err)
+		return err;
+	c = tcp_conn_new(ctx, fd);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	*out = &c->base;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ listeners */
+
+static void tcp_accept_handler(struct xport_poll *p, uint32_t events)
+{
+	struct tcp_listener *l =
+		(struct tcp_listener *)((uint8_t *)p - offsetof(struct tcp_listener, poll));
+	struct xport_event ev = { .type = XPORT_EV_ACCEPT };
+	struct tcp_conn *c;
+	int i, fd;
+
+	for (i = 0; i < TCP_ACCEPT_BUDGET; i++) {
+		fd = accept4(p->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				log_warn("%s: accept: %s", l->base.url, strerror(errno));
+			return;
+		}
+		c = tcp_conn_new(l->base.ctx, fd);
+		if (!c) {
+			log_warn("%s: out of memory for a new connection", l->base.url);
+			close(fd);
+			continue;
+		}
+		/* The connection's caller reference goes to whoever handles the event. */
+		ev.conn = &c->base;
+		xport_cq_push(l->base.ctx, &ev);
+	}
+}
+
+static int tcp_listen(struct xport_ctx *ctx, const char *hostport, struct xport_listener **out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res, *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[256], port[16];
+	struct tcp_listener *l;
+	const char *node;
+	unsigned int bound_port;
+	int err, fd = -1, one = 1;
+
+	if (xport_split_hostport(hostport, host, sizeof(host), port, sizeof(port)))
+		return -EINVAL;
+	node = host[0] && strcmp(host, "*") != 0 ? host : NULL;
+	err = getaddrinfo(node, port, &hints, &res);
+	if (err)
+		return err == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	err = -EADDRNOTAVAIL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    ai->ai_protocol);
+		if (fd < 0) {
+			err = -errno;
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, TCP_LISTEN_BACKLOG) == 0) {
+			err = 0;
+			break;
+		}
+		err = -errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (err)
+		return err;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		err = -errno;
+		goto err_close;
+	}
+	bound_port = ss.ss_family == AF_INET6 ?
+		ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+		ntohs(((struct sockaddr_in *)&ss)->sin_port);
+
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	l->base.ops = &xport_tcp_ops;
+	l->base.ctx = ctx;
+	if (strchr(host, ':'))
+		snprintf(l->base.url, sizeof(l->base.url), "tcp://[%s]:%u", host, bound_port);
+	else
+		snprintf(l->base.url, sizeof(l->base.url), "tcp://%s:%u",
+			 node ? host : "0.0.0.0", bound_port);
+	l->poll.fd = fd;
+	l->poll.handler = tcp_accept_handler;
+	err = xport_poll_add(ctx, &l->poll, EPOLLIN);
+	if (err) {
+		free(l);
+		goto err_close;
+	}
+	*out = &l->base;
+	return 0;
+err_close:
+	close(fd);
+	return err;
+}
+
+static void tcp_listener_free(struct xport_listener *base)
+{
+	struct tcp_listener *l = (struct tcp_listener *)base;
+
+	xport_poll_del(base->ctx, &l->poll);
+	close(l->poll.fd);
+	free(l);
+}
+
+const struct xport_ops xport_tcp_ops = {
+	.scheme		= "tcp",
+	.listen		= tcp_listen,
+	.listener_free	= tcp_listener_free,
+	.connect	= tcp_connect,
+	.post_send	= tcp_post_send,
+	.conn_close	= tcp_conn_close,
+	.conn_reap	= tcp_conn_reap,
+	.conn_free	= tcp_conn_free,
+};

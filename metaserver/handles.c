@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+/*
+ * handles.c - open files: sessions (one per peer connection) own handles, and
+ * the open table counts the handles of each inode over all sessions, so an
+ * unlinked file lives (as an orphan, nlink 0) until its last handle is gone.
+ *
+ * The open count of an inode only changes under that inode's lock, which is
+ * also what unlink holds when it decides between purging and orphaning.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "ms_int.h"
+
+void opentab_init(struct ms_opentab *t)
+{
+	pthread_mutex_init(&t->mu, NULL);
+	memset(t->bucket, 0, sizeof(t->bucket));
+}
+
+void opentab_destroy(struct ms_opentab *t)
+{
+	for (int i = 0; i < MS_OPENTAB_BUCKETS; i++) {
+		struct ms_openent *e = t->bucket[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			free(e);
+		}
+	}
+	pthread_mutex_destroy(&t->mu);
+}
+
+static struct ms_openent **opentab_slot(struct ms_opentab *t, uint64_t ino)
+{
+	struct ms_openent **p = &t->bucket[(ino * 0x9e3779b97f4a7c15ull) >> 52];
+
+	while (*p && (*p)->ino != ino)
+		p = &(*p)->next;
+	return p;
+}
+
+uint32_t opentab_count(struct ms_opentab *t, uint64_t ino)
+{
+	struct ms_openent **p;
+	uint32_t n;
+
+	pthread_mutex_lock(&t->mu);
+	p = opentab_slot(t, ino);
+	n = *p ? (*p)->count : 0;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+void opentab_inc(struct ms_opentab *t, uint64_t ino)
+{
+	struct ms_openent **p;
+
+	pthread_mutex_lock(&t->mu);
+	p = opentab_slot(t, ino);
+	if (!*p) {
+		*p = calloc(1, sizeof(**p));
+		if (*p)
+			(*p)->ino = ino;
+	}
+	if (*p)
+		(*p)->count++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino)
+{
+	struct ms_openent **p, *e;
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&t->mu);
+	p = opentab_slot(t, ino);
+	e = *p;
+	if (e) {
+		n = --e->count;
+		if (n == 0) {
+			*p = e->next;
+			free(e);
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+struct ms_session *ms_session_new(struct ms *ms, const char *role)
+{
+	struct ms_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->mu, NULL);
+	snprintf(s->role, sizeof(s->role), "%s", role ? role : "");
+	return s;
+}
+
+uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t flags)
+{
+	struct ms_handle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return 0;
+	h->id = atomic_fetch_add(&ms->next_handle, 1);
+	h->ino = ino;
+	h->flags = flags;
+	pthread_mutex_lock(&s->mu);
+	h->next = s->handles;
+	s->handles = h;
+	pthread_mutex_unlock(&s->mu);
+	opentab_inc(&ms->opentab, ino);
+	return h->id;
+}
+
+int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flags)
+{
+	int ret = -EBADF;
+
+	if (!s || id == 0)
+		return -EBADF;
+	pthread_mutex_lock(&s->mu);
+	for (struct ms_handle *h = s->handles; h; h = h->next)
+		if (h->id == id && h->ino == ino) {
+			*flags = h->flags;
+			ret = 0;
+			break;
+		}
+	pthread_mutex_unlock(&s->mu);
+	return ret;
+}
+
+/* Drop one open of @ino; reclaim the inode if it was its last and it has no links. */
+static int inode_close(struct ms *ms, uint64_t ino)
+{
+	struct ms_lockset ls;
+	struct ms_inode in;
+	int ret = 0;
+
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	if (opentab_dec(&ms->opentab, ino) == 0 && ns_inode_get(ms, ino, &in) == 0 &&
+	    in.nlink == 0) {
+		leveldb_writebatch_t *b = leveldb_writebatch_create();
+		struct ms_freelist f = { 0 };
+
+		ret = ns_inode_purge(ms, b, ino, &f);
+		if (!ret)
+			ret = ns_write(ms, b);
+		leveldb_writebatch_destroy(b);
+		freelist_release(ms, &f, ret == 0);
+	}
+	lockset_unlock(&ms->locks, &ls);
+	return ret;
+}
+
+int ms_release(struct ms *ms, struct ms_session *s, uint64_t handle)
+{
+	struct ms_handle **p, *h = NULL;
+	uint64_t ino;
+
+	pthread_mutex_lock(&s->mu);
+	for (p = &s->handles; *p; p = &(*p)->next)
+		if ((*p)->id == handle) {
+			h = *p;
+			*p = h->next;
+			break;
+		}
+	pthread_mutex_unlock(&s->mu);
+	if (!h)
+		return -EBADF;
+	ino = h->ino;
+	free(h);
+	return inode_close(ms, ino);
+}
+
+void ms_session_close(struct ms *ms, struct ms_session *s)
+{
+	struct ms_handle *h, *next;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	h = s->handles;
+	s->handles = NULL;
+	pthread_mutex_unlock(&s->mu);
+	for (; h; h = next) {
+		next = h->next;
+		if (inode_close(ms, h->ino))
+			log_warn("inode %llu: reclaim at close failed; it is reclaimed at restart",
+				 (unsigned long long)h->ino);
+		free(h);
+	}
+	registry_session_closed(&ms->reg, s);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+		 uint32_t flags, struct ms_attr *out, uint64_t *handle)
+{
+	struct ms_lockset ls;
+	struct ms_inode in;
+	int ret;
+
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	ret = ns_inode_get(ms, ino, &in);
+	if (ret)
+		goto out;
+	ret = perm_open(&in, cr, flags);
+	if (ret)
+		goto out;
+	if ((flags & O_TRUNC) && S_ISREG(in.mode) && (in.size > 0 || in.blocks > 0)) {
+		leveldb_writebatch_t *b = leveldb_writebatch_create();
+		struct ms_freelist f = { 0 };
+
+		ret = layout_truncate(ms, b, &in, 0, &f);
+		if (!ret) {
+			in.size = 0;
+			in.mtime_ns = in.ctime_ns = ns_now();
+			if (cr->uid != 0) {
+				in.mode &= ~(uint32_t)S_ISUID;
+				if (in.mode & S_IXGRP)
+					in.mode &= ~(uint32_t)S_ISGID;
+			}
+			ns_inode_put(b, &in);
+			ret = ns_write(ms, b);
+		}
+		leveldb_writebatch_destroy(b);
+		freelist_release(ms, &f, ret == 0);
+		if (ret)
+			goto out;
+	}
+	*handle = handle_add(ms, s, ino, flags);
+	if (!*handle)
+		ret = -ENOMEM;
+	ns_attr_from_inode(&in, out);
+out:
+	lockset_unlock(&ms->locks, &ls);
+	return ret;
+}

@@ -1,0 +1,781 @@
+// SPDX-License-Identifier: MIT
+/*
+ * layout.c - file layouts: the chunk records of a file, allocation of holes
+ * (LAYOUT with allocate), clearing unwritten flags (COMMIT), freeing blocks past
+ * a new end of file, and rebuilding the allocation maps at startup.
+ *
+ * Chunk i of a file goes to server (stripe_start + i) % n of the n up servers
+ * sorted by id; a chunk that already holds blocks keeps growing on its server
+ * while that server is up. A hole right after an unwritten extent first tries
+ * to extend that extent in place; otherwise allocation starts where the file's
+ * previous extent on that server ended, so streamed files stay contiguous.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "ms_int.h"
+
+#define BLK	4096ull
+#define MAX_UP	256
+
+struct chunk {
+	uint64_t idx;
+	int n, cap;
+	int dirty;
+	struct ms_ext *e;
+};
+
+static int chunk_reserve(struct chunk *c, int want)
+{
+	if (want <= c->cap)
+		return 0;
+	int cap = c->cap ? c->cap : 8;
+
+	while (cap < want)
+		cap *= 2;
+	struct ms_ext *e = realloc(c->e, cap * sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	c->e = e;
+	c->cap = cap;
+	return 0;
+}
+
+static int chunk_parse(struct chunk *c, const char *v, size_t vl)
+{
+	int want = (int)(vl / MS_EXTENT_REC);
+
+	if (chunk_reserve(c, want + 1))
+		return -ENOMEM;
+	c->n = chunk_decode(v, vl, c->e, c->cap);
+	if (c->n < 0) {
+		c->n = 0;
+		return -EIO;
+	}
+	return 0;
+}
+
+static int chunk_load(struct ms *ms, uint64_t ino, uint64_t idx, struct chunk *c)
+{
+	uint8_t k[MS_KEY_MAX];
+	char *v;
+	size_t vl;
+	int ret;
+
+	c->idx = idx;
+	c->n = 0;
+	c->dirty = 0;
+	ret = ns_get(ms, k, key_layout(k, ino, idx), &v, &vl);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	ret = chunk_parse(c, v, vl);
+	leveldb_free(v);
+	return ret;
+}
+
+static void chunk_store(leveldb_writebatch_t *b, uint64_t ino, const struct chunk *c)
+{
+	uint8_t k[MS_KEY_MAX];
+	size_t kl = key_layout(k, ino, c->idx);
+	uint8_t *v;
+
+	if (c->n == 0) {
+		leveldb_writebatch_delete(b, (char *)k, kl);
+		return;
+	}
+	v = malloc((size_t)c->n * MS_EXTENT_REC);
+	if (!v)
+		return;
+	for (int i = 0; i < c->n; i++)
+		extent_encode(&c->e[i], v + (size_t)i * MS_EXTENT_REC);
+	leveldb_writebatch_put(b, (char *)k, kl, (char *)v, (size_t)c->n * MS_EXTENT_REC);
+	free(v);
+}
+
+static int ext_cmp(const void *a, const void *b)
+{
+	const struct ms_ext *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Sort and merge neighbours that continue each other on disk with the same flags. */
+static void chunk_normalize(struct chunk *c)
+{
+	int j = 0;
+
+	qsort(c->e, c->n, sizeof(*c->e), ext_cmp);
+	for (int i = 0; i < c->n; i++) {
+		if (c->e[i].count == 0)
+			continue;
+		if (j > 0) {
+			struct ms_ext *p = &c->e[j - 1];
+
+			if (p->off + p->count == c->e[i].off && p->server_id == c->e[i].server_id &&
+			    p->block + p->count == c->e[i].block && p->flags == c->e[i].flags) {
+				p->count += c->e[i].count;
+				continue;
+			}
+		}
+		c->e[j++] = c->e[i];
+	}
+	c->n = j;
+}
+
+static void chunks_free(struct chunk *cs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(cs[i].e);
+	free(cs);
+}
+
+/* ---------------------------------------------------------------- truncate */
+
+int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
+		    struct ms_freelist *f)
+{
+	uint64_t cs = in->chunk_size / BLK, keep = (size + BLK - 1) / BLK;
+	uint8_t k[MS_KEY_MAX];
+	size_t plen = key_prefix(k, MS_TAG_LAYOUT, in->ino);
+	leveldb_iterator_t *it;
+	struct chunk c = { 0 };
+	int ret = 0;
+
+	if (cs == 0)
+		return -EIO;
+	it = leveldb_create_iterator(ms->db, ms->ropts);
+	for (leveldb_iter_seek(it, (char *)k, key_layout(k, in->ino, keep / cs));
+	     leveldb_iter_valid(it); leveldb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
+		const char *v;
+		uint64_t base;
+		int j = 0;
+
+		if (kl != plen + 8 || memcmp(key, k, plen))
+			break;
+		c.idx = get_be64(key + plen);
+		v = leveldb_iter_value(it, &vl);
+		ret = chunk_parse(&c, v, vl);
+		if (ret)
+			break;
+		base = c.idx * cs;
+		for (int i = 0; i < c.n; i++) {
+			struct ms_ext e = c.e[i];
+			uint64_t s = base + e.off;
+
+			if (s + e.count <= keep) {
+				c.e[j++] = e;
+			} else if (s >= keep) {
+				freelist_add(f, e.server_id, e.block, e.count);
+				in->blocks -= e.count;
+			} else {
+				uint32_t cut = (uint32_t)(keep - s);
+
+				freelist_add(f, e.server_id, e.block + cut, e.count - cut);
+				in->blocks -= e.count - cut;
+				e.count = cut;
+				c.e[j++] = e;
+			}
+		}
+		c.n = j;
+		chunk_store(b, in->ino, &c);
+	}
+	leveldb_iter_destroy(it);
+	free(c.e);
+	return ret;
+}
+
+int layout_rebuild_bitmaps(struct ms *ms)
+{
+	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
+	uint8_t tag = MS_TAG_LAYOUT;
+	struct chunk c = { 0 };
+	int ret = 0;
+
+	for (leveldb_iter_seek(it, (char *)&tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
+		const char *v;
+
+		if (kl == 0 || key[0] != MS_TAG_LAYOUT)
+			break;
+		v = leveldb_iter_value(it, &vl);
+		if (kl != 17 || chunk_parse(&c, v, vl)) {
+			log_error("corrupt layout record");
+			ret = -EIO;
+			break;
+		}
+		for (int i = 0; i < c.n; i++) {
+			int r = alloc_mark(&ms->alloc, c.e[i].server_id, c.e[i].block, c.e[i].count);
+
+			if (r == -ENOENT)
+				log_warn("inode %llu references unknown I/O server %u",
+					 (unsigned long long)get_be64(key + 1), c.e[i].server_id);
+			else if (r == -EEXIST)
+				log_error("inode %llu: blocks %llu+%u on server %u are used twice",
+					  (unsigned long long)get_be64(key + 1),
+					  (unsigned long long)c.e[i].block, c.e[i].count,
+					  c.e[i].server_id);
+		}
+	}
+	leveldb_iter_destroy(it);
+	free(c.e);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- access */
+
+/* Does handle @h of @s, or else @cr's permission, allow writing (@write) or reading @in? */
+static int may_access(const struct ms_inode *in, struct ms_session *s, const struct ms_cred *cr,
+		      uint64_t h, int write, int *handle_write)
+{
+	uint32_t flags;
+
+	*handle_write = 0;
+	if (h && handle_flags(s, h, in->ino, &flags) == 0) {
+		uint32_t acc = flags & O_ACCMODE;
+
+		*handle_write = acc != O_RDONLY;
+		if (write ? acc != O_RDONLY : acc != O_WRONLY)
+			return 0;
+	}
+	return perm_check(in, cr, write ? MAY_WRITE : MAY_READ);
+}
+
+/* ---------------------------------------------------------------- allocation */
+
+struct alloc_undo {
+	size_t n, cap;
+	struct ms_ext *e;
+};
+
+static void undo_add(struct alloc_undo *u, uint32_t server, uint64_t block, uint64_t count)
+{
+	struct ms_freelist f = { .n = u->n, .cap = u->cap, .e = u->e };
+
+	freelist_add(&f, server, block, count);
+	u->n = f.n;
+	u->cap = f.cap;
+	u->e = f.e;
+}
+
+static void undo_run(struct ms *ms, struct alloc_undo *u)
+{
+	for (size_t i = 0; i < u->n; i++)
+		alloc_free(&ms->alloc, u->e[i].server_id, u->e[i].block, u->e[i].count);
+}
+
+struct alloc_ctx {
+	uint32_t up[MAX_UP];
+	int nup;
+	uint64_t goal[MAX_UP];		/* per up server: where this file's last extent ended */
+	struct alloc_undo undo;
+};
+
+static int up_index(const struct alloc_ctx *a, uint32_t id)
+{
+	for (int i = 0; i < a->nup; i++)
+		if (a->up[i] == id)
+			return i;
+	return -1;
+}
+
+static void note_goal(struct alloc_ctx *a, const struct ms_ext *e)
+{
+	int i = up_index(a, e->server_id);
+
+	if (i >= 0)
+		a->goal[i] = e->block + e->count;
+}
+
+/* Fill blocks [from, to) of chunk @c (offsets in the chunk) with new unwritten extents. */
+static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode *in,
+		      struct chunk *c, uint32_t from, uint32_t to, uint64_t *allocated)
+{
+	int si = -1;
+	uint32_t at = from;
+
+	/* a chunk stays on the server it started on while that server is up */
+	for (int i = 0; i < c->n && si < 0; i++)
+		si = up_index(a, c->e[i].server_id);
+	if (si < 0)
+		si = (int)((in->stripe_start + c->idx) % (uint64_t)a->nup);
+
+	/* extend the unwritten extent that ends where the hole starts, in place */
+	for (int i = 0; i < c->n; i++) {
+		struct ms_ext *e = &c->e[i];
+
+		if (e->off + e->count == from && e->server_id == a->up[si] &&
+		    (e->flags & MS_EXT_UNWRITTEN)) {
+			uint64_t got = alloc_extend(&ms->alloc, e->server_id, e->block + e->count,
+						    to - from);
+
+			if (got) {
+				undo_add(&a->undo, e->server_id, e->block + e->count, got);
+				e->count += (uint32_t)got;
+				at += (uint32_t)got;
+				*allocated += got;
+				note_goal(a, e);
+				c->dirty = 1;
+			}
+			break;
+		}
+	}
+
+	for (int tries = 0; at < to && tries < a->nup;) {
+		uint32_t sid = a->up[si];
+		uint64_t block;
+		int64_t got = alloc_run(&ms->alloc, sid, to - at, a->goal[si], &block);
+
+		if (got == -ENOSPC) {
+			/* this server is full: spill to the next one */
+			si = (si + 1) % a->nup;
+			tries++;
+			continue;
+		}
+		if (got < 0)
+			return (int)got;
+		if (chunk_reserve(c, c->n + 1)) {
+			alloc_free(&ms->alloc, sid, block, (uint64_t)got);
+			return -ENOMEM;
+		}
+		undo_add(&a->undo, sid, block, (uint64_t)got);
+		c->e[c->n] = (struct ms_ext){ .off = at, .count = (uint32_t)got, .server_id = sid,
+					      .block = block, .flags = MS_EXT_UNWRITTEN };
+		note_goal(a, &c->e[c->n]);
+		c->n++;
+		at += (uint32_t)got;
+		*allocated += (uint64_t)got;
+		c->dirty = 1;
+	}
+	return at < to ? -ENOSPC : 0;
+}
+
+/* Allocate every hole of blocks [b0, b1) of the file in the loaded chunks @cs. */
+static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
+		       struct chunk *cs, size_t ncs, uint64_t b0, uint64_t b1)
+{
+	uint64_t cpb = in->chunk_size / BLK, allocated = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < ncs && !ret; i++) {
+		struct chunk *c = &cs[i];
+		uint64_t base = c->idx * cpb;
+		uint32_t lo = (uint32_t)((b0 > base ? b0 : base) - base);
+		uint32_t hi = (uint32_t)((b1 < base + cpb ? b1 : base + cpb) - base);
+		uint32_t pos = lo;
+
+		chunk_normalize(c);
+		for (int j = 0; j < c->n; j++)
+			note_goal(a, &c->e[j]);
+		/* walk the extents (sorted) and fill the gaps between them */
+		for (int j = 0, n0 = c->n; j <= n0 && pos < hi && !ret; j++) {
+			uint32_t es = j < n0 ? c->e[j].off : hi;
+			uint32_t ee = j < n0 ? c->e[j].off + c->e[j].count : hi;
+
+			if (es > pos)
+				ret = alloc_hole(ms, a, in, c, pos, es < hi ? es : hi, &allocated);
+			if (ee > pos)
+				pos = ee;
+		}
+		chunk_normalize(c);
+	}
+	in->blocks += allocated;
+	return ret;
+}
+
+/* Load the chunk records covering chunks [first, last] (all of them, empty ones too). */
+static int load_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last,
+		       struct chunk **out, size_t *nout)
+{
+	size_t n = (size_t)(last - first + 1);
+	struct chunk *cs = calloc(n, sizeof(*cs));
+	int ret = 0;
+
+	if (!cs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = chunk_load(ms, ino, first + i, &cs[i]);
+	if (ret) {
+		chunks_free(cs, n);
+		return ret;
+	}
+	*out = cs;
+	*nout = n;
+	return 0;
+}
+
+/* Load only the existing chunk records in [first, last]. */
+static int scan_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last,
+		       struct chunk **out, size_t *nout)
+{
+	uint8_t k[MS_KEY_MAX];
+	size_t plen = key_prefix(k, MS_TAG_LAYOUT, ino), n = 0, cap = 0;
+	struct chunk *cs = NULL;
+	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
+	int ret = 0;
+
+	for (leveldb_iter_seek(it, (char *)k, key_layout(k, ino, first)); leveldb_iter_valid(it);
+	     leveldb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
+		const char *v;
+		uint64_t idx;
+
+		if (kl != plen + 8 || memcmp(key, k, plen))
+			break;
+		idx = get_be64(key + plen);
+		if (idx > last)
+			break;
+		if (n == cap) {
+			struct chunk *nc = realloc(cs, (cap ? cap * 2 : 16) * sizeof(*nc));
+
+			if (!nc) {
+				ret = -ENOMEM;
+				break;
+			}
+			cs = nc;
+			cap = cap ? cap * 2 : 16;
+		}
+		memset(&cs[n], 0, sizeof(cs[n]));
+		cs[n].idx = idx;
+		v = leveldb_iter_value(it, &vl);
+		ret = chunk_parse(&cs[n], v, vl);
+		n++;
+		if (ret)
+			break;
+	}
+	leveldb_iter_destroy(it);
+	if (ret) {
+		chunks_free(cs, n);
+		return ret;
+	}
+	*out = cs;
+	*nout = n;
+	return 0;
+}
+
+/* Extents of the chunks clipped to file blocks [b0, b1), merged where contiguous. */
+static int build_reply(const struct ms_inode *in, struct chunk *cs, size_t ncs, uint64_t b0,
+		       uint64_t b1, struct ms_layout *out)
+{
+	uint64_t cpb = in->chunk_size / BLK;
+	size_t cap = 0;
+
+	out->n = 0;
+	out->ext = NULL;
+	for (size_t i = 0; i < ncs; i++) {
+		uint64_t base = cs[i].idx * cpb;
+
+		chunk_normalize(&cs[i]);
+		for (int j = 0; j < cs[i].n; j++) {
+			const struct ms_ext *e = &cs[i].e[j];
+			uint64_t s = base + e->off, t = s + e->count, blk = e->block;
+			struct ms_extent *p;
+
+			if (t <= b0 || s >= b1)
+				continue;
+			if (s < b0) {
+				blk += b0 - s;
+				s = b0;
+			}
+			if (t > b1)
+				t = b1;
+			p = out->n ? &out->ext[out->n - 1] : NULL;
+			if (p && p->server_id == e->server_id &&
+			    p->file_offset + p->length == s * BLK &&
+			    p->block + p->length / BLK == blk &&
+			    p->unwritten == !!(e->flags & MS_EXT_UNWRITTEN)) {
+				p->length += (t - s) * BLK;
+				continue;
+			}
+			if (out->n == MS_LAYOUT_MAX_EXTENTS) {
+				/* describe less: up to where the extents stop fitting */
+				out->length = s * BLK - out->offset;
+				return 0;
+			}
+			if (out->n == cap) {
+				struct ms_extent *ne;
+
+				cap = cap ? cap * 2 : 16;
+				ne = realloc(out->ext, cap * sizeof(*ne));
+				if (!ne)
+					return -ENOMEM;
+				out->ext = ne;
+			}
+			out->ext[out->n++] = (struct ms_extent){
+				.file_offset = s * BLK, .length = (t - s) * BLK,
+				.server_id = e->server_id, .block = blk,
+				.unwritten = !!(e->flags & MS_EXT_UNWRITTEN),
+			};
+		}
+	}
+	return 0;
+}
+
+void ms_layout_free(struct ms_layout *l)
+{
+	free(l->ext);
+	l->ext = NULL;
+	l->n = 0;
+}
+
+int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	      uint64_t off, uint64_t len, int allocate, uint64_t handle, struct ms_layout *out)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in = malloc(sizeof(*in));
+	struct chunk *cs = NULL;
+	size_t ncs = 0;
+	struct alloc_ctx *a = NULL;
+	uint64_t start, end, cpb;
+	int hw, ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!in)
+		return -ENOMEM;
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	ret = ns_inode_get(ms, ino, in);
+	if (ret)
+		goto out;
+	if (S_ISDIR(in->mode)) {
+		ret = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(in->mode) || in->chunk_size < BLK || in->chunk_size % BLK) {
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = may_access(in, s, cr, handle, allocate, &hw);
+	if (ret)
+		goto out;
+	cpb = in->chunk_size / BLK;
+
+	start = off / BLK * BLK;
+	if (len == 0 && !allocate)
+		end = in->size > start ? in->size : start;
+	else
+		end = off + len < off ? UINT64_MAX - BLK : off + len;
+	end = (end + BLK - 1) / BLK * BLK;
+	if (end - start > MS_LAYOUT_MAX_BYTES)
+		end = start + MS_LAYOUT_MAX_BYTES;
+	out->offset = start;
+	out->length = end - start;
+	out->chunk_size = in->chunk_size;
+	out->writable = allocate || hw;
+	if (end == start) {
+		out->size = in->size;
+		goto out;
+	}
+
+	if (allocate) {
+		uint64_t first = start / BLK / cpb, last = (end / BLK - 1) / cpb;
+		leveldb_writebatch_t *b;
+
+		a = calloc(1, sizeof(*a));
+		if (!a) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		a->nup = registry_up_ids(&ms->reg, a->up, MAX_UP);
+		if (a->nup == 0) {
+			log_warn("inode %llu: cannot allocate: no I/O server is up",
+				 (unsigned long long)ino);
+			ret = -EIO;
+			goto out;
+		}
+		for (int i = 0; i < a->nup; i++)
+			a->goal[i] = UINT64_MAX;
+		/* the chunks just before the range tell where this file's blocks end */
+		for (uint64_t p = first > (uint64_t)a->nup ? first - a->nup : 0; p < first; p++) {
+			struct chunk pc = { 0 };
+
+			if (chunk_load(ms, ino, p, &pc) == 0)
+				for (int j = 0; j < pc.n; j++)
+					note_goal(a, &pc.e[j]);
+			free(pc.e);
+		}
+		ret = load_chunks(ms, ino, first, last, &cs, &ncs);
+		if (ret)
+			goto out;
+		ret = alloc_range(ms, a, in, cs, ncs, start / BLK, end / BLK);
+		if (ret) {
+			undo_run(ms, &a->undo);
+			goto out;
+		}
+		if (a->undo.n) {
+			b = leveldb_writebatch_create();
+			for (size_t i = 0; i < ncs; i++)
+				if (cs[i].dirty)
+					chunk_store(b, ino, &cs[i]);
+			ns_inode_put(b, in);
+			ret = ns_write(ms, b);
+			leveldb_writebatch_destroy(b);
+			if (ret) {
+				undo_run(ms, &a->undo);
+				goto out;
+			}
+		}
+	} else {
+		ret = scan_chunks(ms, ino, start / BLK / cpb, (end / BLK - 1) / cpb, &cs, &ncs);
+		if (ret)
+			goto out;
+	}
+	ret = build_reply(in, cs, ncs, start / BLK, end / BLK, out);
+	out->size = in->size;
+out:
+	lockset_unlock(&ms->locks, &ls);
+	if (ret)
+		ms_layout_free(out);
+	if (a)
+		free(a->undo.e);
+	free(a);
+	chunks_free(cs, ncs);
+	free(in);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- commit */
+
+/* Mark blocks [r0, r1) of the file written in chunk @c. */
+static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1)
+{
+	int n0 = c->n;
+
+	for (int i = 0; i < n0; i++) {
+		struct ms_ext e = c->e[i];
+		uint64_t s = base + e.off, t = s + e.count, a, b;
+
+		if (!(e.flags & MS_EXT_UNWRITTEN) || t <= r0 || s >= r1)
+			continue;
+		a = s > r0 ? s : r0;
+		b = t < r1 ? t : r1;
+		if (chunk_reserve(c, c->n + 2))
+			return -ENOMEM;
+		/* split into [s,a) unwritten, [a,b) written, [b,t) unwritten */
+		c->e[i].count = (uint32_t)(a - s);
+		c->e[c->n++] = (struct ms_ext){ .off = (uint32_t)(a - base), .count = (uint32_t)(b - a),
+						.server_id = e.server_id, .block = e.block + (a - s),
+						.flags = 0 };
+		if (b < t)
+			c->e[c->n++] = (struct ms_ext){ .off = (uint32_t)(b - base),
+							.count = (uint32_t)(t - b),
+							.server_id = e.server_id,
+							.block = e.block + (b - s),
+							.flags = MS_EXT_UNWRITTEN };
+		c->dirty = 1;
+	}
+	chunk_normalize(c);
+	return 0;
+}
+
+/* The chunks one COMMIT touches, each loaded once so several ranges in one chunk add up. */
+struct chunk_cache {
+	size_t n, cap;
+	struct chunk *c;
+};
+
+static struct chunk *cache_get(struct chunk_cache *cc, struct chunk *fresh)
+{
+	for (size_t i = 0; i < cc->n; i++)
+		if (cc->c[i].idx == fresh->idx) {
+			free(fresh->e);
+			fresh->e = NULL;
+			return &cc->c[i];
+		}
+	if (cc->n == cc->cap) {
+		size_t cap = cc->cap ? cc->cap * 2 : 16;
+		struct chunk *nc = realloc(cc->c, cap * sizeof(*nc));
+
+		if (!nc)
+			return NULL;
+		cc->c = nc;
+		cc->cap = cap;
+	}
+	cc->c[cc->n] = *fresh;
+	fresh->e = NULL;
+	return &cc->c[cc->n++];
+}
+
+int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	      uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
+	      uint64_t handle, struct ms_attr *out)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in;
+	struct chunk_cache cc = { 0 };
+	leveldb_writebatch_t *b = NULL;
+	int hw, ret;
+
+	if (n > MS_COMMIT_MAX_RANGES)
+		return -EINVAL;
+	in = malloc(sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	ret = ns_inode_get(ms, ino, in);
+	if (ret)
+		goto out;
+	if (S_ISDIR(in->mode)) {
+		ret = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(in->mode) || in->chunk_size < BLK) {
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = may_access(in, s, cr, handle, 1, &hw);
+	if (ret)
+		goto out;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint64_t cpb = in->chunk_size / BLK;
+		uint64_t r0 = written[i].offset / BLK;
+		uint64_t r1 = (written[i].offset + written[i].length + BLK - 1) / BLK;
+		struct chunk *cs = NULL;
+		size_t ncs = 0;
+
+		if (written[i].length == 0 || written[i].offset + written[i].length < written[i].offset)
+			continue;
+		ret = scan_chunks(ms, ino, r0 / cpb, (r1 - 1) / cpb, &cs, &ncs);
+		for (size_t j = 0; j < ncs && !ret; j++) {
+			struct chunk *c = cache_get(&cc, &cs[j]);
+
+			ret = c ? chunk_mark_written(c, c->idx * cpb, r0, r1) : -ENOMEM;
+		}
+		chunks_free(cs, ncs);
+	}
+	if (ret)
+		goto out;
+	b = leveldb_writebatch_create();
+	for (size_t i = 0; i < cc.n; i++)
+		if (cc.c[i].dirty)
+			chunk_store(b, ino, &cc.c[i]);
+	if (size > in->size)
+		in->size = size;
+	in->mtime_ns = mtime_ns ? mtime_ns : ns_now();
+	in->ctime_ns = ns_now();
+	ns_inode_put(b, in);
+	ret = ns_write(ms, b);
+	if (!ret)
+		ns_attr_from_inode(in, out);
+out:
+	if (b)
+		leveldb_writebatch_destroy(b);
+	chunks_free(cc.c, cc.n);
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}

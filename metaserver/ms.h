@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ms.h - the metadata service without the network: namespace, permissions,
+ * layouts and block allocation, open handles and the I/O-server registry, over
+ * one LevelDB directory. server.c calls it from worker threads; the unit tests
+ * call it directly.
+ *
+ * Every function is thread-safe and returns 0 (or a count) or -errno with
+ * POSIX's errno for the operation. Every mutation is one LevelDB write batch,
+ * synced before the function returns.
+ *
+ * Locking (documented once, here): a striped table of inode locks; an operation
+ * locks every inode it reads-for-update or writes, all at once, in ascending
+ * stripe order, so two operations can never wait on each other in a cycle. A
+ * directory moving to another parent (rename) first takes the one rename mutex,
+ * which keeps the ancestor chain still while it checks for loops. The allocator,
+ * registry, open-file table and session mutexes are leaves: nothing is locked
+ * while one of them is held, and none is held across LevelDB I/O.
+ */
+#ifndef RDFS_MS_H
+#define RDFS_MS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MS_ROOT_INO		1
+#define MS_DEFAULT_CHUNK	(1u << 20)
+/* One LAYOUT describes at most this much of a file, and at most this many extents. */
+#define MS_LAYOUT_MAX_BYTES	(256ull << 20)
+#define MS_LAYOUT_MAX_EXTENTS	8192
+#define MS_READDIR_MAX		1024u
+#define MS_COMMIT_MAX_RANGES	4096
+
+/* SetattrReq.valid bits */
+#define MS_SET_MODE		1u
+#define MS_SET_UID		2u
+#define MS_SET_GID		4u
+#define MS_SET_SIZE		8u
+#define MS_SET_ATIME		16u
+#define MS_SET_MTIME		32u
+#define MS_SET_ATIME_NOW	64u
+#define MS_SET_MTIME_NOW	128u
+#define MS_SET_CTIME		256u
+
+#define MS_RENAME_NOREPLACE	1u
+#define MS_RENAME_EXCHANGE	2u
+#define MS_XATTR_CREATE		1u
+#define MS_XATTR_REPLACE	2u
+
+struct ms;
+struct ms_session;
+
+struct ms_options {
+	const char *db_dir;		/* created when missing */
+	uint32_t chunk_size;		/* of the root directory on a new db; 0: MS_DEFAULT_CHUNK */
+	size_t cache_bytes;		/* LevelDB block cache; 0: 32 MiB */
+};
+
+struct ms_cred {
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t ngroups;
+	const uint32_t *groups;
+};
+
+struct ms_attr {
+	uint64_t ino;
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	uint64_t blocks;		/* allocated 4 KiB blocks */
+	int64_t atime_ns;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	uint32_t rdev;
+	uint32_t chunk_size;
+	uint32_t stripe_start;
+};
+
+/*
+ * Open (creating if needed) the database at o->db_dir, rebuild the allocation
+ * maps and reclaim orphans. On failure returns -errno and writes a sentence for
+ * the user into @err: -EBUSY when another process holds the database.
+ */
+int ms_open(const struct ms_options *o, struct ms **out, char *err, size_t errlen);
+void ms_close(struct ms *ms);
+
+/*
+ * A session is one peer connection: its role ("client", "ioserver", "tool")
+ * and its open handles. Closing it releases every handle (an unlinked file is
+ * reclaimed at its last release) and marks a server it registered down.
+ */
+struct ms_session *ms_session_new(struct ms *ms, const char *role);
+void ms_session_close(struct ms *ms, struct ms_session *s);
+
+int ms_lookup(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
+	      struct ms_attr *out);
+int ms_getattr(struct ms *ms, uint64_t ino, struct ms_attr *out);
+
+struct ms_setattr {
+	uint32_t valid;			/* MS_SET_* */
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	int64_t atime_ns;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	uint64_t handle;		/* open handle of @s, 0 for none */
+};
+int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	       const struct ms_setattr *sa, struct ms_attr *out);
+
+/*
+ * Create a non-directory (S_IFREG when the type bits are 0). With @open the
+ * file is also opened with @open_flags and *@handle set; an existing file is
+ * then opened (unless @exclusive: -EEXIST) like open(O_CREAT).
+ */
+int ms_mknod(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t parent,
+	     const char *name, uint32_t mode, uint32_t rdev, int exclusive, int open,
+	     uint32_t open_flags, struct ms_attr *out, uint64_t *handle);
+int ms_mkdir(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
+	     uint32_t mode, struct ms_attr *out);
+int ms_unlink(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name);
+int ms_rmdir(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name);
+int ms_rename(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, uint32_t flags);
+int ms_link(struct ms *ms, const struct ms_cred *cr, uint64_t ino, uint64_t newparent,
+	    const char *newname, struct ms_attr *out);
+int ms_symlink(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
+	       const char *target, struct ms_attr *out);
+/* @buf must hold 4096 bytes; returns the target length (NUL-terminated). */
+int ms_readlink(struct ms *ms, const struct ms_cred *cr, uint64_t ino, char *buf);
+
+struct ms_dirent {
+	uint8_t namelen;
+	char name[256];			/* NUL-terminated */
+	uint64_t ino;
+	uint32_t type;			/* st_mode >> 12 */
+};
+/*
+ * Entries of directory @ino in name order strictly after @after (NULL/0: from
+ * the start), at most @max (0 or more than MS_READDIR_MAX: MS_READDIR_MAX) into
+ * @out. Returns the count; *@eof is 1 when the directory has no more entries.
+ */
+int ms_readdir(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *after,
+	       size_t afterlen, uint32_t max, struct ms_dirent *out, int *eof);
+
+struct ms_statfs {
+	uint64_t total_blocks;
+	uint64_t free_blocks;
+	uint64_t files;
+	uint64_t free_files;
+};
+int ms_statfs(struct ms *ms, struct ms_statfs *out);
+
+/* *@value is malloc'ed (free()); returns its length. */
+int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
+		void **value);
+int ms_setxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
+		const void *value, size_t len, uint32_t flags);
+/* *@names: malloc'ed array of malloc'ed names (ms_names_free); returns the count. */
+int ms_listxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, char ***names);
+void ms_names_free(char **names, int n);
+int ms_removexattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name);
+
+/* Check access for @flags (O_ACCMODE, O_TRUNC truncates) and open a handle of @s. */
+int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+		 uint32_t flags, struct ms_attr *out, uint64_t *handle);
+int ms_release(struct ms *ms, struct ms_session *s, uint64_t handle);
+
+struct ms_extent {
+	uint64_t file_offset;
+	uint64_t length;
+	uint32_t server_id;
+	uint64_t block;
+	int unwritten;
+};
+struct ms_layout {
+	uint64_t offset;		/* range described, block-aligned */
+	uint64_t length;
+	uint64_t size;
+	uint32_t chunk_size;
+	int writable;			/* the caller may write: grant CAP_WRITE */
+	size_t n;
+	struct ms_extent *ext;		/* malloc'ed; ms_layout_free() */
+};
+/*
+ * The extents of [@off, @off + @len) rounded out to blocks (@len 0: to the end
+ * of the file), capped at MS_LAYOUT_MAX_BYTES / MS_LAYOUT_MAX_EXTENTS (out->length
+ * says what was described). With @allocate the holes of the range are
+ * allocated first, striped over the up servers, as unwritten extents.
+ * @handle (0 for none) is an open handle of @s that grants access.
+ */
+int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	      uint64_t off, uint64_t len, int allocate, uint64_t handle, struct ms_layout *out);
+void ms_layout_free(struct ms_layout *l);
+
+/* A byte range of a file, block-aligned (COMMIT rounds it out to blocks). */
+struct ms_range {
+	uint64_t offset;
+	uint64_t length;
+};
+/*
+ * The data of @written is on the I/O servers: clear their unwritten flags, raise
+ * the size to at least @size, set mtime to @mtime_ns (0: now) and ctime to now.
+ */
+int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	      uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
+	      uint64_t handle, struct ms_attr *out);
+
+/* I/O-server registry. Only an "ioserver" session may register (-EPERM). */
+int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void *uuid,
+		size_t uuid_len, uint64_t capacity_blocks, const char *name, uint32_t *id);
+
+struct ms_server_info {
+	uint32_t id;
+	char url[256];
+	char name[256];
+	uint8_t uuid[64];
+	size_t uuid_len;
+	uint64_t capacity_blocks;
+	uint64_t free_blocks;
+	int up;
+};
+/* *@out is malloc'ed (free()); returns the count, sorted by id. */
+int ms_server_list(struct ms *ms, struct ms_server_info **out);
+/* URL of server @id into @buf; -ENOENT when unknown. */
+int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len);
+
+/*
+ * A copy of the allocation bitmap of server @id (bit b set: block b in use), for
+ * tests and fsck. *@words is malloc'ed; returns 0 or -ENOENT.
+ */
+int ms_alloc_bitmap(struct ms *ms, uint32_t id, uint64_t **words, uint64_t *nblocks);
+
+#endif

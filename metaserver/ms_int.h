@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ms_int.h - what the files of the metadata core share: the context struct,
+ * the inode lock table, the allocator, the registry, the open-file table and
+ * the LevelDB helpers. Not for use outside metaserver/.
+ */
+#ifndef RDFS_MS_INT_H
+#define RDFS_MS_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <leveldb/c.h>
+
+#include "ms.h"
+#include "ms_keys.h"
+
+/* ---------------------------------------------------------------- inode locks (lock.c) */
+
+/* Power of two; enough that unrelated operations rarely share a stripe. */
+#define MS_LOCK_STRIPES		1024
+#define MS_LOCKSET_MAX		4
+
+struct ms_locks {
+	pthread_mutex_t stripe[MS_LOCK_STRIPES];
+};
+
+struct ms_lockset {
+	int n;
+	unsigned int idx[MS_LOCKSET_MAX];
+	int held;
+};
+
+void locks_init(struct ms_locks *l);
+void locks_destroy(struct ms_locks *l);
+void lockset_init(struct ms_lockset *ls);
+void lockset_add(struct ms_lockset *ls, uint64_t ino);
+void lockset_lock(struct ms_locks *l, struct ms_lockset *ls);
+void lockset_unlock(struct ms_locks *l, struct ms_lockset *ls);
+
+/* ---------------------------------------------------------------- allocator (alloc.c) */
+
+struct ms_volume {
+	uint32_t id;
+	uint64_t capacity;		/* blocks */
+	uint64_t used;
+	uint64_t hint;			/* where the next search without a goal starts */
+	uint64_t *bits;
+};
+
+struct ms_alloc {
+	pthread_mutex_t mu;
+	int n;
+	struct ms_volume *vols;
+};
+
+void alloc_init(struct ms_alloc *a);
+void alloc_destroy(struct ms_alloc *a);
+/* Add server @id with @capacity blocks, or resize it. */
+int alloc_set_capacity(struct ms_alloc *a, uint32_t id, uint64_t capacity);
+/* Startup: mark blocks in use. -EEXIST when some were already marked (double use). */
+int alloc_mark(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count);
+/* Take up to @want free blocks starting exactly at @block; returns how many (0..want). */
+uint64_t alloc_extend(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t want);
+/* Take one free run of 1..@want blocks at or after @goal (wrapping); -ENOSPC. */
+int64_t alloc_run(struct ms_alloc *a, uint32_t id, uint64_t want, uint64_t goal,
+		  uint64_t *block);
+void alloc_free(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count);
+int alloc_usage(struct ms_alloc *a, uint32_t id, uint64_t *capacity, uint64_t *free_blocks);
+int alloc_copy_bitmap(struct ms_alloc *a, uint32_t id, uint64_t **words, uint64_t *nblocks);
+
+/* ---------------------------------------------------------------- registry (registry.c) */
+
+struct ms_ioserver {
+	uint32_t id;
+	uint64_t capacity;
+	char url[256];
+	char name[256];
+	uint8_t uuid[64];
+	size_t uuid_len;
+	struct ms_session *up;		/* the live registration session, or NULL */
+};
+
+struct ms_registry {
+	pthread_mutex_t mu;
+	int n;
+	struct ms_ioserver *servers;	/* sorted by id */
+};
+
+int registry_load(struct ms *ms);
+void registry_destroy(struct ms_registry *r);
+/* The ids of the up servers, ascending; returns the count (at most @max). */
+int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
+int registry_is_up(struct ms_registry *r, uint32_t id);
+void registry_session_closed(struct ms_registry *r, struct ms_session *s);
+
+/* ---------------------------------------------------------------- open files (handles.c) */
+
+struct ms_handle {
+	uint64_t id;
+	uint64_t ino;
+	uint32_t flags;
+	struct ms_handle *next;
+};
+
+struct ms_session {
+	pthread_mutex_t mu;
+	char role[16];
+	struct ms_handle *handles;
+};
+
+#define MS_OPENTAB_BUCKETS	4096
+
+struct ms_openent {
+	uint64_t ino;
+	uint32_t count;
+	struct ms_openent *next;
+};
+
+struct ms_opentab {
+	pthread_mutex_t mu;
+	struct ms_openent *bucket[MS_OPENTAB_BUCKETS];
+};
+
+void opentab_init(struct ms_opentab *t);
+void opentab_destroy(struct ms_opentab *t);
+uint32_t opentab_count(struct ms_opentab *t, uint64_t ino);
+void opentab_inc(struct ms_opentab *t, uint64_t ino);
+/* Returns the count left. */
+uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino);
+
+/* Register a handle for @ino (the caller holds the inode lock). */
+uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t flags);
+/* The flags of handle @id of @s if it is open on @ino: 0, or -EBADF. */
+int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flags);
+
+/* ---------------------------------------------------------------- the context */
+
+struct ms {
+	leveldb_t *db;
+	leveldb_options_t *opts;
+	leveldb_cache_t *cache;
+	leveldb_filterpolicy_t *filter;
+	leveldb_readoptions_t *ropts;
+	leveldb_writeoptions_t *wsync;
+	uint32_t chunk_size;
+
+	struct ms_locks locks;
+	pthread_mutex_t rename_mu;
+
+	pthread_mutex_t ino_mu;
+	uint64_t next_ino;
+	uint64_t ino_limit;		/* persisted: nothing at or above was handed out */
+
+	atomic_uint_fast64_t nfiles;
+	atomic_uint_fast64_t next_handle;
+
+	struct ms_alloc alloc;
+	struct ms_registry reg;
+	struct ms_opentab opentab;
+};
+
+/* ---------------------------------------------------------------- LevelDB helpers (ns.c) */
+
+int64_t ns_now(void);
+/* 0, -ENOENT, -EIO */
+int ns_get(struct ms *ms, const uint8_t *key, size_t klen, char **val, size_t *vlen);
+int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out);
+void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in);
+int ns_dirent_get(struct ms *ms, uint64_t parent, const char *name, uint64_t *ino,
+		  uint32_t *type);
+void ns_dirent_put(leveldb_writebatch_t *b, uint64_t parent, const char *name, uint64_t ino,
+		   uint32_t type);
+void ns_dirent_del(leveldb_writebatch_t *b, uint64_t parent, const char *name);
+/* Write @b synced; 0 or -EIO (logged). */
+int ns_write(struct ms *ms, leveldb_writebatch_t *b);
+int ns_alloc_ino(struct ms *ms, uint64_t *ino);
+void ns_attr_from_inode(const struct ms_inode *in, struct ms_attr *out);
+/* 0 when @name is a valid single component; -ENAMETOOLONG, -EINVAL, -ENOENT (empty). */
+int ns_check_name(const char *name);
+/* Does directory @ino hold any entry? 1, 0 or -EIO. */
+int ns_dir_has_entries(struct ms *ms, uint64_t ino);
+
+/*
+ * Lock @parent and the inode @name points to (if any) so that the entry cannot
+ * change under us. Returns 0 with the locks held and *@child set (0: no such
+ * entry), or -EIO.
+ */
+int ns_lock_entry(struct ms *ms, uint64_t parent, const char *name, struct ms_lockset *ls,
+		  uint64_t *child);
+/* Read directory @ino: -ENOENT (also when removed), -ENOTDIR. */
+int ns_get_dir(struct ms *ms, uint64_t ino, struct ms_inode *dir);
+
+/* Blocks to return to the allocator once a batch freeing them is durable. */
+struct ms_freelist {
+	size_t n, cap;
+	struct ms_ext *e;
+	uint64_t inodes;		/* inodes purged, for the file count */
+};
+void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64_t count);
+void freelist_release(struct ms *ms, struct ms_freelist *f, int commit);
+
+/*
+ * Drop an inode whose last link is gone: delete its record, layout, xattrs and
+ * orphan key into @b and collect its blocks into @f.
+ */
+int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino, struct ms_freelist *f);
+/*
+ * The last link of @in went away (nlink already 0): purge it now, or keep it
+ * as an orphan while open handles exist.
+ */
+int ns_inode_unlinked(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
+		      struct ms_freelist *f);
+/* Remove the blocks of @in past byte @size into @b/@f, updating in->blocks. */
+int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
+		    struct ms_freelist *f);
+/* Startup: mark every layout record's blocks in the allocator. */
+int layout_rebuild_bitmaps(struct ms *ms);
+
+/* ---------------------------------------------------------------- permissions (perm.c) */
+
+#define MAY_EXEC	1
+#define MAY_WRITE	2
+#define MAY_READ	4
+
+int perm_in_group(const struct ms_cred *cr, uint32_t gid);
+/* 0 or -EACCES */
+int perm_check(const struct ms_inode *in, const struct ms_cred *cr, int mask);
+int perm_is_owner(const struct ms_inode *in, const struct ms_cred *cr);
+/* Removing @victim from sticky @dir: 0 or -EPERM. */
+int perm_sticky(const struct ms_inode *dir, const struct ms_inode *victim,
+		const struct ms_cred *cr);
+/* May @cr open @in with @flags (O_ACCMODE, O_TRUNC)? 0, -EACCES, -EISDIR, -ELOOP. */
+int perm_open(const struct ms_inode *in, const struct ms_cred *cr, uint32_t flags);
+
+#endif

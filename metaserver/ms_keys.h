@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ms_keys.h - the metaserver's on-disk format: every LevelDB key and value.
+ *
+ * Keys start with one tag byte; integers in keys are big-endian so that
+ * LevelDB's bytewise order is numeric order (a directory's entries sort by name,
+ * a file's chunks by index). Integers in values are little-endian, fixed width.
+ *
+ *   key                                   value
+ *   'F' "format"                          u32 MS_FORMAT_VERSION
+ *   'C' "ino"                             u64 inode numbers below this were handed out
+ *   'I' ino:be64                          inode record (below)
+ *   'D' parent:be64 name                  dirent: u64 ino, u8 type (st_mode >> 12)
+ *   'X' ino:be64 name                     xattr value bytes
+ *   'L' ino:be64 chunk:be64               chunk record: n * extent record (below)
+ *   'O' ino:be64                          empty: ino has nlink 0 and awaits reclaim
+ *   'S' server_id:be32                    server record (below)
+ *   'U' volume_uuid                       u32 server_id
+ *
+ * Inode record (MS_INODE_FIXED bytes, then for symlinks the target):
+ *   0 u8  version (1)       1 u32 mode      5 u32 nlink     9 u32 uid
+ *  13 u32 gid              17 u32 rdev     21 u32 chunk_size
+ *  25 u32 stripe_start     29 u64 size     37 u64 blocks   45 u64 parent (dirs)
+ *  53 i64 atime_ns         61 i64 mtime_ns 69 i64 ctime_ns 77 target bytes...
+ *
+ * Extent record (MS_EXTENT_REC bytes); a chunk record lists its extents sorted
+ * by offset, non-overlapping; blocks of the chunk not covered are holes:
+ *   0 u32 offset in the chunk, in blocks
+ *   4 u32 count of blocks
+ *   8 u32 server_id
+ *  12 u64 first volume block
+ *  20 u8  flags (MS_EXT_UNWRITTEN)
+ *
+ * Server record: u64 capacity_blocks, then three length-prefixed (u16) byte
+ * strings: volume_uuid, url, name.
+ *
+ * Nothing else is persisted: allocation bitmaps are rebuilt from the 'L'
+ * records at startup, the file count from the 'I' records.
+ */
+#ifndef RDFS_MS_KEYS_H
+#define RDFS_MS_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MS_FORMAT_VERSION	1u
+
+#define MS_TAG_FORMAT		'F'
+#define MS_TAG_COUNTER		'C'
+#define MS_TAG_INODE		'I'
+#define MS_TAG_DIRENT		'D'
+#define MS_TAG_XATTR		'X'
+#define MS_TAG_LAYOUT		'L'
+#define MS_TAG_ORPHAN		'O'
+#define MS_TAG_SERVER		'S'
+#define MS_TAG_UUID		'U'
+
+#define MS_INODE_FIXED		77
+#define MS_DIRENT_VAL		9
+#define MS_EXTENT_REC		21
+#define MS_EXT_UNWRITTEN	1u
+
+/* Longest key: tag + be64 + a 255-byte name (dirents, xattrs). */
+#define MS_KEY_MAX		(1 + 8 + 256)
+
+struct ms_inode {
+	uint64_t ino;
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t rdev;
+	uint32_t chunk_size;
+	uint32_t stripe_start;
+	uint64_t size;
+	uint64_t blocks;
+	uint64_t parent;		/* directories: the containing directory */
+	int64_t atime_ns;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	uint32_t target_len;		/* symlinks */
+	char target[4096];
+};
+
+struct ms_ext {
+	uint32_t off;			/* in blocks, from the chunk start */
+	uint32_t count;
+	uint32_t server_id;
+	uint64_t block;
+	uint8_t flags;
+};
+
+void put_be64(uint8_t *p, uint64_t v);
+uint64_t get_be64(const uint8_t *p);
+void put_le32(uint8_t *p, uint32_t v);
+uint32_t get_le32(const uint8_t *p);
+void put_le64(uint8_t *p, uint64_t v);
+uint64_t get_le64(const uint8_t *p);
+
+/* Key builders: write the key into @buf (MS_KEY_MAX bytes) and return its length. */
+size_t key_inode(uint8_t *buf, uint64_t ino);
+size_t key_dirent(uint8_t *buf, uint64_t parent, const void *name, size_t len);
+size_t key_xattr(uint8_t *buf, uint64_t ino, const char *name);
+size_t key_layout(uint8_t *buf, uint64_t ino, uint64_t chunk);
+size_t key_orphan(uint8_t *buf, uint64_t ino);
+size_t key_server(uint8_t *buf, uint32_t id);
+size_t key_prefix(uint8_t *buf, char tag, uint64_t id);	/* tag + be64 */
+
+/* Inode records. Encode returns the value length; @buf holds MS_INODE_FIXED + 4096. */
+size_t inode_encode(const struct ms_inode *in, uint8_t *buf);
+int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out);
+
+void dirent_encode(uint64_t ino, uint32_t type, uint8_t *buf);
+int dirent_decode(const void *val, size_t len, uint64_t *ino, uint32_t *type);
+
+/* Chunk records. Decode returns the extent count or -EIO for a corrupt record. */
+void extent_encode(const struct ms_ext *e, uint8_t *buf);
+int chunk_decode(const void *val, size_t len, struct ms_ext *out, int max);
+
+#endif

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ns_attr.c - SETATTR: chmod, chown, truncate and utimes with the rules of
+ * Linux's setattr_prepare()/notify_change() and do_truncate()/do_utimes().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ms_int.h"
+
+static int setattr_check(const struct ms_inode *in, struct ms_session *s,
+			 const struct ms_cred *cr, const struct ms_setattr *sa)
+{
+	uint32_t v = sa->valid;
+	int owner = perm_is_owner(in, cr);
+
+	if (v & MS_SET_SIZE) {
+		uint32_t hflags;
+
+		if (S_ISDIR(in->mode))
+			return -EISDIR;
+		if (!S_ISREG(in->mode))
+			return -EINVAL;
+		if (!(sa->handle && handle_flags(s, sa->handle, in->ino, &hflags) == 0 &&
+		      (hflags & O_ACCMODE) != O_RDONLY) &&
+		    perm_check(in, cr, MAY_WRITE))
+			return -EACCES;
+	}
+	/* utimensat(UTIME_NOW) needs ownership or write access; explicit times ownership */
+	if ((v & (MS_SET_ATIME_NOW | MS_SET_MTIME_NOW)) && !owner && perm_check(in, cr, MAY_WRITE))
+		return -EACCES;
+	if (v & MS_SET_UID) {
+		if (cr->uid != 0 && !(cr->uid == in->uid && sa->uid == in->uid))
+			return -EPERM;
+	}
+	if (v & MS_SET_GID) {
+		if (cr->uid != 0 &&
+		    !(cr->uid == in->uid && (sa->gid == in->gid || perm_in_group(cr, sa->gid))))
+			return -EPERM;
+	}
+	if ((v & MS_SET_MODE) && !owner)
+		return -EPERM;
+	if ((v & MS_SET_ATIME) && !(v & MS_SET_ATIME_NOW) && !owner)
+		return -EPERM;
+	if ((v & MS_SET_MTIME) && !(v & MS_SET_MTIME_NOW) && !owner)
+		return -EPERM;
+	if ((v & MS_SET_CTIME) && !owner)
+		return -EPERM;
+	return 0;
+}
+
+int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	       const struct ms_setattr *sa, struct ms_attr *out)
+{
+	struct ms_freelist f = { 0 };
+	struct ms_lockset ls;
+	struct ms_inode *in = malloc(sizeof(*in));
+	leveldb_writebatch_t *b = NULL;
+	uint32_t v = sa->valid;
+	int64_t now = ns_now();
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	ret = ns_inode_get(ms, ino, in);
+	if (ret)
+		goto out;
+	ret = setattr_check(in, s, cr, sa);
+	if (ret)
+		goto out;
+
+	b = leveldb_writebatch_create();
+	if (v & MS_SET_SIZE) {
+		if (sa->size < in->size || in->blocks) {
+			ret = layout_truncate(ms, b, in, sa->size, &f);
+			if (ret)
+				goto out;
+		}
+		in->size = sa->size;
+		if (!(v & (MS_SET_MTIME | MS_SET_MTIME_NOW)))
+			in->mtime_ns = now;
+		if (cr->uid != 0) {
+			in->mode &= ~(uint32_t)S_ISUID;
+			if (in->mode & S_IXGRP)
+				in->mode &= ~(uint32_t)S_ISGID;
+		}
+	}
+	if (v & MS_SET_UID)
+		in->uid = sa->uid;
+	if (v & MS_SET_GID)
+		in->gid = sa->gid;
+	if ((v & (MS_SET_UID | MS_SET_GID)) && !S_ISDIR(in->mode)) {
+		in->mode &= ~(uint32_t)S_ISUID;
+		if ((in->mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+			in->mode &= ~(uint32_t)S_ISGID;
+	}
+	if (v & MS_SET_MODE) {
+		in->mode = (in->mode & S_IFMT) | (sa->mode & 07777);
+		if (cr->uid != 0 && !perm_in_group(cr, in->gid))
+			in->mode &= ~(uint32_t)S_ISGID;
+	}
+	if (v & MS_SET_ATIME_NOW)
+		in->atime_ns = now;
+	else if (v & MS_SET_ATIME)
+		in->atime_ns = sa->atime_ns;
+	if (v & MS_SET_MTIME_NOW)
+		in->mtime_ns = now;
+	else if (v & MS_SET_MTIME)
+		in->mtime_ns = sa->mtime_ns;
+	in->ctime_ns = (v & MS_SET_CTIME) ? sa->ctime_ns : now;
+	ns_inode_put(b, in);
+	ret = ns_write(ms, b);
+	if (!ret)
+		ns_attr_from_inode(in, out);
+out:
+	if (b)
+		leveldb_writebatch_destroy(b);
+	freelist_release(ms, &f, ret == 0);
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}

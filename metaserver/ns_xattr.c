@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ns_xattr.c - extended attributes with Linux's xattr_permission() rules:
+ * user.* only on regular files and directories and by rwx permission (sticky
+ * directories: owner only), trusted.* for root only (others see nothing),
+ * security.* and system.* readable by all, writable by the owner or root.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frame.h"
+#include "ms_int.h"
+
+enum xattr_ns { XNS_USER, XNS_TRUSTED, XNS_SECURITY, XNS_SYSTEM };
+
+static int xattr_ns_of(const char *name, enum xattr_ns *ns)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || len > RDFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (!strncmp(name, "user.", 5) && len > 5)
+		*ns = XNS_USER;
+	else if (!strncmp(name, "trusted.", 8) && len > 8)
+		*ns = XNS_TRUSTED;
+	else if (!strncmp(name, "security.", 9) && len > 9)
+		*ns = XNS_SECURITY;
+	else if (!strncmp(name, "system.", 7) && len > 7)
+		*ns = XNS_SYSTEM;
+	else
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+static int xattr_permission(const struct ms_inode *in, const struct ms_cred *cr,
+			    enum xattr_ns ns, int write)
+{
+	switch (ns) {
+	case XNS_TRUSTED:
+		if (cr->uid != 0)
+			return write ? -EPERM : -ENODATA;
+		return 0;
+	case XNS_SECURITY:
+	case XNS_SYSTEM:
+		if (write && !perm_is_owner(in, cr))
+			return -EPERM;
+		return 0;
+	case XNS_USER:
+		if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
+			return write ? -EPERM : -ENODATA;
+		if (S_ISDIR(in->mode) && (in->mode & S_ISVTX) && write && !perm_is_owner(in, cr))
+			return -EPERM;
+		break;
+	}
+	return perm_check(in, cr, write ? MAY_WRITE : MAY_READ);
+}
+
+int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
+		void **value)
+{
+	struct ms_inode *in = malloc(sizeof(*in));
+	uint8_t k[MS_KEY_MAX];
+	enum xattr_ns ns;
+	char *v;
+	size_t vl;
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	ret = xattr_ns_of(name, &ns);
+	if (!ret)
+		ret = ns_inode_get(ms, ino, in);
+	if (!ret)
+		ret = xattr_permission(in, cr, ns, 0);
+	if (!ret)
+		ret = ns_get(ms, k, key_xattr(k, ino, name), &v, &vl);
+	if (ret == -ENOENT && ns_inode_get(ms, ino, in) == 0)
+		ret = -ENODATA;
+	if (!ret) {
+		*value = malloc(vl ? vl : 1);
+		if (*value) {
+			memcpy(*value, v, vl);
+			ret = (int)vl;
+		} else {
+			ret = -ENOMEM;
+		}
+		leveldb_free(v);
+	}
+	free(in);
+	return ret;
+}
+
+/* set (@value != NULL) or remove an xattr under the inode lock */
+static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
+			const void *value, size_t len, uint32_t flags)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in;
+	uint8_t k[MS_KEY_MAX];
+	size_t kl;
+	enum xattr_ns ns;
+	leveldb_writebatch_t *b;
+	char *v;
+	size_t vl;
+	int ret, exists;
+
+	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
+		return -EINVAL;
+	ret = xattr_ns_of(name, &ns);
+	if (ret)
+		return ret;
+	if (value && len > RDFS_XATTR_SIZE_MAX)
+		return -E2BIG;
+	in = malloc(sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	ret = ns_inode_get(ms, ino, in);
+	if (ret)
+		goto out;
+	ret = xattr_permission(in, cr, ns, 1);
+	if (ret)
+		goto out;
+	kl = key_xattr(k, ino, name);
+	ret = ns_get(ms, k, kl, &v, &vl);
+	if (ret && ret != -ENOENT)
+		goto out;
+	exists = ret == 0;
+	if (exists)
+		leveldb_free(v);
+	if (value && exists && (flags & MS_XATTR_CREATE)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if ((!value || (flags & MS_XATTR_REPLACE)) && !exists) {
+		ret = -ENODATA;
+		goto out;
+	}
+	in->ctime_ns = ns_now();
+	b = leveldb_writebatch_create();
+	if (value)
+		leveldb_writebatch_put(b, (char *)k, kl, value, len);
+	else
+		leveldb_writebatch_delete(b, (char *)k, kl);
+	ns_inode_put(b, in);
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+out:
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
+
+int ms_setxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
+		const void *value, size_t len, uint32_t flags)
+{
+	return xattr_change(ms, cr, ino, name, value ? value : "", len, flags);
+}
+
+int ms_removexattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name)
+{
+	return xattr_change(ms, cr, ino, name, NULL, 0, 0);
+}
+
+void ms_names_free(char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int ms_listxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, char ***names)
+{
+	struct ms_inode *in = malloc(sizeof(*in));
+	uint8_t k[MS_KEY_MAX];
+	size_t plen = key_prefix(k, MS_TAG_XATTR, ino);
+	leveldb_iterator_t *it;
+	char **a = NULL;
+	int n = 0, cap = 0, ret;
+
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_get(ms, ino, in);
+	free(in);
+	if (ret)
+		return ret;
+	it = leveldb_create_iterator(ms->db, ms->ropts);
+	for (leveldb_iter_seek(it, (char *)k, plen); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+		size_t kl;
+		const char *key = leveldb_iter_key(it, &kl);
+
+		if (kl < plen || memcmp(key, k, plen))
+			break;
+		/* listxattr(2) hides trusted.* from unprivileged callers */
+		if (cr->uid != 0 && kl - plen >= 8 && !memcmp(key + plen, "trusted.", 8))
+			continue;
+		if (n == cap) {
+			char **na = realloc(a, (cap ? cap * 2 : 8) * sizeof(*na));
+
+			if (!na) {
+				ret = -ENOMEM;
+				break;
+			}
+			a = na;
+			cap = cap ? cap * 2 : 8;
+		}
+		a[n] = strndup(key + plen, kl - plen);
+		if (!a[n]) {
+			ret = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	leveldb_iter_destroy(it);
+	if (ret) {
+		ms_names_free(a, n);
+		return ret;
+	}
+	*names = a;
+	return n;
+}

@@ -1,0 +1,643 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ops.c - one decoder per opcode, in the style of libfuse's do_<op> table:
+ * unpack the protobuf body (undecodable: -EBADMSG), check the Cred is there
+ * (-EINVAL), call the core, reply once.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cap.h"
+#include "frame.h"
+#include "log.h"
+#include "ops.h"
+#include "rdfs.pb-c.h"
+
+struct op_call {
+	const struct ms_ops_ctx *ctx;
+	struct ms_session *s;
+	struct rpc_request *req;
+};
+
+typedef void (*op_fn)(struct op_call *c);
+
+static int reply(struct op_call *c, int status, const ProtobufCMessage *msg)
+{
+	return rpc_server_reply(c->req, status, status ? NULL : msg, NULL, 0);
+}
+
+static void reply_empty(struct op_call *c, int status)
+{
+	Rdfs__Empty e = RDFS__EMPTY__INIT;
+
+	reply(c, status, &e.base);
+}
+
+static void reply_bad(struct op_call *c, const char *what)
+{
+	char msg[96];
+
+	snprintf(msg, sizeof(msg), "undecodable %s body", what);
+	rpc_server_reply_error(c->req, -EBADMSG, msg);
+}
+
+static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
+{
+	if (!pc) {
+		rpc_server_reply_error(c->req, -EINVAL, "request without cred");
+		return -EINVAL;
+	}
+	cr->uid = pc->uid;
+	cr->gid = pc->gid;
+	cr->ngroups = (uint32_t)pc->n_groups;
+	cr->groups = pc->groups;
+	return 0;
+}
+
+static void attr_to_pb(const struct ms_attr *a, Rdfs__Attr *p)
+{
+	p->ino = a->ino;
+	p->mode = a->mode;
+	p->nlink = a->nlink;
+	p->uid = a->uid;
+	p->gid = a->gid;
+	p->size = a->size;
+	p->blocks = a->blocks;
+	p->atime_ns = a->atime_ns;
+	p->mtime_ns = a->mtime_ns;
+	p->ctime_ns = a->ctime_ns;
+	p->rdev = a->rdev;
+	p->chunk_size = a->chunk_size;
+	p->stripe_start = a->stripe_start;
+}
+
+static void reply_entry(struct op_call *c, int status, const struct ms_attr *a, uint64_t handle)
+{
+	Rdfs__EntryReply r = RDFS__ENTRY_REPLY__INIT;
+	Rdfs__Attr pa = RDFS__ATTR__INIT;
+
+	if (!status) {
+		attr_to_pb(a, &pa);
+		r.attr = &pa;
+		r.handle = handle;
+	}
+	reply(c, status, &r.base);
+}
+
+static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
+{
+	Rdfs__AttrReply r = RDFS__ATTR_REPLY__INIT;
+	Rdfs__Attr pa = RDFS__ATTR__INIT;
+
+	if (!status) {
+		attr_to_pb(a, &pa);
+		r.attr = &pa;
+	}
+	reply(c, status, &r.base);
+}
+
+/* Unpack into `m` of type T or reply -EBADMSG and return. */
+#define UNPACK(T, fn, what)							\
+	T *m = fn##__unpack(NULL, c->req->msg->hdr.body_len, c->req->msg->body);	\
+	if (!m) {								\
+		reply_bad(c, what);						\
+		return;								\
+	}
+
+#define FREE(fn) fn##__free_unpacked(m, NULL)
+
+static void op_lookup(struct op_call *c)
+{
+	UNPACK(Rdfs__LookupReq, rdfs__lookup_req, "LookupReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_entry(c, ms_lookup(c->ctx->ms, &cr, m->parent, m->name, &a), &a, 0);
+	FREE(rdfs__lookup_req);
+}
+
+static void op_getattr(struct op_call *c)
+{
+	UNPACK(Rdfs__GetattrReq, rdfs__getattr_req, "GetattrReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_attr(c, ms_getattr(c->ctx->ms, m->ino, &a), &a);
+	FREE(rdfs__getattr_req);
+}
+
+static void op_setattr(struct op_call *c)
+{
+	UNPACK(Rdfs__SetattrReq, rdfs__setattr_req, "SetattrReq");
+	struct ms_setattr sa = {
+		.valid = m->valid, .mode = m->mode, .uid = m->uid, .gid = m->gid,
+		.size = m->size, .atime_ns = m->atime_ns, .mtime_ns = m->mtime_ns,
+		.ctime_ns = m->ctime_ns, .handle = m->handle,
+	};
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_attr(c, ms_setattr(c->ctx->ms, c->s, &cr, m->ino, &sa, &a), &a);
+	FREE(rdfs__setattr_req);
+}
+
+static void op_mknod(struct op_call *c)
+{
+	UNPACK(Rdfs__MknodReq, rdfs__mknod_req, "MknodReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+	uint64_t h = 0;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_entry(c, ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode,
+					m->rdev, m->exclusive, m->open, m->open_flags, &a, &h),
+			    &a, h);
+	FREE(rdfs__mknod_req);
+}
+
+static void op_mkdir(struct op_call *c)
+{
+	UNPACK(Rdfs__MkdirReq, rdfs__mkdir_req, "MkdirReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, &a), &a, 0);
+	FREE(rdfs__mkdir_req);
+}
+
+static void op_unlink_rmdir(struct op_call *c)
+{
+	UNPACK(Rdfs__UnlinkReq, rdfs__unlink_req, "UnlinkReq");
+	struct ms_cred cr;
+
+	if (!cred_of(c, m->cred, &cr)) {
+		int ret = c->req->msg->hdr.opcode == RDFS_OP_RMDIR ?
+			  ms_rmdir(c->ctx->ms, &cr, m->parent, m->name) :
+			  ms_unlink(c->ctx->ms, &cr, m->parent, m->name);
+
+		reply_empty(c, ret);
+	}
+	FREE(rdfs__unlink_req);
+}
+
+static void op_rename(struct op_call *c)
+{
+	UNPACK(Rdfs__RenameReq, rdfs__rename_req, "RenameReq");
+	struct ms_cred cr;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_empty(c, ms_rename(c->ctx->ms, &cr, m->parent, m->name, m->newparent,
+					 m->newname, m->flags));
+	FREE(rdfs__rename_req);
+}
+
+static void op_link(struct op_call *c)
+{
+	UNPACK(Rdfs__LinkReq, rdfs__link_req, "LinkReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_entry(c, ms_link(c->ctx->ms, &cr, m->ino, m->newparent, m->newname, &a), &a, 0);
+	FREE(rdfs__link_req);
+}
+
+static void op_symlink(struct op_call *c)
+{
+	UNPACK(Rdfs__SymlinkReq, rdfs__symlink_req, "SymlinkReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_entry(c, ms_symlink(c->ctx->ms, &cr, m->parent, m->name, m->target, &a), &a, 0);
+	FREE(rdfs__symlink_req);
+}
+
+static void op_readlink(struct op_call *c)
+{
+	UNPACK(Rdfs__ReadlinkReq, rdfs__readlink_req, "ReadlinkReq");
+	Rdfs__ReadlinkReply r = RDFS__READLINK_REPLY__INIT;
+	struct ms_cred cr;
+	char buf[4096];
+	int ret;
+
+	if (!cred_of(c, m->cred, &cr)) {
+		ret = ms_readlink(c->ctx->ms, &cr, m->ino, buf);
+		r.target = buf;
+		reply(c, ret < 0 ? ret : 0, &r.base);
+	}
+	FREE(rdfs__readlink_req);
+}
+
+static void op_readdir(struct op_call *c)
+{
+	UNPACK(Rdfs__ReaddirReq, rdfs__readdir_req, "ReaddirReq");
+	Rdfs__ReaddirReply r = RDFS__READDIR_REPLY__INIT;
+	struct ms_dirent *ents = NULL;
+	Rdfs__Dirent *pd = NULL, **pp = NULL;
+	struct ms_cred cr;
+	int eof = 0, n;
+
+	if (cred_of(c, m->cred, &cr))
+		goto out;
+	ents = malloc(MS_READDIR_MAX * sizeof(*ents));
+	pd = malloc(MS_READDIR_MAX * sizeof(*pd));
+	pp = malloc(MS_READDIR_MAX * sizeof(*pp));
+	if (!ents || !pd || !pp) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	n = ms_readdir(c->ctx->ms, &cr, m->ino, m->after.len ? m->after.data : NULL, m->after.len,
+		       m->max_entries, ents, &eof);
+	for (int i = 0; i < n; i++) {
+		rdfs__dirent__init(&pd[i]);
+		pd[i].name.data = (uint8_t *)ents[i].name;
+		pd[i].name.len = ents[i].namelen;
+		pd[i].ino = ents[i].ino;
+		pd[i].type = ents[i].type;
+		pp[i] = &pd[i];
+	}
+	r.n_entries = n > 0 ? (size_t)n : 0;
+	r.entries = pp;
+	r.eof = eof;
+	reply(c, n < 0 ? n : 0, &r.base);
+out:
+	free(ents);
+	free(pd);
+	free(pp);
+	FREE(rdfs__readdir_req);
+}
+
+static void op_statfs(struct op_call *c)
+{
+	UNPACK(Rdfs__StatfsReq, rdfs__statfs_req, "StatfsReq");
+	Rdfs__StatfsReply r = RDFS__STATFS_REPLY__INIT;
+	struct ms_statfs st;
+	struct ms_cred cr;
+
+	if (!cred_of(c, m->cred, &cr)) {
+		ms_statfs(c->ctx->ms, &st);
+		r.total_blocks = st.total_blocks;
+		r.free_blocks = st.free_blocks;
+		r.files = st.files;
+		r.free_files = st.free_files;
+		r.block_size = RDFS_BLOCK_SIZE;
+		r.name_max = RDFS_NAME_MAX;
+		reply(c, 0, &r.base);
+	}
+	FREE(rdfs__statfs_req);
+}
+
+static void op_xattr(struct op_call *c)
+{
+	UNPACK(Rdfs__XattrReq, rdfs__xattr_req, "XattrReq");
+	Rdfs__XattrReply r = RDFS__XATTR_REPLY__INIT;
+	struct ms *ms = c->ctx->ms;
+	struct ms_cred cr;
+	void *val = NULL;
+	char **names = NULL;
+	int ret;
+
+	if (cred_of(c, m->cred, &cr))
+		goto out;
+	switch (c->req->msg->hdr.opcode) {
+	case RDFS_OP_GETXATTR:
+		ret = ms_getxattr(ms, &cr, m->ino, m->name, &val);
+		if (ret >= 0) {
+			r.value.data = val;
+			r.value.len = (size_t)ret;
+			ret = 0;
+		}
+		break;
+	case RDFS_OP_SETXATTR:
+		ret = ms_setxattr(ms, &cr, m->ino, m->name, m->value.data, m->value.len, m->flags);
+		break;
+	case RDFS_OP_LISTXATTR:
+		ret = ms_listxattr(ms, &cr, m->ino, &names);
+		if (ret >= 0) {
+			r.names = names;
+			r.n_names = (size_t)ret;
+			ret = 0;
+		}
+		break;
+	default:
+		ret = ms_removexattr(ms, &cr, m->ino, m->name);
+		break;
+	}
+	reply(c, ret, &r.base);
+	free(val);
+	if (names)
+		ms_names_free(names, (int)r.n_names);
+out:
+	FREE(rdfs__xattr_req);
+}
+
+static void op_open(struct op_call *c)
+{
+	UNPACK(Rdfs__OpenReq, rdfs__open_req, "OpenReq");
+	Rdfs__OpenReply r = RDFS__OPEN_REPLY__INIT;
+	Rdfs__Attr pa = RDFS__ATTR__INIT;
+	struct ms_cred cr;
+	struct ms_attr a;
+	uint64_t h = 0;
+	int ret;
+
+	if (!cred_of(c, m->cred, &cr)) {
+		ret = ms_open_file(c->ctx->ms, c->s, &cr, m->ino, m->flags, &a, &h);
+		if (!ret) {
+			attr_to_pb(&a, &pa);
+			r.attr = &pa;
+			r.handle = h;
+		}
+		reply(c, ret, &r.base);
+	}
+	FREE(rdfs__open_req);
+}
+
+static void op_release(struct op_call *c)
+{
+	UNPACK(Rdfs__ReleaseReq, rdfs__release_req, "ReleaseReq");
+
+	reply_empty(c, ms_release(c->ctx->ms, c->s, m->handle));
+	FREE(rdfs__release_req);
+}
+
+/* One capability per server of @l's extents, signed; servers' URLs alongside. */
+static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct ms_layout *l,
+			Rdfs__LayoutReply *r)
+{
+	size_t n = l->n, nsrv = 0;
+	uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
+	int64_t expiry = cap_now_ns() + ctx->cap_lifetime_ns;
+	int ret = 0;
+
+	r->offset = l->offset;
+	r->length = l->length;
+	r->size = l->size;
+	r->chunk_size = l->chunk_size;
+	r->extents = calloc(n ? n : 1, sizeof(*r->extents));
+	if (!ids || !r->extents) {
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		Rdfs__Extent *e = malloc(sizeof(*e));
+		size_t j;
+
+		if (!e) {
+			ret = -ENOMEM;
+			break;
+		}
+		rdfs__extent__init(e);
+		e->file_offset = l->ext[i].file_offset;
+		e->length = l->ext[i].length;
+		e->server_id = l->ext[i].server_id;
+		e->block = l->ext[i].block;
+		e->unwritten = l->ext[i].unwritten;
+		r->extents[r->n_extents++] = e;
+		for (j = 0; j < nsrv && ids[j] != e->server_id; j++)
+			;
+		if (j == nsrv)
+			ids[nsrv++] = e->server_id;
+	}
+	r->caps = calloc(nsrv ? nsrv : 1, sizeof(*r->caps));
+	r->servers = calloc(nsrv ? nsrv : 1, sizeof(*r->servers));
+	if (ret || !r->caps || !r->servers) {
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t j = 0; j < nsrv && !ret; j++) {
+		Rdfs__Capability *cap = calloc(1, sizeof(*cap));
+		Rdfs__ServerAddr *sa = calloc(1, sizeof(*sa));
+		char url[256];
+		size_t k = 0;
+
+		if (!cap || !sa) {
+			free(cap);
+			free(sa);
+			ret = -ENOMEM;
+			break;
+		}
+		rdfs__capability__init(cap);
+		rdfs__server_addr__init(sa);
+		r->caps[r->n_caps++] = cap;
+		r->servers[r->n_servers++] = sa;
+		cap->server_id = ids[j];
+		cap->ino = ino;
+		cap->rights = RDFS_CAP_READ | (l->writable ? RDFS_CAP_WRITE : 0);
+		cap->expiry_ns = expiry;
+		cap->ranges = calloc(n, sizeof(*cap->ranges));
+		if (!cap->ranges) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			Rdfs__BlockRange *br;
+
+			if (l->ext[i].server_id != ids[j])
+				continue;
+			br = malloc(sizeof(*br));
+			if (!br) {
+				ret = -ENOMEM;
+				break;
+			}
+			rdfs__block_range__init(br);
+			br->first = l->ext[i].block;
+			br->count = l->ext[i].length / RDFS_BLOCK_SIZE;
+			cap->ranges[cap->n_ranges++] = br;
+			k++;
+		}
+		if (!ret)
+			ret = cap_sign(ctx->cap_key, cap);
+		if (ms_server_url(ctx->ms, ids[j], url, sizeof(url)))
+			url[0] = '\0';
+		sa->server_id = ids[j];
+		sa->url = strdup(url);
+		if (!sa->url)
+			ret = -ENOMEM;
+	}
+	free(ids);
+	return ret;
+}
+
+static void layout_pb_free(Rdfs__LayoutReply *r)
+{
+	for (size_t i = 0; i < r->n_extents; i++)
+		free(r->extents[i]);
+	free(r->extents);
+	for (size_t i = 0; i < r->n_caps; i++) {
+		Rdfs__Capability *cap = r->caps[i];
+
+		for (size_t k = 0; k < cap->n_ranges; k++)
+			free(cap->ranges[k]);
+		free(cap->ranges);
+		cap_free_mac(cap);
+		free(cap);
+	}
+	free(r->caps);
+	for (size_t i = 0; i < r->n_servers; i++) {
+		free(r->servers[i]->url);
+		free(r->servers[i]);
+	}
+	free(r->servers);
+}
+
+static void op_layout(struct op_call *c)
+{
+	UNPACK(Rdfs__LayoutReq, rdfs__layout_req, "LayoutReq");
+	Rdfs__LayoutReply r = RDFS__LAYOUT_REPLY__INIT;
+	struct ms_layout l;
+	struct ms_cred cr;
+	int ret;
+
+	if (cred_of(c, m->cred, &cr))
+		goto out;
+	ret = ms_layout(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length, m->allocate,
+			m->handle, &l);
+	if (!ret) {
+		ret = layout_to_pb(c->ctx, m->ino, &l, &r);
+		ms_layout_free(&l);
+	}
+	reply(c, ret, &r.base);
+	layout_pb_free(&r);
+out:
+	FREE(rdfs__layout_req);
+}
+
+static void op_commit(struct op_call *c)
+{
+	UNPACK(Rdfs__CommitReq, rdfs__commit_req, "CommitReq");
+	struct ms_range *rs = NULL;
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (cred_of(c, m->cred, &cr))
+		goto out;
+	if (m->n_written > MS_COMMIT_MAX_RANGES) {
+		rpc_server_reply_error(c->req, -EINVAL, "too many ranges in one COMMIT");
+		goto out;
+	}
+	rs = calloc(m->n_written ? m->n_written : 1, sizeof(*rs));
+	if (!rs) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	/* CommitReq.written ranges are file byte ranges (first = offset, count = length) */
+	for (size_t i = 0; i < m->n_written; i++) {
+		rs[i].offset = m->written[i] ? m->written[i]->first : 0;
+		rs[i].length = m->written[i] ? m->written[i]->count : 0;
+	}
+	reply_attr(c, ms_commit(c->ctx->ms, c->s, &cr, m->ino, m->size, m->mtime_ns, rs,
+				m->n_written, m->handle, &a), &a);
+out:
+	free(rs);
+	FREE(rdfs__commit_req);
+}
+
+static void op_register(struct op_call *c)
+{
+	UNPACK(Rdfs__RegisterReq, rdfs__register_req, "RegisterReq");
+	Rdfs__RegisterReply r = RDFS__REGISTER_REPLY__INIT;
+	int ret;
+
+	ret = ms_register(c->ctx->ms, c->s, m->url, m->volume_uuid.data, m->volume_uuid.len,
+			  m->capacity_blocks, m->name, &r.server_id);
+	if (ret == -EPERM)
+		rpc_server_reply_error(c->req, ret, "REGISTER is for I/O-server connections only");
+	else
+		reply(c, ret, &r.base);
+	FREE(rdfs__register_req);
+}
+
+static void op_server_list(struct op_call *c)
+{
+	Rdfs__ServerListReply r = RDFS__SERVER_LIST_REPLY__INIT;
+	struct ms_server_info *si = NULL;
+	Rdfs__ServerInfo *pi = NULL, **pp = NULL;
+	int n = ms_server_list(c->ctx->ms, &si);
+
+	if (n < 0) {
+		reply(c, n, NULL);
+		return;
+	}
+	pi = calloc(n ? n : 1, sizeof(*pi));
+	pp = calloc(n ? n : 1, sizeof(*pp));
+	if (!pi || !pp) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		rdfs__server_info__init(&pi[i]);
+		pi[i].server_id = si[i].id;
+		pi[i].url = si[i].url;
+		pi[i].name = si[i].name;
+		pi[i].capacity_blocks = si[i].capacity_blocks;
+		pi[i].free_blocks = si[i].free_blocks;
+		pi[i].up = si[i].up;
+		pi[i].volume_uuid.data = si[i].uuid;
+		pi[i].volume_uuid.len = si[i].uuid_len;
+		pp[i] = &pi[i];
+	}
+	r.servers = pp;
+	r.n_servers = (size_t)n;
+	reply(c, 0, &r.base);
+out:
+	free(pi);
+	free(pp);
+	free(si);
+}
+
+static void op_ping(struct op_call *c)
+{
+	reply_empty(c, 0);
+}
+
+static const op_fn op_table[RDFS_OP_MAX] = {
+	[RDFS_OP_PING] = op_ping,
+	[RDFS_OP_LOOKUP] = op_lookup,
+	[RDFS_OP_GETATTR] = op_getattr,
+	[RDFS_OP_SETATTR] = op_setattr,
+	[RDFS_OP_MKNOD] = op_mknod,
+	[RDFS_OP_MKDIR] = op_mkdir,
+	[RDFS_OP_UNLINK] = op_unlink_rmdir,
+	[RDFS_OP_RMDIR] = op_unlink_rmdir,
+	[RDFS_OP_RENAME] = op_rename,
+	[RDFS_OP_LINK] = op_link,
+	[RDFS_OP_SYMLINK] = op_symlink,
+	[RDFS_OP_READLINK] = op_readlink,
+	[RDFS_OP_READDIR] = op_readdir,
+	[RDFS_OP_STATFS] = op_statfs,
+	[RDFS_OP_GETXATTR] = op_xattr,
+	[RDFS_OP_SETXATTR] = op_xattr,
+	[RDFS_OP_LISTXATTR] = op_xattr,
+	[RDFS_OP_REMOVEXATTR] = op_xattr,
+	[RDFS_OP_OPEN] = op_open,
+	[RDFS_OP_RELEASE] = op_release,
+	[RDFS_OP_LAYOUT] = op_layout,
+	[RDFS_OP_COMMIT] = op_commit,
+	[RDFS_OP_REGISTER] = op_register,
+	[RDFS_OP_SERVER_LIST] = op_server_list,
+};
+
+void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc_request *req)
+{
+	struct op_call c = { .ctx = ctx, .s = s, .req = req };
+	unsigned int op = req->msg->hdr.opcode;
+	op_fn fn = op < RDFS_OP_MAX ? op_table[op] : NULL;
+
+	if (!fn) {
+		rpc_server_reply_error(req, -ENOSYS, "not a metaserver operation");
+		return;
+	}
+	if (req->msg->hdr.data_len) {
+		rpc_server_reply_error(req, -EPROTO, "metaserver requests carry no bulk data");
+		return;
+	}
+	fn(&c);
+}

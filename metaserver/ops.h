@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.h - the metaserver's request dispatch: decode a request body, run the
+ * operation on the core (ms.h), encode and send the reply.
+ */
+#ifndef RDFS_MS_OPS_H
+#define RDFS_MS_OPS_H
+
+#include <stdint.h>
+
+#include "auth.h"
+#include "ms.h"
+#include "rpc.h"
+
+struct ms_ops_ctx {
+	struct ms *ms;
+	const struct auth_secret *cap_key;	/* signs LAYOUT capabilities */
+	int64_t cap_lifetime_ns;
+};
+
+/*
+ * Handle @req from a peer whose session is @s and send exactly one reply.
+ * Never fails: a bad body gets -EBADMSG, a missing Cred -EINVAL.
+ */
+void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc_request *req);
+
+#endif

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/*
+ * registry.c - the I/O servers: a stable id per volume uuid (persisted), the
+ * URL, name and capacity each last registered with, and whether its
+ * registration connection is alive (up). Registrations are rare, so the one
+ * registry mutex is also held across their small synced write; the hot paths
+ * only copy the up list under it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ms_int.h"
+
+static int server_decode(const uint8_t *p, size_t len, struct ms_ioserver *s)
+{
+	size_t off = 8, l;
+
+	if (len < 8 + 6)
+		return -EIO;
+	s->capacity = get_le64(p);
+	l = p[off] | (size_t)p[off + 1] << 8;
+	off += 2;
+	if (l > sizeof(s->uuid) || off + l + 2 > len)
+		return -EIO;
+	memcpy(s->uuid, p + off, l);
+	s->uuid_len = l;
+	off += l;
+	l = p[off] | (size_t)p[off + 1] << 8;
+	off += 2;
+	if (l >= sizeof(s->url) || off + l + 2 > len)
+		return -EIO;
+	memcpy(s->url, p + off, l);
+	s->url[l] = '\0';
+	off += l;
+	l = p[off] | (size_t)p[off + 1] << 8;
+	off += 2;
+	if (l >= sizeof(s->name) || off + l > len)
+		return -EIO;
+	memcpy(s->name, p + off, l);
+	s->name[l] = '\0';
+	return 0;
+}
+
+static size_t put_str(uint8_t *p, const void *s, size_t l)
+{
+	p[0] = (uint8_t)l;
+	p[1] = (uint8_t)(l >> 8);
+	memcpy(p + 2, s, l);
+	return 2 + l;
+}
+
+static size_t server_encode(const struct ms_ioserver *s, uint8_t *p)
+{
+	size_t off = 8;
+
+	put_le64(p, s->capacity);
+	off += put_str(p + off, s->uuid, s->uuid_len);
+	off += put_str(p + off, s->url, strlen(s->url));
+	off += put_str(p + off, s->name, strlen(s->name));
+	return off;
+}
+
+/* Insert keeping the array sorted by id. Caller holds reg->mu (or is single-threaded). */
+static struct ms_ioserver *server_insert(struct ms_registry *r, const struct ms_ioserver *s)
+{
+	struct ms_ioserver *ns = realloc(r->servers, (r->n + 1) * sizeof(*ns));
+	int i;
+
+	if (!ns)
+		return NULL;
+	r->servers = ns;
+	for (i = r->n; i > 0 && r->servers[i - 1].id > s->id; i--)
+		r->servers[i] = r->servers[i - 1];
+	r->servers[i] = *s;
+	r->n++;
+	return &r->servers[i];
+}
+
+int registry_load(struct ms *ms)
+{
+	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
+	uint8_t tag = MS_TAG_SERVER;
+	int ret = 0;
+
+	for (leveldb_iter_seek(it, (char *)&tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *)leveldb_iter_key(it, &kl);
+		const uint8_t *v = (const uint8_t *)leveldb_iter_value(it, &vl);
+		struct ms_ioserver s = { 0 };
+
+		if (kl == 0 || k[0] != MS_TAG_SERVER)
+			break;
+		if (kl != 5 || server_decode(v, vl, &s)) {
+			log_error("corrupt server record in the database");
+			ret = -EIO;
+			break;
+		}
+		s.id = (uint32_t)k[1] << 24 | (uint32_t)k[2] << 16 | (uint32_t)k[3] << 8 | k[4];
+		if (!server_insert(&ms->reg, &s) || alloc_set_capacity(&ms->alloc, s.id, s.capacity)) {
+			ret = -ENOMEM;
+			break;
+		}
+	}
+	leveldb_iter_destroy(it);
+	return ret;
+}
+
+void registry_destroy(struct ms_registry *r)
+{
+	free(r->servers);
+	r->servers = NULL;
+	r->n = 0;
+	pthread_mutex_destroy(&r->mu);
+}
+
+int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n && n < max; i++)
+		if (r->servers[i].up)
+			ids[n++] = r->servers[i].id;
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+int registry_is_up(struct ms_registry *r, uint32_t id)
+{
+	int up = 0;
+
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n; i++)
+		if (r->servers[i].id == id)
+			up = r->servers[i].up != NULL;
+	pthread_mutex_unlock(&r->mu);
+	return up;
+}
+
+void registry_session_closed(struct ms_registry *r, struct ms_session *s)
+{
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n; i++)
+		if (r->servers[i].up == s) {
+			r->servers[i].up = NULL;
+			log_info("I/O server %u (%s) is down", r->servers[i].id, r->servers[i].url);
+		}
+	pthread_mutex_unlock(&r->mu);
+}
+
+int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const void *uuid,
+		size_t uuid_len, uint64_t capacity_blocks, const char *name, uint32_t *id)
+{
+	struct ms_registry *r = &ms->reg;
+	struct ms_ioserver *s = NULL, tmp = { 0 };
+	uint8_t k[MS_KEY_MAX], v[8 + 6 + 64 + 256 + 256];
+	leveldb_writebatch_t *b;
+	int ret = 0;
+
+	if (strcmp(sess->role, "ioserver") != 0)
+		return -EPERM;
+	if (uuid_len == 0 || uuid_len > sizeof(tmp.uuid) || strlen(url) == 0 ||
+	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name))
+		return -EINVAL;
+
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n; i++)
+		if (r->servers[i].uuid_len == uuid_len &&
+		    memcmp(r->servers[i].uuid, uuid, uuid_len) == 0)
+			s = &r->servers[i];
+	if (s) {
+		tmp = *s;
+	} else {
+		tmp.id = r->n ? r->servers[r->n - 1].id + 1 : 1;
+		memcpy(tmp.uuid, uuid, uuid_len);
+		tmp.uuid_len = uuid_len;
+	}
+	snprintf(tmp.url, sizeof(tmp.url), "%s", url);
+	snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+	tmp.capacity = capacity_blocks;
+
+	if (!s || strcmp(s->url, tmp.url) || strcmp(s->name, tmp.name) ||
+	    s->capacity != tmp.capacity) {
+		uint8_t idv[4];
+		size_t ukl;
+
+		b = leveldb_writebatch_create();
+		leveldb_writebatch_put(b, (char *)k, key_server(k, tmp.id), (char *)v,
+				       server_encode(&tmp, v));
+		k[0] = MS_TAG_UUID;
+		memcpy(k + 1, uuid, uuid_len);
+		ukl = 1 + uuid_len;
+		put_le32(idv, tmp.id);
+		leveldb_writebatch_put(b, (char *)k, ukl, (char *)idv, 4);
+		ret = ns_write(ms, b);
+		leveldb_writebatch_destroy(b);
+		if (ret)
+			goto out;
+	}
+	ret = alloc_set_capacity(&ms->alloc, tmp.id, capacity_blocks);
+	if (ret)
+		goto out;
+	tmp.up = sess;
+	if (s) {
+		*s = tmp;
+	} else if (!server_insert(r, &tmp)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	*id = tmp.id;
+	log_info("I/O server %u (%s, %s) registered, %llu blocks", tmp.id, tmp.name, tmp.url,
+		 (unsigned long long)capacity_blocks);
+out:
+	pthread_mutex_unlock(&r->mu);
+	return ret;
+}
+
+int ms_server_list(struct ms *ms, struct ms_server_info **out)
+{
+	struct ms_registry *r = &ms->reg;
+	struct ms_server_info *a;
+	int n;
+
+	pthread_mutex_lock(&r->mu);
+	n = r->n;
+	a = calloc(n ? n : 1, sizeof(*a));
+	if (!a) {
+		pthread_mutex_unlock(&r->mu);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		struct ms_ioserver *s = &r->servers[i];
+
+		a[i].id = s->id;
+		snprintf(a[i].url, sizeof(a[i].url), "%s", s->url);
+		snprintf(a[i].name, sizeof(a[i].name), "%s", s->name);
+		memcpy(a[i].uuid, s->uuid, s->uuid_len);
+		a[i].uuid_len = s->uuid_len;
+		a[i].up = s->up != NULL;
+	}
+	pthread_mutex_unlock(&r->mu);
+	for (int i = 0; i < n; i++)
+		alloc_usage(&ms->alloc, a[i].id, &a[i].capacity_blocks, &a[i].free_blocks);
+	*out = a;
+	return n;
+}
+
+int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&ms->reg.mu);
+	for (int i = 0; i < ms->reg.n; i++)
+		if (ms->reg.servers[i].id == id) {
+			snprintf(buf, len, "%s", ms->reg.servers[i].url);
+			ret = 0;
+		}
+	pthread_mutex_unlock(&ms->reg.mu);
+	return ret;
+}
+
+int ms_alloc_bitmap(struct ms *ms, uint32_t id, uint64_t **words, uint64_t *nblocks)
+{
+	return alloc_copy_bitmap(&ms->alloc, id, words, nblocks);
+}

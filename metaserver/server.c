@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * server.c - main loop and worker pool.
+ *
+ * The main loop only moves requests: rpc_server_next() -> a bounded queue ->
+ * one of `threads` workers, which runs the operation on the core and replies
+ * with rpc_server_reply(). Running many requests at once is what lets
+ * LevelDB merge their synced writes into one fsync (group commit, ns.c).
+ * When the queue is full the main loop waits: backpressure instead of memory.
+ *
+ * A connection's state (struct conn_state: the core session) is counted: one
+ * reference for the connection and one per queued request, so the session is
+ * closed (handles released, orphans reclaimed) only after the connection is
+ * gone and its last request has been answered, by the worker that drops the
+ * last reference.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ops.h"
+#include "rpc.h"
+#include "server.h"
+
+#define QUEUE_LEN	1024
+#define LOOP_TICK_MS	200
+
+struct conn_state {
+	atomic_int refs;
+	struct ms_session *sess;
+};
+
+struct job {
+	struct rpc_request req;		/* req.msg NULL: the connection closed */
+	struct conn_state *cs;
+};
+
+struct ms_server {
+	struct ms *ms;
+	struct rpc_server *rpc;
+	struct ms_ops_ctx ops;
+	struct auth_secret cap_key;
+	volatile sig_atomic_t *stop_flag;
+	atomic_int stop;
+
+	pthread_mutex_t mu;
+	pthread_cond_t not_empty, not_full;
+	struct job queue[QUEUE_LEN];
+	int head, count;
+	int draining;
+
+	int nthreads;
+	pthread_t *threads;
+};
+
+static void conn_state_put(struct ms_server *srv, struct conn_state *cs)
+{
+	if (atomic_fetch_sub(&cs->refs, 1) == 1) {
+		ms_session_close(srv->ms, cs->sess);
+		free(cs);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct ms_server *srv = arg;
+
+	for (;;) {
+		struct job j;
+
+		pthread_mutex_lock(&srv->mu);
+		while (srv->count == 0 && !srv->draining)
+			pthread_cond_wait(&srv->not_empty, &srv->mu);
+		if (srv->count == 0) {
+			pthread_mutex_unlock(&srv->mu);
+			return NULL;
+		}
+		j = srv->queue[srv->head];
+		srv->head = (srv->head + 1) % QUEUE_LEN;
+		srv->count--;
+		pthread_cond_signal(&srv->not_full);
+		pthread_mutex_unlock(&srv->mu);
+
+		if (j.req.msg)
+			ops_dispatch(&srv->ops, j.cs->sess, &j.req);
+		rpc_request_done(&j.req);
+		conn_state_put(srv, j.cs);
+	}
+}
+
+static void enqueue(struct ms_server *srv, const struct job *j)
+{
+	pthread_mutex_lock(&srv->mu);
+	while (srv->count == QUEUE_LEN)
+		pthread_cond_wait(&srv->not_full, &srv->mu);
+	srv->queue[(srv->head + srv->count) % QUEUE_LEN] = *j;
+	srv->count++;
+	pthread_cond_signal(&srv->not_empty);
+	pthread_mutex_unlock(&srv->mu);
+}
+
+int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_server **out)
+{
+	struct ms_server *srv = calloc(1, sizeof(*srv));
+	int ret;
+
+	if (!srv)
+		return -ENOMEM;
+	srv->ms = ms;
+	srv->cap_key = *o->cap_key;
+	srv->ops.ms = ms;
+	srv->ops.cap_key = &srv->cap_key;
+	srv->ops.cap_lifetime_ns = o->cap_lifetime_ns ? o->cap_lifetime_ns : 600ll * 1000000000;
+	srv->stop_flag = o->stop;
+	srv->nthreads = o->threads > 0 ? o->threads : 8;
+	pthread_mutex_init(&srv->mu, NULL);
+	pthread_cond_init(&srv->not_empty, NULL);
+	pthread_cond_init(&srv->not_full, NULL);
+	ret = rpc_server_create(o->listen, o->secret, &srv->rpc);
+	if (ret) {
+		free(srv);
+		return ret;
+	}
+	srv->threads = calloc(srv->nthreads, sizeof(pthread_t));
+	if (!srv->threads) {
+		rpc_server_destroy(srv->rpc);
+		free(srv);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < srv->nthreads; i++) {
+		ret = pthread_create(&srv->threads[i], NULL, worker_main, srv);
+		if (ret) {
+			srv->nthreads = i;
+			ms_server_destroy(srv);
+			return -ret;
+		}
+	}
+	*out = srv;
+	return 0;
+}
+
+const char *ms_server_listen_url(const struct ms_server *srv, int i)
+{
+	return rpc_server_url(srv->rpc, i);
+}
+
+void ms_server_stop(struct ms_server *srv)
+{
+	atomic_store(&srv->stop, 1);
+	rpc_server_wake(srv->rpc);
+}
+
+static int stopping(struct ms_server *srv)
+{
+	return atomic_load(&srv->stop) || (srv->stop_flag && *srv->stop_flag);
+}
+
+int ms_server_run(struct ms_server *srv)
+{
+	while (!stopping(srv)) {
+		struct rpc_request req;
+		enum rpc_server_event ev = rpc_server_next(srv->rpc, &req, LOOP_TICK_MS);
+		struct conn_state *cs;
+		struct job j;
+
+		switch (ev) {
+		case RPC_SRV_REQUEST:
+			cs = rpc_conn_app(req.conn);
+			if (!cs) {
+				cs = calloc(1, sizeof(*cs));
+				if (cs)
+					cs->sess = ms_session_new(srv->ms, req.role);
+				if (!cs || !cs->sess) {
+					free(cs);
+					rpc_server_reply_error(&req, -ENOMEM, "out of memory");
+					rpc_request_done(&req);
+					break;
+				}
+				atomic_store(&cs->refs, 1);	/* the connection's */
+				rpc_conn_set_app(req.conn, cs);
+			}
+			atomic_fetch_add(&cs->refs, 1);
+			j.req = req;
+			j.cs = cs;
+			enqueue(srv, &j);
+			break;
+		case RPC_SRV_CLOSED:
+			cs = rpc_conn_app(req.conn);
+			if (!cs) {
+				rpc_request_done(&req);
+				break;
+			}
+			rpc_conn_set_app(req.conn, NULL);
+			/* the worker drops the connection's reference after earlier requests */
+			j.req = req;
+			j.cs = cs;
+			enqueue(srv, &j);
+			break;
+		default:
+			break;
+		}
+	}
+	log_info("stopping: finishing queued requests");
+	pthread_mutex_lock(&srv->mu);
+	srv->draining = 1;
+	pthread_cond_broadcast(&srv->not_empty);
+	pthread_mutex_unlock(&srv->mu);
+	for (int i = 0; i < srv->nthreads; i++)
+		pthread_join(srv->threads[i], NULL);
+	srv->nthreads = 0;
+	return 0;
+}
+
+void ms_server_destroy(struct ms_server *srv)
+{
+	if (!srv)
+		return;
+	if (srv->nthreads) {
+		pthread_mutex_lock(&srv->mu);
+		srv->draining = 1;
+		pthread_cond_broadcast(&srv->not_empty);
+		pthread_mutex_unlock(&srv->mu);
+		for (int i = 0; i < srv->nthreads; i++)
+			pthread_join(srv->threads[i], NULL);
+	}
+	rpc_server_destroy(srv->rpc);
+	free(srv->threads);
+	pthread_cond_destroy(&srv->not_empty);
+	pthread_cond_destroy(&srv->not_full);
+	pthread_mutex_destroy(&srv->mu);
+	memset(&srv->cap_key, 0, sizeof(srv->cap_key));
+	free(srv);
+}

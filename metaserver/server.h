@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.h - the metaserver's network side: the rpc server, the main loop and
+ * the worker pool that runs requests on the core.
+ */
+#ifndef RDFS_MS_SERVER_H
+#define RDFS_MS_SERVER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "ms.h"
+
+struct ms_server;
+
+struct ms_server_opts {
+	const char *const *listen;		/* NULL-terminated URLs */
+	const struct auth_secret *secret;	/* cluster secret: authenticates peers */
+	const struct auth_secret *cap_key;	/* signs capabilities */
+	int threads;				/* workers; 0: 8 */
+	int64_t cap_lifetime_ns;		/* 0: 600 s */
+	volatile sig_atomic_t *stop;		/* optional: set (by a signal handler) to stop */
+};
+
+int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_server **out);
+/* The bound URL of listener @i. */
+const char *ms_server_listen_url(const struct ms_server *srv, int i);
+/*
+ * Serve until ms_server_stop() or *o->stop; then stop taking requests, let the
+ * workers finish the queued ones (each is replied to) and return 0.
+ */
+int ms_server_run(struct ms_server *srv);
+/* Thread-safe. */
+void ms_server_stop(struct ms_server *srv);
+void ms_server_destroy(struct ms_server *srv);
+
+#endif

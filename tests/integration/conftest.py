@@ -1,0 +1,320 @@
+# SPDX-License-Identifier: MIT
+"""Fixtures for the integration tests: real clusters from deploy/local-cluster.
+
+- `cluster`: one cluster (1 metaserver, 2 I/O servers, a FUSE mount) for the
+  whole session, shared by the tests that do not disturb each other; each test
+  works in its own directory (`workdir`).
+- `fresh_cluster`: a cluster of its own for a test that kills or attacks
+  servers. Torn down when the test ends, pass or fail.
+
+Each cluster gets its own port base P from 7200-7299 (metaserver P, I/O server
+i on P+100+i), so every port stays inside 7200-7599 and none is shared.
+"""
+import errno
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = REPO / "build" / "bin"
+LOCAL_CLUSTER = REPO / "deploy" / "local-cluster"
+
+PORT_BASE_FIRST = 7200
+PORT_BASE_LAST = 7299
+PORT_BASE_STEP = 4          # room for up to 4 I/O servers per cluster
+IOSERVER_OFFSET = 100
+
+_next_base = [PORT_BASE_FIRST]
+
+MiB = 1 << 20
+
+
+def run(cmd, timeout=120, check=True, **kw):
+    """Run @cmd, capture its output; on failure raise with everything it printed."""
+    p = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError("command failed (exit %d): %s\n--- stdout\n%s\n--- stderr\n%s"
+                             % (p.returncode, " ".join(map(str, cmd)), p.stdout, p.stderr))
+    return p
+
+
+def _port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def allocate_port_base(n_io):
+    """The next base whose metaserver and I/O server ports are all free."""
+    while _next_base[0] <= PORT_BASE_LAST:
+        base = _next_base[0]
+        _next_base[0] += PORT_BASE_STEP
+        ports = [base] + [base + IOSERVER_OFFSET + i for i in range(n_io)]
+        if all(_port_free(p) for p in ports):
+            return base
+    raise RuntimeError("no free port base left in %d-%d" % (PORT_BASE_FIRST, PORT_BASE_LAST))
+
+
+def listener_pid(port):
+    """PID of the process listening on TCP @port, or None (from /proc, no tools)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add("socket:[%s]" % parts[9])
+    if not inodes:
+        return None
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                try:
+                    if os.readlink("/proc/%s/fd/%s" % (pid, fd)) in inodes:
+                        return int(pid)
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return None
+
+
+def wait_until(pred, what, attempts=120, interval=0.5):
+    """Poll @pred a bounded number of times; fail naming @what if it never holds."""
+    for _ in range(attempts):
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError("gave up waiting for " + what)
+
+
+def drop_cache(path):
+    """Make the next read of @path go to the file system, not the page cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def first_difference(a, b):
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    # Compare in blocks first so a 100 MiB check stays quick.
+    step = 1 << 16
+    for off in range(0, n, step):
+        if a[off:off + step] != b[off:off + step]:
+            for i in range(off, min(off + step, n)):
+                if a[i] != b[i]:
+                    return i
+    return n if len(a) != len(b) else None
+
+
+def assert_bytes_equal(expected, got, what="data"):
+    d = first_difference(expected, got)
+    assert d is None, ("%s differs: expected %d bytes, got %d; first difference at offset %d"
+                       % (what, len(expected), len(got), d))
+
+
+class Cluster:
+    """A cluster started with deploy/local-cluster, plus what tests do to it."""
+
+    def __init__(self, root, n_io=2):
+        self.dir = Path(root)
+        self.n_io = n_io
+        self.port = allocate_port_base(n_io)
+        self.mnt = self.dir / "mnt"
+        self.extra_mounts = []
+        self.restarted = []         # Popen of servers a test started again by hand
+        self.restarted_ports = []
+        self.logs = self.dir / "test-logs"
+
+    # -------------------------------------------------------------- facts
+    @property
+    def url(self):
+        return "tcp://127.0.0.1:%d" % self.port
+
+    @property
+    def secret(self):
+        return self.dir / "secret"
+
+    @property
+    def conf(self):
+        return self.dir / "rdfs.conf"
+
+    def ioserver_port(self, i):
+        return self.port + IOSERVER_OFFSET + i
+
+    def ports(self):
+        return [self.port] + [self.ioserver_port(i) for i in range(self.n_io)]
+
+    # -------------------------------------------------------------- life
+    def up(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
+             "--mount", self.mnt, "--port-base", self.port], timeout=180)
+        assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
+
+    def down(self):
+        """Stop everything; never leave a mount or a process behind, even if `down` fails."""
+        errors = []
+        for m in reversed(self.extra_mounts):
+            self.unmount(m)
+        try:
+            run([LOCAL_CLUSTER, "down", "--dir", self.dir], timeout=120)
+        except Exception as e:          # keep cleaning up, report afterwards
+            errors.append(str(e))
+        if os.path.ismount(self.mnt):
+            errors.append("local-cluster down left %s mounted" % self.mnt)
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)])
+        for p in self.restarted:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+        for port in self.restarted_ports:
+            pid = listener_pid(port)
+            if pid:             # a restarted server that daemonized itself
+                os.kill(pid, 9)
+        for port in self.ports():
+            pid = listener_pid(port)
+            if pid:
+                errors.append("port %d still served by pid %d after down" % (port, pid))
+                os.kill(pid, 9)
+        return errors
+
+    def status(self):
+        return run([LOCAL_CLUSTER, "status", "--dir", self.dir], check=False, timeout=60)
+
+    # -------------------------------------------------------------- tools
+    def rdfs(self, *args, check=True, timeout=120):
+        return run([BIN / "rdfs", "--config", self.conf] + list(args), check=check, timeout=timeout)
+
+    def mount_second(self, path, opts="attr_timeout=0,entry_timeout=0"):
+        """Start another rdfs-fuse on @path; unmounted at teardown."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        o = "secret_file=%s" % self.secret + ("," + opts if opts else "")
+        run([BIN / "rdfs-fuse", "-o", o, "127.0.0.1:%d" % self.port, path], timeout=120)
+        self.extra_mounts.append(path)
+        wait_until(lambda: os.path.ismount(path), "second mount at %s" % path)
+        return path
+
+    def unmount(self, path):
+        if os.path.ismount(path):
+            subprocess.run(["fusermount3", "-u", str(path)], timeout=60)
+        if os.path.ismount(path):
+            subprocess.run(["fusermount3", "-u", "-z", str(path)], timeout=60)
+        if path in self.extra_mounts:
+            self.extra_mounts.remove(path)
+
+    # -------------------------------------------------------------- crashes
+    def kill9(self, port):
+        """SIGKILL the server listening on @port; returns how to start it again."""
+        pid = listener_pid(port)
+        assert pid, "no process listens on port %d" % port
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = [a.decode() for a in f.read().split(b"\0") if a]
+        cwd = os.readlink("/proc/%d/cwd" % pid)
+        os.kill(pid, 9)
+        wait_until(lambda: listener_pid(port) is None, "pid %d to die" % pid)
+        return dict(argv=argv, cwd=cwd, port=port)
+
+    def restart(self, saved):
+        """Start a killed server again with the same arguments, and wait until it listens."""
+        log = open(self.logs / ("restart-%d.log" % saved["port"]), "ab")
+        p = subprocess.Popen(saved["argv"], cwd=saved["cwd"], stdin=subprocess.DEVNULL,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.restarted.append(p)
+        self.restarted_ports.append(saved["port"])
+        wait_until(lambda: listener_pid(saved["port"]) is not None or p.poll() is not None,
+                   "restarted server to listen on %d" % saved["port"])
+        assert p.poll() is None or listener_pid(saved["port"]), \
+            "restarted %s exited with %s" % (saved["argv"], p.returncode)
+        return p
+
+
+def _cluster_root(kind):
+    """A scratch directory every user can traverse (pytest's own tmp is 0700,
+    which would turn every permission test into EACCES at the mount's parent)."""
+    root = Path(tempfile.mkdtemp(prefix="rdfs-it-%s-" % kind))
+    os.chmod(root, 0o755)
+    return root
+
+
+def _start(kind, n_io):
+    c = Cluster(_cluster_root(kind), n_io)
+    try:
+        c.up()
+    except BaseException:
+        c.down()
+        _remove(c)
+        raise
+    return c
+
+
+def _remove(c):
+    """Delete the cluster's directory unless RDFS_TEST_KEEP=1 (for post-mortems)."""
+    if os.environ.get("RDFS_TEST_KEEP") == "1" or os.path.ismount(c.mnt):
+        print("rdfs tests: keeping", c.dir, file=sys.stderr)
+        return
+    shutil.rmtree(c.dir, ignore_errors=True)
+
+
+def _stop(c):
+    errors = c.down()
+    _remove(c)
+    assert not errors, "; ".join(errors)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    c = _start("shared", 2)
+    yield c
+    _stop(c)
+
+
+@pytest.fixture
+def fresh_cluster():
+    c = _start("fresh", 2)
+    yield c
+    _stop(c)
+
+
+@pytest.fixture
+def workdir(cluster, request):
+    """A directory of the shared mount that only this test uses."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
+    d = cluster.mnt / name
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def rdfs_bin():
+    return BIN

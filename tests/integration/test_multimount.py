@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""Two FUSE mounts of one cluster see each other's changes (close-to-open)."""
+import errno
+import os
+
+import pytest
+
+from conftest import MiB, assert_bytes_equal
+
+
+@pytest.fixture(scope="module")
+def second_mount(cluster):
+    path = cluster.dir / "mnt2"
+    cluster.mount_second(path)
+    yield path
+    cluster.unmount(path)
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _write(path, data, mode="wb"):
+    with open(path, mode) as f:
+        f.write(data)
+
+
+def test_new_file_visible_on_other_mount(workdir, second_mount):
+    data = os.urandom(3 * MiB + 5)
+    _write(workdir / "f", data)
+    other = second_mount / workdir.name / "f"
+    assert os.stat(other).st_size == len(data)
+    assert_bytes_equal(data, _read(other))
+
+
+def test_changes_travel_both_ways(workdir, second_mount):
+    mine = workdir / "shared"
+    theirs = second_mount / workdir.name / "shared"
+    _write(mine, b"a" * 10000)
+    assert _read(theirs) == b"a" * 10000
+    # The other mount overwrites part of it and appends; after its close, an open here sees it.
+    with open(theirs, "r+b") as f:
+        f.seek(5000)
+        f.write(b"B" * 100)
+        f.seek(0, os.SEEK_END)
+        f.write(b"C" * 7000)
+    assert _read(mine) == b"a" * 5000 + b"B" * 100 + b"a" * 4900 + b"C" * 7000
+    # Shrink from here, grow from there.
+    os.truncate(mine, 3000)
+    assert _read(theirs) == b"a" * 3000
+    _write(theirs, b"D" * 50, "ab")
+    assert _read(mine) == b"a" * 3000 + b"D" * 50
+
+
+def test_namespace_changes_visible(workdir, second_mount):
+    other = second_mount / workdir.name
+    os.mkdir(workdir / "d")
+    _write(workdir / "d" / "x", b"x")
+    assert os.listdir(other / "d") == ["x"]
+    os.rename(other / "d" / "x", other / "d" / "y")
+    assert os.listdir(workdir / "d") == ["y"]
+    assert _read(workdir / "d" / "y") == b"x"
+    os.unlink(workdir / "d" / "y")
+    with pytest.raises(FileNotFoundError):
+        os.stat(other / "d" / "y")
+    os.setxattr(other / "d", "user.k", b"v")
+    assert os.getxattr(workdir / "d", "user.k") == b"v"
+    os.chmod(other / "d", 0o700)
+    assert os.stat(workdir / "d").st_mode & 0o777 == 0o700
+
+
+def test_file_deleted_on_one_mount_while_open_on_other(workdir, second_mount):
+    data = os.urandom(MiB)
+    _write(workdir / "f", data)
+    with open(second_mount / workdir.name / "f", "rb") as f:
+        os.unlink(workdir / "f")
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        assert_bytes_equal(data, f.read(), "data of a file unlinked by the other mount")

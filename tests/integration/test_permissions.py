@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: MIT
+"""POSIX permissions as non-root users, through the mount (allow_other).
+
+Each check runs in a forked child that drops to the user's uid/gid/groups with
+setresuid/setresgid, and reports back the errno (or the result) of what it did.
+"""
+import errno
+import os
+import pickle
+import stat
+
+import pytest
+
+ALICE = (12345, 12345)
+BOB = (23456, 23456)
+SHARED_GID = 4242
+
+
+def as_user(user, fn, groups=()):
+    """Run @fn() as @user (uid, gid) with supplementary @groups.
+
+    Returns ("ok", value) or ("errno", n).
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            try:
+                os.setgroups(list(groups))
+                os.setresgid(user[1], user[1], user[1])
+                os.setresuid(user[0], user[0], user[0])
+                res = ("ok", fn())
+            except OSError as e:
+                res = ("errno", e.errno)
+            except BaseException as e:          # a bug in the test itself
+                res = ("exception", repr(e))
+            os.write(w, pickle.dumps(res))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        data += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    res = pickle.loads(data)
+    assert res[0] != "exception", res[1]
+    return res
+
+
+def err(user, fn, groups=()):
+    """The errno @fn fails with as @user, or None if it succeeds."""
+    res = as_user(user, fn, groups)
+    return res[1] if res[0] == "errno" else None
+
+
+def ok(user, fn, groups=()):
+    res = as_user(user, fn, groups)
+    assert res[0] == "ok", "failed as uid %d: %s" % (user[0], os.strerror(res[1]))
+    return res[1]
+
+
+def create(path, mode=0o644):
+    def fn():
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
+    return fn
+
+
+@pytest.fixture
+def pdir(workdir):
+    """A world-writable directory (without sticky bit) users can work in."""
+    os.chmod(workdir, 0o777)
+    return workdir
+
+
+def test_private_directory_gives_eacces(pdir):
+    d = pdir / "private"
+    os.mkdir(d, 0o700)
+    os.chmod(d, 0o700)
+    (d / "f").write_bytes(b"secret")
+    assert err(ALICE, lambda: os.listdir(d)) == errno.EACCES
+    assert err(ALICE, lambda: open(d / "f", "rb").read()) == errno.EACCES
+    assert err(ALICE, create(d / "new")) == errno.EACCES
+    assert err(ALICE, lambda: os.stat(d / "f")) == errno.EACCES
+    # Search permission only: lookups work, listing does not.
+    os.chmod(d, 0o711)
+    os.chmod(d / "f", 0o644)
+    assert ok(ALICE, lambda: open(d / "f", "rb").read()) == b"secret"
+    assert err(ALICE, lambda: os.listdir(d)) == errno.EACCES
+
+
+def test_new_files_belong_to_their_creator(pdir):
+    ok(ALICE, create(pdir / "a"))
+    ok(ALICE, lambda: os.mkdir(pdir / "adir"))
+    for name in ("a", "adir"):
+        st = os.stat(pdir / name)
+        assert (st.st_uid, st.st_gid) == ALICE, name
+    # umask of the creating process applies (the kernel passes it on).
+    def make_with_umask():
+        os.umask(0o077)
+        os.close(os.open(pdir / "m", os.O_CREAT | os.O_WRONLY, 0o666))
+    ok(ALICE, make_with_umask)
+    assert stat.S_IMODE(os.stat(pdir / "m").st_mode) == 0o600
+
+
+def test_file_mode_bits(pdir):
+    f = pdir / "f"
+    ok(ALICE, create(f, 0o600))
+    ok(ALICE, lambda: open(f, "wb").write(b"mine"))
+    assert err(BOB, lambda: open(f, "rb").read()) == errno.EACCES
+    assert err(BOB, lambda: open(f, "ab").write(b"x")) == errno.EACCES
+    ok(ALICE, lambda: os.chmod(f, 0o644))
+    assert ok(BOB, lambda: open(f, "rb").read()) == b"mine"
+    assert err(BOB, lambda: open(f, "ab").write(b"x")) == errno.EACCES
+    # Group bits apply to members of the file's group only.
+    ok(ALICE, lambda: os.chmod(f, 0o660))
+    assert err(BOB, lambda: open(f, "rb").read()) == errno.EACCES
+    os.chown(f, ALICE[0], SHARED_GID)
+    assert ok(BOB, lambda: open(f, "rb").read(), groups=[SHARED_GID]) == b"mine"
+    # Only the owner (or root) changes mode; only root changes the owner.
+    assert err(BOB, lambda: os.chmod(f, 0o777)) == errno.EPERM
+    assert err(ALICE, lambda: os.chown(f, BOB[0], -1)) == errno.EPERM
+    assert err(BOB, lambda: os.utime(f, (1, 1))) == errno.EPERM
+    assert err(BOB, lambda: os.truncate(f, 0)) == errno.EACCES
+    # Directory write permission governs unlink in a non-sticky directory.
+    os.mkdir(pdir / "ro", 0o755)
+    (pdir / "ro" / "x").write_bytes(b"")
+    assert err(ALICE, lambda: os.unlink(pdir / "ro" / "x")) == errno.EACCES
+    assert err(ALICE, lambda: os.rename(pdir / "ro" / "x", pdir / "y")) == errno.EACCES
+
+
+def test_execute_bit(pdir):
+    f = pdir / "prog"
+    f.write_bytes(b"#!/bin/sh\nexit 0\n")
+    os.chmod(f, 0o644)
+    assert err(ALICE, lambda: os.execv(str(f), [str(f)])) == errno.EACCES
+    assert not os.access(f, os.X_OK)     # root needs some x bit too
+
+
+def test_sticky_directory(workdir):
+    d = workdir / "tmp"
+    os.mkdir(d)
+    os.chmod(d, 0o1777)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o1777
+    ok(ALICE, create(d / "alice"))
+    ok(BOB, create(d / "bob"))
+    assert err(BOB, lambda: os.unlink(d / "alice")) == errno.EPERM
+    assert err(BOB, lambda: os.rename(d / "alice", d / "stolen")) == errno.EPERM
+    assert err(BOB, lambda: os.rename(d / "bob", d / "alice")) == errno.EPERM
+    assert (d / "alice").exists()
+    ok(ALICE, lambda: os.unlink(d / "alice"))
+    os.unlink(d / "bob")        # root may
+    assert os.listdir(d) == []
+
+
+def test_setgid_directory_inheritance(workdir):
+    d = workdir / "proj"
+    os.mkdir(d)
+    os.chown(d, 0, SHARED_GID)
+    os.chmod(d, 0o2777)
+    ok(ALICE, create(d / "file"))
+    ok(ALICE, lambda: os.mkdir(d / "sub"))
+    st_f, st_d = os.stat(d / "file"), os.stat(d / "sub")
+    assert st_f.st_gid == SHARED_GID
+    assert st_d.st_gid == SHARED_GID
+    assert st_d.st_mode & stat.S_ISGID, "a subdirectory of a set-gid directory is set-gid"
+    assert not st_f.st_mode & stat.S_ISGID
+    assert st_f.st_uid == ALICE[0]
+    # Deeper levels inherit again.
+    ok(ALICE, create(d / "sub" / "deep"))
+    assert os.stat(d / "sub" / "deep").st_gid == SHARED_GID
+
+
+def test_setgid_cleared_by_chmod_of_non_member(workdir):
+    d = workdir / "proj"
+    os.mkdir(d)
+    os.chown(d, 0, SHARED_GID)
+    os.chmod(d, 0o2777)
+    ok(ALICE, create(d / "f"))                     # alice's file in group SHARED_GID
+    # Alice is not in SHARED_GID: asking for set-gid silently drops it.
+    ok(ALICE, lambda: os.chmod(d / "f", 0o2755))
+    assert stat.S_IMODE(os.stat(d / "f").st_mode) == 0o755
+    # A member keeps it.
+    ok(ALICE, lambda: os.chmod(d / "f", 0o2755), groups=[SHARED_GID])
+    assert stat.S_IMODE(os.stat(d / "f").st_mode) == 0o2755

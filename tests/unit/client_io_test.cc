@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: MIT
+//
+// client_io_test.cc - the client's read and write paths against a real cluster
+// (a metaserver and two I/O servers as child processes): bytes for every size
+// around block and chunk boundaries, holes, zero padding of fresh blocks,
+// truncation, what other clients see before and after a commit, striping.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+
+#include <set>
+
+#include "client_cluster.h"
+
+extern "C" {
+#include "rdfs_client.h"
+}
+
+using rdfs_test::Cluster;
+using rdfs_test::pattern;
+
+namespace {
+
+const struct rdfs_cred root = {};
+
+class ClientIo : public ::testing::Test {
+protected:
+	static Cluster *cluster;
+	struct rdfs_client *c = nullptr;
+
+	static void SetUpTestSuite()
+	{
+		cluster = new Cluster();
+		ASSERT_TRUE(cluster->start(2)) << "cluster in " << cluster->dir;
+	}
+	static void TearDownTestSuite()
+	{
+		delete cluster;
+		cluster = nullptr;
+	}
+	void SetUp() override
+	{
+		c = cluster->client();
+		ASSERT_NE(c, nullptr);
+	}
+	void TearDown() override { rdfs_client_close(c); }
+
+	std::string unique(const char *base)
+	{
+		static int n;
+		const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+
+		return std::string(info->name()) + "-" + base + "-" + std::to_string(n++);
+	}
+
+	struct rdfs_file *create(struct rdfs_client *cl, const std::string &name,
+				 int flags = O_RDWR | O_CREAT | O_EXCL)
+	{
+		struct rdfs_file *f = nullptr;
+		struct stat st;
+
+		EXPECT_EQ(rdfs_create(cl, &root, RDFS_ROOT_INO, name.c_str(), 0644, flags, &st, &f), 0);
+		return f;
+	}
+
+	struct rdfs_file *open_by_name(struct rdfs_client *cl, const std::string &name,
+				       int flags = O_RDWR)
+	{
+		struct rdfs_file *f = nullptr;
+		struct stat st;
+
+		EXPECT_EQ(rdfs_lookup(cl, &root, RDFS_ROOT_INO, name.c_str(), &st), 0);
+		EXPECT_EQ(rdfs_open(cl, &root, st.st_ino, flags, &st, &f), 0);
+		return f;
+	}
+
+	static std::vector<uint8_t> read_all(struct rdfs_file *f, size_t max, size_t step)
+	{
+		std::vector<uint8_t> out(max + 1);
+		size_t got = 0;
+
+		for (;;) {
+			size_t want = std::min(step, out.size() - got);
+			ssize_t n = rdfs_pread(f, out.data() + got, want, got);
+
+			EXPECT_GE(n, 0) << strerror(-n);
+			if (n <= 0)
+				break;
+			got += n;
+			if (got == out.size())
+				break;
+		}
+		out.resize(got);
+		return out;
+	}
+};
+
+Cluster *ClientIo::cluster;
+
+TEST_F(ClientIo, BytesSurviveForEveryBoundarySize)
+{
+	const size_t sizes[] = { 0, 1, 4095, 4096, 4097, (1 << 20) - 1, 1 << 20, (1 << 20) + 1,
+				 10 << 20 };
+
+	for (size_t size : sizes) {
+		std::string name = unique(std::to_string(size).c_str());
+		auto data = pattern(size, (uint32_t)size);
+		struct rdfs_file *f = create(c, name);
+
+		ASSERT_NE(f, nullptr);
+		ASSERT_EQ(rdfs_pwrite(f, data.data(), size, 0), (ssize_t)size);
+		EXPECT_EQ(rdfs_file_size(f), size);
+		ASSERT_EQ(rdfs_release(f), 0);
+
+		// a second client sees exactly these bytes, read in odd-sized pieces
+		struct rdfs_client *c2 = cluster->client();
+		ASSERT_NE(c2, nullptr);
+		struct rdfs_file *g = open_by_name(c2, name, O_RDONLY);
+		ASSERT_NE(g, nullptr);
+		EXPECT_EQ(read_all(g, size + 10000, 777777), data) << "size " << size;
+		EXPECT_EQ(read_all(g, size + 10000, 16 << 20), data) << "size " << size;
+		struct stat st;
+		ASSERT_EQ(rdfs_getattr(c2, &root, rdfs_file_ino(g), &st), 0);
+		EXPECT_EQ((size_t)st.st_size, size);
+		EXPECT_EQ(st.st_blocks, (blkcnt_t)((size + 4095) / 4096 * 8));
+		EXPECT_EQ(rdfs_release(g), 0);
+		rdfs_client_close(c2);
+	}
+}
+
+TEST_F(ClientIo, SmallUnalignedWritesAssembleAFile)
+{
+	auto data = pattern(300000, 7);
+	struct rdfs_file *f = create(c, unique("pieces"));
+
+	ASSERT_NE(f, nullptr);
+	// pieces of 1..5000 bytes, each landing mid-block: padding and RMW alternate
+	size_t off = 0, step = 1;
+	while (off < data.size()) {
+		size_t n = std::min(step, data.size() - off);
+
+		ASSERT_EQ(rdfs_pwrite(f, data.data() + off, n, off), (ssize_t)n);
+		off += n;
+		step = step * 7 % 5001 + 1;
+	}
+	EXPECT_EQ(read_all(f, data.size() + 1, 65536), data);
+	ASSERT_EQ(rdfs_flush(f), 0);
+	EXPECT_EQ(read_all(f, data.size() + 1, 1 << 20), data);
+	ASSERT_EQ(rdfs_release(f), 0);
+}
+
+TEST_F(ClientIo, HolesReadAsZeros)
+{
+	std::string name = unique("holes");
+	struct rdfs_file *f = create(c, name);
+	const uint8_t a = 0xaa, b = 0xbb;
+	const size_t far = (5 << 20) + 3;
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, &a, 1, 0), 1);
+	ASSERT_EQ(rdfs_pwrite(f, &b, 1, far), 1);
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	std::vector<uint8_t> want(far + 1, 0);
+	want[0] = a;
+	want[far] = b;
+	EXPECT_EQ(read_all(g, far + 100, 1 << 20), want);
+	struct stat st;
+	ASSERT_EQ(rdfs_getattr(c2, &root, rdfs_file_ino(g), &st), 0);
+	// only the two written blocks are allocated
+	EXPECT_EQ(st.st_blocks, 2 * 8);
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}
+
+TEST_F(ClientIo, PartialWriteIntoFreshBlockLeavesZeros)
+{
+	std::string name = unique("partial");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(10, 3);
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), 10, 100), 10);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), 10, 4096 * 3 + 5), 10);
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	// grow the file over the rest of the blocks: they must read as zeros
+	struct stat in = {}, out;
+	in.st_size = 4096 * 5;
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDWR);
+	ASSERT_NE(g, nullptr);
+	ASSERT_EQ(rdfs_setattr(c2, &root, rdfs_file_ino(g), &in, RDFS_SET_SIZE, g, &out), 0);
+	EXPECT_EQ(out.st_size, 4096 * 5);
+	std::vector<uint8_t> want(4096 * 5, 0);
+	memcpy(&want[100], data.data(), 10);
+	memcpy(&want[4096 * 3 + 5], data.data(), 10);
+	EXPECT_EQ(read_all(g, want.size() + 10, 5000), want);
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}
+
+TEST_F(ClientIo, TruncateDownThenUpReadsZeroTail)
+{
+	std::string name = unique("trunc");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(3 * 4096 + 100, 11);
+	struct stat in = {}, out;
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_flush(f), 0);
+	in.st_size = 5000;
+	ASSERT_EQ(rdfs_setattr(c, &root, rdfs_file_ino(f), &in, RDFS_SET_SIZE, f, &out), 0);
+	EXPECT_EQ(out.st_size, 5000);
+	EXPECT_EQ(rdfs_file_size(f), 5000u);
+	in.st_size = 4 * 4096;
+	ASSERT_EQ(rdfs_setattr(c, &root, rdfs_file_ino(f), &in, RDFS_SET_SIZE, f, &out), 0);
+
+	std::vector<uint8_t> want(4 * 4096, 0);
+	memcpy(want.data(), data.data(), 5000);
+	EXPECT_EQ(read_all(f, want.size() + 10, 3000), want);
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	// truncate by inode without an open file, seen by another client
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct stat st;
+	ASSERT_EQ(rdfs_lookup(c2, &root, RDFS_ROOT_INO, name.c_str(), &st), 0);
+	in.st_size = 10;
+	ASSERT_EQ(rdfs_setattr(c2, &root, st.st_ino, &in, RDFS_SET_SIZE, nullptr, &out), 0);
+	in.st_size = 8192;
+	ASSERT_EQ(rdfs_setattr(c2, &root, st.st_ino, &in, RDFS_SET_SIZE, nullptr, &out), 0);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	std::vector<uint8_t> want2(8192, 0);
+	memcpy(want2.data(), data.data(), 10);
+	EXPECT_EQ(read_all(g, 9000, 1 << 20), want2);
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}
+
+TEST_F(ClientIo, UncommittedWritesAreInvisibleToOthersUntilCommit)
+{
+	std::string name = unique("unwritten");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(16384, 5);
+	const uint8_t one = 0x5a;
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+
+	// another client extends the file past our blocks: they are unwritten for it
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDWR);
+	ASSERT_NE(g, nullptr);
+	EXPECT_EQ(rdfs_file_size(g), 0u);
+	ASSERT_EQ(rdfs_pwrite(g, &one, 1, 20000), 1);
+	std::vector<uint8_t> zeros(20001, 0);
+	zeros[20000] = one;
+	EXPECT_EQ(read_all(g, 30000, 1 << 20), zeros);
+
+	// the extents exist, unwritten, before the commit
+	struct rdfs_extent_info ext[16];
+	int n = rdfs_layout(c, &root, rdfs_file_ino(f), 0, 16384, ext, 16);
+	ASSERT_GT(n, 0);
+	for (int i = 0; i < n && i < 16; i++)
+		EXPECT_TRUE(ext[i].unwritten);
+
+	ASSERT_EQ(rdfs_release(f), 0);
+	ASSERT_EQ(rdfs_release(g), 0);
+	n = rdfs_layout(c, &root, rdfs_file_ino(f), 0, 16384, ext, 16);
+	ASSERT_GT(n, 0);
+	for (int i = 0; i < n && i < 16; i++)
+		EXPECT_FALSE(ext[i].unwritten);
+
+	// after both commits, a new open sees both writers' bytes
+	g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	std::vector<uint8_t> want(20001, 0);
+	memcpy(want.data(), data.data(), data.size());
+	want[20000] = one;
+	EXPECT_EQ(read_all(g, 30000, 1 << 20), want);
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}
+
+TEST_F(ClientIo, CloseToOpenBetweenTwoClients)
+{
+	std::string name = unique("cto");
+	auto v1 = pattern(200000, 21), v2 = pattern(5000, 22);
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+
+	struct rdfs_file *f = create(c, name);
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, v1.data(), v1.size(), 0), (ssize_t)v1.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_file *g = open_by_name(c2, name, O_RDWR);
+	ASSERT_NE(g, nullptr);
+	EXPECT_EQ(read_all(g, 300000, 65536), v1);
+	ASSERT_EQ(rdfs_pwrite(g, v2.data(), v2.size(), 70001), (ssize_t)v2.size());
+	ASSERT_EQ(rdfs_pwrite(g, v2.data(), v2.size(), v1.size()), (ssize_t)v2.size());
+	ASSERT_EQ(rdfs_release(g), 0);
+
+	auto want = v1;
+	memcpy(&want[70001], v2.data(), v2.size());
+	want.insert(want.end(), v2.begin(), v2.end());
+	f = open_by_name(c, name, O_RDONLY);
+	ASSERT_NE(f, nullptr);
+	EXPECT_EQ(rdfs_file_size(f), want.size());
+	EXPECT_EQ(read_all(f, 400000, 1 << 20), want);
+	ASSERT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(c2);
+}
+
+TEST_F(ClientIo, AppendWritesAtTheEnd)
+{
+	std::string name = unique("append");
+	struct rdfs_file *f = create(c, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	auto data = pattern(9000, 8);
+	off_t where = -1;
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite_at(f, data.data(), 3000, 0, &where), 3000);
+	EXPECT_EQ(where, 0);
+	ASSERT_EQ(rdfs_pwrite_at(f, data.data() + 3000, 6000, 0, &where), 6000);
+	EXPECT_EQ(where, 3000);
+	ASSERT_EQ(rdfs_release(f), 0);
+	f = open_by_name(c, name, O_RDONLY);
+	ASSERT_NE(f, nullptr);
+	EXPECT_EQ(read_all(f, 10000, 4096), data);
+	EXPECT_EQ(rdfs_pwrite(f, data.data(), 1, 0), -EBADF);
+	ASSERT_EQ(rdfs_release(f), 0);
+}
+
+TEST_F(ClientIo, OpenWithTruncEmptiesTheFile)
+{
+	std::string name = unique("otrunc");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(10000, 9);
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	f = open_by_name(c, name, O_RDWR | O_TRUNC);
+	ASSERT_NE(f, nullptr);
+	EXPECT_EQ(rdfs_file_size(f), 0u);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), 10, 5000), 10);
+	std::vector<uint8_t> want(5010, 0);
+	memcpy(&want[5000], data.data(), 10);
+	EXPECT_EQ(read_all(f, 6000, 6000), want);
+	ASSERT_EQ(rdfs_release(f), 0);
+}
+
+TEST_F(ClientIo, HundredMebibyteFileIsStripedOverBothServers)
+{
+	std::string name = unique("striped");
+	struct rdfs_file *f = create(c, name);
+	const size_t size = 100u << 20, step = 4u << 20;
+	std::vector<uint8_t> buf(step);
+
+	ASSERT_NE(f, nullptr);
+	for (size_t off = 0; off < size; off += step) {
+		for (size_t i = 0; i < step; i += 4096)
+			memcpy(&buf[i], &off, sizeof(off)), buf[i + 8] = (uint8_t)(i >> 12);
+		ASSERT_EQ(rdfs_pwrite(f, buf.data(), step, off), (ssize_t)step);
+	}
+	ASSERT_EQ(rdfs_fsync(f, 0), 0);
+
+	std::vector<struct rdfs_extent_info> ext(100000);
+	int n = rdfs_layout(c, &root, rdfs_file_ino(f), 0, size, ext.data(), (int)ext.size());
+	ASSERT_GT(n, 0);
+	std::set<uint32_t> servers;
+	uint64_t covered = 0;
+	for (int i = 0; i < n; i++) {
+		servers.insert(ext[i].server_id);
+		covered += ext[i].length;
+		EXPECT_FALSE(ext[i].unwritten);
+	}
+	EXPECT_EQ(servers.size(), 2u);
+	EXPECT_EQ(covered, size);
+
+	// spot-check bytes through a second client
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	for (size_t off = 0; off < size; off += 13u << 20) {
+		size_t base = off / step * step;
+		ASSERT_EQ(rdfs_pread(g, buf.data(), step, base), (ssize_t)step);
+		size_t tag;
+		memcpy(&tag, &buf[8192], sizeof(tag));
+		EXPECT_EQ(tag, base);
+		EXPECT_EQ(buf[8192 + 8], 2);
+	}
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+	ASSERT_EQ(rdfs_release(f), 0);
+	EXPECT_EQ(rdfs_unlink(c, &root, RDFS_ROOT_INO, name.c_str()), 0);
+}
+
+} // namespace

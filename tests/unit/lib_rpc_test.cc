@@ -1,0 +1,521 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib_rpc_test.cc - authenticated request/reply over real loopback sockets:
+ * the handshake (good and wrong secrets, impostor servers, requests before
+ * authentication), tag matching under concurrency, bulk data, error replies,
+ * and what callers see when a connection breaks.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "rdfs.pb-c.h"
+#include "rpc.h"
+}
+
+namespace {
+
+struct auth_secret secret_of(const char *s)
+{
+	struct auth_secret a;
+
+	auth_secret_from_bytes(&a, s, strlen(s));
+	return a;
+}
+
+const struct auth_secret kSecret = secret_of("the cluster secret, 32 bytes ok!");
+
+/*
+ * The application side of a test server:
+ *   GETATTR ino      -> AttrReply { attr.ino = ino, attr.uid = role length }
+ *   READ (with data) -> IoReply { length } and the data echoed back
+ *   UNLINK           -> -ENOENT "no such entry"
+ *   STATFS           -> held: never answered (for timeouts)
+ *   RMDIR            -> the server closes the connection
+ */
+class TestServer {
+public:
+	explicit TestServer(const struct auth_secret &secret = kSecret)
+	{
+		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
+
+		EXPECT_EQ(0, rpc_server_create(urls, &secret, &srv_));
+		url_ = rpc_server_url(srv_, 0);
+		thread_ = std::thread([this] { run(); });
+	}
+	~TestServer()
+	{
+		stop_ = true;
+		rpc_server_wake(srv_);
+		thread_.join();
+		for (auto &r : held_)
+			rpc_request_done(&r);
+		rpc_server_destroy(srv_);
+	}
+	const std::string &url() const { return url_; }
+	int requests() { return requests_.load(); }
+	int closed() { return closed_.load(); }
+	std::vector<std::string> roles()
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		return roles_;
+	}
+
+private:
+	void run()
+	{
+		struct rpc_request req;
+
+		while (!stop_) {
+			switch (rpc_server_next(srv_, &req, -1)) {
+			case RPC_SRV_REQUEST:
+				requests_++;
+				handle(&req);
+				break;
+			case RPC_SRV_CLOSED:
+				closed_++;
+				rpc_request_done(&req);
+				break;
+			default:
+				break;
+			}
+		}
+	}
+	void handle(struct rpc_request *req)
+	{
+		struct xport_msg *m = req->msg;
+
+		{
+			std::lock_guard<std::mutex> g(mu_);
+			roles_.push_back(req->role);
+		}
+		switch (m->hdr.opcode) {
+		case RDFS_OP_GETATTR: {
+			Rdfs__GetattrReq *in = rdfs__getattr_req__unpack(nullptr, m->hdr.body_len, m->body);
+			Rdfs__AttrReply out = RDFS__ATTR_REPLY__INIT;
+			Rdfs__Attr attr = RDFS__ATTR__INIT;
+
+			ASSERT_NE(nullptr, in);
+			attr.ino = in->ino;
+			attr.uid = strlen(req->role);
+			out.attr = &attr;
+			EXPECT_EQ(0, rpc_server_reply(req, 0, &out.base, nullptr, 0));
+			rdfs__getattr_req__free_unpacked(in, nullptr);
+			break;
+		}
+		case RDFS_OP_READ: {
+			Rdfs__IoReply out = RDFS__IO_REPLY__INIT;
+			struct iovec iov = { m->data, m->hdr.data_len };
+
+			out.length = m->hdr.data_len;
+			/* Reply from another thread, as the I/O server's workers do. */
+			std::thread([&] {
+				EXPECT_EQ(0, rpc_server_reply(req, 0, &out.base, &iov, m->hdr.data_len ? 1 : 0));
+			}).join();
+			break;
+		}
+		case RDFS_OP_UNLINK:
+			EXPECT_EQ(0, rpc_server_reply_error(req, -ENOENT, "no such entry"));
+			break;
+		case RDFS_OP_STATFS:
+			held_.push_back(*req);
+			return;
+		case RDFS_OP_RMDIR:
+			xport_conn_close(req->conn);
+			break;
+		default:
+			rpc_server_reply(req, -ENOSYS, nullptr, nullptr, 0);
+			break;
+		}
+		rpc_request_done(req);
+	}
+
+	struct rpc_server *srv_ = nullptr;
+	std::string url_;
+	std::thread thread_;
+	std::atomic<bool> stop_{false};
+	std::atomic<int> requests_{0}, closed_{0};
+	std::vector<struct rpc_request> held_;
+	std::mutex mu_;
+	std::vector<std::string> roles_;
+};
+
+int getattr(struct rpc_client *c, uint64_t ino, uint64_t *out_ino)
+{
+	Rdfs__GetattrReq req = RDFS__GETATTR_REQ__INIT;
+	ProtobufCMessage *resp = nullptr;
+
+	req.ino = ino;
+	int err = rpc_call(c, RDFS_OP_GETATTR, &req.base, &rdfs__attr_reply__descriptor, &resp, 10000);
+	if (err == 0) {
+		auto *r = (Rdfs__AttrReply *)resp;
+		*out_ino = r->attr ? r->attr->ino : 0;
+		protobuf_c_message_free_unpacked(resp, nullptr);
+	}
+	return err;
+}
+
+void expect_good_client_works(const std::string &url)
+{
+	struct rpc_client *c;
+	uint64_t ino = 0;
+
+	ASSERT_EQ(0, rpc_client_connect(url.c_str(), &kSecret, "client", 5000, &c));
+	EXPECT_EQ(0, getattr(c, 99, &ino));
+	EXPECT_EQ(99u, ino);
+	rpc_client_close(c);
+}
+
+TEST(Rpc, AuthenticatedCallsWork)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	uint64_t ino = 0;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "ioserver", 5000, &c));
+	EXPECT_EQ(srv.url(), rpc_client_url(c));
+	EXPECT_EQ(0, getattr(c, 1234, &ino));
+	EXPECT_EQ(1234u, ino);
+	EXPECT_FALSE(rpc_client_broken(c));
+	rpc_client_close(c);
+	EXPECT_EQ(std::vector<std::string>{ "ioserver" }, srv.roles());
+}
+
+TEST(Rpc, ServerErrorsCarryStatusAndMessage)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	Rdfs__UnlinkReq req = RDFS__UNLINK_REQ__INIT;
+	struct rpc_pending *p;
+	struct rpc_reply r;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	req.name = (char *)"x";
+	EXPECT_EQ(-ENOENT, rpc_call(c, RDFS_OP_UNLINK, &req.base, nullptr, nullptr, 10000));
+	ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_UNLINK, &req.base, nullptr, 0, &p));
+	ASSERT_EQ(0, rpc_call_wait(p, 10000, &r));
+	EXPECT_EQ(-ENOENT, r.status);
+	Rdfs__Error *e = rdfs__error__unpack(nullptr, r.msg->hdr.body_len, r.msg->body);
+	ASSERT_NE(nullptr, e);
+	EXPECT_STREQ("no such entry", e->message);
+	rdfs__error__free_unpacked(e, nullptr);
+	rpc_reply_release(&r);
+	rpc_client_close(c);
+}
+
+TEST(Rpc, PingIsAnsweredByTheRpcLayer)
+{
+	TestServer srv;
+	struct rpc_client *c;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "tool", 5000, &c));
+	EXPECT_EQ(0, rpc_call(c, RDFS_OP_PING, nullptr, nullptr, nullptr, 10000));
+	EXPECT_EQ(0, srv.requests());
+	rpc_client_close(c);
+}
+
+TEST(Rpc, UnknownOpcodeIsEnosysAndConnectionContinues)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	uint64_t ino = 0;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	EXPECT_EQ(-ENOSYS, rpc_call(c, 100, nullptr, nullptr, nullptr, 10000));
+	EXPECT_EQ(-EPROTO, rpc_call(c, RDFS_OP_AUTH_RESPONSE, nullptr, nullptr, nullptr, 10000));
+	EXPECT_EQ(0, getattr(c, 5, &ino));
+	EXPECT_EQ(5u, ino);
+	EXPECT_EQ(1, srv.requests());
+	rpc_client_close(c);
+}
+
+TEST(Rpc, BulkDataBothWays)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	Rdfs__IoReq req = RDFS__IO_REQ__INIT;
+	std::vector<uint8_t> data(RDFS_MAX_DATA);
+	struct rpc_pending *p;
+	struct rpc_reply r;
+
+	for (size_t i = 0; i < data.size(); i++)
+		data[i] = (uint8_t)(i * 7 + i / 4096);
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	struct iovec iov[2] = { { data.data(), 4096 }, { data.data() + 4096, data.size() - 4096 } };
+	ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_READ, &req.base, iov, 2, &p));
+	ASSERT_EQ(0, rpc_call_wait(p, 30000, &r));
+	ASSERT_EQ(0, r.status);
+	Rdfs__IoReply *io = rdfs__io_reply__unpack(nullptr, r.msg->hdr.body_len, r.msg->body);
+	ASSERT_NE(nullptr, io);
+	EXPECT_EQ(RDFS_MAX_DATA, io->length);
+	rdfs__io_reply__free_unpacked(io, nullptr);
+	ASSERT_EQ(RDFS_MAX_DATA, r.msg->hdr.data_len);
+	EXPECT_EQ(0, memcmp(data.data(), r.msg->data, data.size()));
+	rpc_reply_release(&r);
+	rpc_client_close(c);
+}
+
+TEST(Rpc, ManyThreadsManyOutstandingCalls)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	const int nthreads = 6, rounds = 100, depth = 8;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	std::vector<std::thread> ts;
+	for (int t = 0; t < nthreads; t++) {
+		ts.emplace_back([&, t] {
+			for (int r = 0; r < rounds; r++) {
+				struct rpc_pending *p[depth];
+				Rdfs__GetattrReq req[depth];
+
+				for (int d = 0; d < depth; d++) {
+					rdfs__getattr_req__init(&req[d]);
+					req[d].ino = ((uint64_t)t << 32) | (r * depth + d);
+					ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_GETATTR, &req[d].base,
+								    nullptr, 0, &p[d]));
+				}
+				/* Wait in reverse order: matching is by tag, not arrival. */
+				for (int d = depth - 1; d >= 0; d--) {
+					struct rpc_reply rep;
+
+					ASSERT_EQ(0, rpc_call_wait(p[d], 30000, &rep));
+					ASSERT_EQ(0, rep.status);
+					Rdfs__AttrReply *a = rdfs__attr_reply__unpack(
+						nullptr, rep.msg->hdr.body_len, rep.msg->body);
+					ASSERT_NE(nullptr, a);
+					EXPECT_EQ(req[d].ino, a->attr->ino);
+					rdfs__attr_reply__free_unpacked(a, nullptr);
+					rpc_reply_release(&rep);
+				}
+			}
+		});
+	}
+	for (auto &t : ts)
+		t.join();
+	EXPECT_EQ(nthreads * rounds * depth, srv.requests());
+	rpc_client_close(c);
+}
+
+TEST(Rpc, WrongSecretIsRefusedAndServerKeepsServing)
+{
+	TestServer srv;
+	struct auth_secret wrong = secret_of("not the cluster secret, at all!!");
+	struct rpc_client *c = nullptr;
+
+	EXPECT_EQ(-EACCES, rpc_client_connect(srv.url().c_str(), &wrong, "client", 5000, &c));
+	EXPECT_EQ(nullptr, c);
+	expect_good_client_works(srv.url());
+	EXPECT_EQ(0, srv.closed() - srv.closed());	/* only authenticated peers are reported */
+	EXPECT_EQ(1, srv.requests());
+}
+
+TEST(Rpc, ClientRefusesServerWithWrongSecret)
+{
+	/* The server knows a different secret: each side must refuse the other. */
+	TestServer srv(secret_of("the impostor's secret, 32 bytes!"));
+	struct rpc_client *c = nullptr;
+
+	EXPECT_EQ(-EACCES, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	EXPECT_EQ(0, srv.requests());
+}
+
+/* A raw transport peer, to speak the protocol wrongly on purpose. */
+struct RawPeer {
+	struct xport_ctx *ctx = nullptr;
+	struct xport_conn *conn = nullptr;
+
+	RawPeer(const std::string &url)
+	{
+		EXPECT_EQ(0, xport_ctx_create(&ctx));
+		EXPECT_EQ(0, xport_connect(ctx, url.c_str(), 5000, &conn));
+	}
+	~RawPeer()
+	{
+		xport_conn_put(conn);
+		xport_ctx_destroy(ctx);
+	}
+	struct xport_msg *recv(int *closed)
+	{
+		struct xport_event ev;
+
+		*closed = 0;
+		for (int i = 0; i < 100; i++) {
+			if (xport_test(ctx, &ev, 1, 100) != 1)
+				continue;
+			if (ev.type == XPORT_EV_RECV)
+				return ev.msg;
+			if (ev.type == XPORT_EV_CLOSED) {
+				*closed = 1;
+				return nullptr;
+			}
+		}
+		return nullptr;
+	}
+};
+
+struct rdfs_frame_hdr req_hdr(uint16_t op, uint32_t tag, uint32_t body_len)
+{
+	struct rdfs_frame_hdr h = {};
+
+	h.magic = RDFS_FRAME_MAGIC;
+	h.version = RDFS_FRAME_VERSION;
+	h.opcode = op;
+	h.tag = tag;
+	h.body_len = body_len;
+	return h;
+}
+
+TEST(Rpc, RequestBeforeAuthenticationIsRejectedAndClosed)
+{
+	TestServer srv;
+	RawPeer peer(srv.url());
+	int closed;
+
+	struct xport_msg *m = peer.recv(&closed);
+	ASSERT_NE(nullptr, m);
+	EXPECT_EQ(RDFS_OP_AUTH_CHALLENGE, m->hdr.opcode);
+	Rdfs__AuthChallenge *ch = rdfs__auth_challenge__unpack(nullptr, m->hdr.body_len, m->body);
+	ASSERT_NE(nullptr, ch);
+	EXPECT_EQ((size_t)AUTH_NONCE_LEN, ch->nonce.len);
+	rdfs__auth_challenge__free_unpacked(ch, nullptr);
+	xport_msg_free(m);
+
+	struct rdfs_frame_hdr h = req_hdr(RDFS_OP_GETATTR, 77, 0);
+	ASSERT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
+	m = peer.recv(&closed);
+	ASSERT_NE(nullptr, m);
+	EXPECT_EQ(RDFS_OP_GETATTR, m->hdr.opcode);
+	EXPECT_EQ(77u, m->hdr.tag);
+	EXPECT_TRUE(m->hdr.flags & RDFS_FRAME_REPLY);
+	EXPECT_EQ(-EACCES, m->hdr.status);
+	xport_msg_free(m);
+	m = peer.recv(&closed);
+	EXPECT_EQ(nullptr, m);
+	EXPECT_EQ(1, closed);
+	EXPECT_EQ(0, srv.requests());
+	expect_good_client_works(srv.url());
+}
+
+TEST(Rpc, ImpostorServerProofIsRefused)
+{
+	/* A fake server that accepts any response but cannot prove the secret. */
+	struct xport_ctx *ctx;
+	struct xport_listener *l;
+	ASSERT_EQ(0, xport_ctx_create(&ctx));
+	ASSERT_EQ(0, xport_listen(ctx, "tcp://127.0.0.1:0", &l));
+	std::string url = xport_listener_url(l);
+	std::thread fake([&] {
+		struct xport_event ev;
+		struct xport_conn *conn = nullptr;
+		uint8_t nonce[AUTH_NONCE_LEN] = {}, mac[AUTH_MAC_LEN] = {};
+
+		for (int i = 0; i < 100; i++) {
+			if (xport_test(ctx, &ev, 1, 100) != 1)
+				continue;
+			if (ev.type == XPORT_EV_ACCEPT) {
+				Rdfs__AuthChallenge ch = RDFS__AUTH_CHALLENGE__INIT;
+				uint8_t buf[128];
+
+				conn = ev.conn;
+				ch.nonce.data = nonce;
+				ch.nonce.len = sizeof(nonce);
+				size_t n = rdfs__auth_challenge__pack(&ch, buf);
+				struct rdfs_frame_hdr h = req_hdr(RDFS_OP_AUTH_CHALLENGE, 0, n);
+				xport_post_send(conn, &h, buf, nullptr, 0, nullptr);
+			} else if (ev.type == XPORT_EV_RECV) {
+				Rdfs__AuthResult res = RDFS__AUTH_RESULT__INIT;
+				uint8_t buf[128];
+
+				res.mac.data = mac;
+				res.mac.len = sizeof(mac);
+				size_t n = rdfs__auth_result__pack(&res, buf);
+				struct rdfs_frame_hdr h = req_hdr(RDFS_OP_AUTH_RESULT, 0, n);
+				h.flags = RDFS_FRAME_REPLY;
+				xport_post_send(conn, &h, buf, nullptr, 0, nullptr);
+				xport_msg_free(ev.msg);
+			} else if (ev.type == XPORT_EV_CLOSED) {
+				break;
+			}
+		}
+		xport_conn_put(conn);
+	});
+	struct rpc_client *c = nullptr;
+	EXPECT_EQ(-EACCES, rpc_client_connect(url.c_str(), &kSecret, "client", 5000, &c));
+	fake.join();
+	xport_ctx_destroy(ctx);
+}
+
+TEST(Rpc, ConnectFailures)
+{
+	struct rpc_client *c;
+	std::string url;
+	{
+		TestServer srv;
+		url = srv.url();
+	}
+	EXPECT_EQ(-ECONNREFUSED, rpc_client_connect(url.c_str(), &kSecret, "client", 2000, &c));
+	EXPECT_EQ(-EINVAL, rpc_client_connect("bogus", &kSecret, "client", 2000, &c));
+}
+
+TEST(Rpc, TimedOutCallLeavesConnectionUsable)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	uint64_t ino = 0;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	EXPECT_EQ(-ETIMEDOUT, rpc_call(c, RDFS_OP_STATFS, nullptr, nullptr, nullptr, 50));
+	EXPECT_FALSE(rpc_client_broken(c));
+	EXPECT_EQ(0, getattr(c, 8, &ino));
+	EXPECT_EQ(8u, ino);
+	rpc_client_close(c);
+}
+
+TEST(Rpc, BrokenConnectionFailsPendingAndFutureCalls)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	struct rpc_pending *held;
+	struct rpc_reply r;
+	uint64_t ino;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_STATFS, nullptr, nullptr, 0, &held));
+	/* RMDIR makes the server hang up. */
+	EXPECT_EQ(-ENOTCONN, rpc_call(c, RDFS_OP_RMDIR, nullptr, nullptr, nullptr, 10000));
+	EXPECT_EQ(-ENOTCONN, rpc_call_wait(held, 10000, &r));
+	EXPECT_EQ(nullptr, r.msg);
+	EXPECT_TRUE(rpc_client_broken(c));
+	EXPECT_EQ(-ENOTCONN, getattr(c, 1, &ino));
+	rpc_client_close(c);
+	for (int i = 0; i < 500 && srv.closed() < 1; i++)
+		usleep(10000);
+	EXPECT_EQ(1, srv.closed());
+}
+
+TEST(Rpc, ServerReportsClosedOnlyForAuthenticatedPeers)
+{
+	TestServer srv;
+	struct auth_secret wrong = secret_of("not the cluster secret, at all!!");
+	struct rpc_client *c;
+
+	EXPECT_EQ(-EACCES, rpc_client_connect(srv.url().c_str(), &wrong, "client", 5000, &c));
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	rpc_client_close(c);
+	for (int i = 0; i < 500 && srv.closed() < 1; i++)
+		usleep(10000);
+	usleep(50000);
+	EXPECT_EQ(1, srv.closed());
+}
+
+} // namespace

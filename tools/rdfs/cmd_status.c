@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_status.c - `rdfs status`: the I/O servers the metaserver knows, whether
+ * they are up, and their space.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "tool.h"
+
+static int status_run(struct tool *t, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rdfs_server_info *srv = NULL;
+	int n, max = 64, i, opt, up = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (opt == 'h') {
+			printf("%s", tool_cmd_status.help);
+			return TOOL_OK;
+		}
+		return tool_usage(&tool_cmd_status, "unknown option");
+	}
+	if (optind != argc)
+		return tool_usage(&tool_cmd_status, "unexpected argument");
+
+	for (;;) {
+		free(srv);
+		srv = calloc(max, sizeof(*srv));
+		if (!srv)
+			return tool_error("status", "listing I/O servers", -ENOMEM);
+		n = rdfs_server_list(t->client, srv, max);
+		if (n < 0) {
+			free(srv);
+			return tool_error("status", "listing I/O servers", n);
+		}
+		if (n <= max)
+			break;
+		max = n;
+	}
+	printf("metaserver %s\n", t->metaserver);
+	printf("%4s  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s\n", "ID", "NAME", "URL", "STATE",
+	       "CAPACITY", "USED", "FREE", "USE%");
+	for (i = 0; i < n; i++) {
+		uint64_t cap = srv[i].capacity_blocks * RDFS_BLOCK_SIZE;
+		uint64_t free_b = srv[i].free_blocks * RDFS_BLOCK_SIZE;
+		uint64_t used = cap > free_b ? cap - free_b : 0;
+		char c[16], u[16], f[16], pct[16];
+		int p = tool_percent(used, cap);
+
+		tool_human(cap, c, sizeof(c));
+		tool_human(used, u, sizeof(u));
+		tool_human(free_b, f, sizeof(f));
+		if (p < 0)
+			snprintf(pct, sizeof(pct), "-");
+		else
+			snprintf(pct, sizeof(pct), "%d%%", p);
+		printf("%4u  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s\n", srv[i].id,
+		       srv[i].name[0] ? srv[i].name : "-", srv[i].url, srv[i].up ? "up" : "down",
+		       c, u, f, pct);
+		up += srv[i].up;
+	}
+	printf("%d I/O server%s, %d up\n", n, n == 1 ? "" : "s", up);
+	free(srv);
+	return TOOL_OK;
+}
+
+const struct tool_cmd tool_cmd_status = {
+	.name = "status",
+	.args = "",
+	.summary = "list the I/O servers: id, name, URL, up/down, capacity, used, free",
+	.run = status_run,
+	.help =
+	"usage: rdfs status\n"
+	"\n"
+	"Print one line per I/O server registered with the metaserver: its id, name,\n"
+	"URL, whether it is connected to the metaserver now (up) or not (down), and\n"
+	"the capacity, used and free space of its volume (powers of 1024, as df -h).\n"
+	"A down server keeps its id and its data; files with blocks on it return EIO\n"
+	"until it is back.\n",
+};

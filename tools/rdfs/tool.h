@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tool.h - what the commands of the `rdfs` tool share: the connected client,
+ * the caller's credentials, path resolution and number formatting.
+ */
+#ifndef RDFS_TOOL_H
+#define RDFS_TOOL_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "frame.h"
+#include "rdfs_client.h"
+
+/* exit status */
+#define TOOL_OK		0
+#define TOOL_FAIL	1	/* the operation failed (server unreachable, no such file...) */
+#define TOOL_USAGE	2	/* bad command line or configuration */
+
+struct tool {
+	struct rdfs_client *client;
+	struct rdfs_cred cred;
+	const char *metaserver;
+};
+
+struct tool_cmd {
+	const char *name;
+	const char *args;		/* synopsis after the name */
+	const char *summary;
+	int (*run)(struct tool *t, int argc, char **argv);
+	const char *help;		/* long description, options */
+};
+
+extern const struct tool_cmd tool_cmd_status;
+extern const struct tool_cmd tool_cmd_df;
+extern const struct tool_cmd tool_cmd_layout;
+extern const struct tool_cmd tool_cmd_ls;
+extern const struct tool_cmd tool_cmd_stat;
+
+/*
+ * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs
+ * namespace) by LOOKUPs from the root. Symbolic links are not followed.
+ * Returns 0 with *@st filled, or -errno (-ENOTDIR, -ENOENT, ...).
+ */
+int tool_resolve(struct tool *t, const char *path, struct stat *st);
+
+/* "1.5G"-style size with powers of 1024, as df -h prints them. */
+void tool_human(uint64_t bytes, char *buf, size_t len);
+/* Percentage of @used in @total, rounded up as df does; -1 when @total is 0. */
+int tool_percent(uint64_t used, uint64_t total);
+/* "drwxr-xr-x" for @mode. */
+void tool_mode_string(mode_t mode, char out[11]);
+
+/* Print "rdfs CMD: WHAT: strerror(-err)" to stderr; returns TOOL_FAIL. */
+int tool_error(const char *cmd, const char *what, int err);
+/* Print a usage error for CMD and return TOOL_USAGE. */
+int tool_usage(const struct tool_cmd *cmd, const char *msg);
+
+#endif
