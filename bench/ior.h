@@ -115,6 +115,5 @@ double *ior_stamps(const struct ior_params *p, struct ior_task_result *r, int it
 /* ior_report.c */
 void ior_report(const struct ior_params *p, struct ior_shared *sh, const char *began,
 		 int failed);
-int ior_parse_size(const char *s, uint64_t *out);
 
 #endif

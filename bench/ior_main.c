@@ -3,6 +3,7 @@
  * ior_main.c - rdfs-ior's command line: parse IOR's options, fork the tasks,
  * watch them, print the report. No MPI: tasks are processes on this host.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -87,6 +88,32 @@ static void usage(FILE *f)
 "    2  bad usage\n", IOR_MAX_TASKS);
 }
 
+/* "64k", "1m", "4096": bytes, with k/m/g/t as powers of 1024. */
+static int ior_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned int shift;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	if (*end) {
+		const char *units = "kmgt";
+		const char *u = strchr(units, tolower((unsigned char)*end));
+
+		if (!u || end[1] != '\0')
+			return -EINVAL;
+		shift = 10 * (unsigned int)(u - units + 1);
+		if (v > (~0ull >> shift))
+			return -ERANGE;
+		v <<= shift;
+	}
+	*out = v;
+	return 0;
+}
+
 static int bad_usage(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "rdfs-ior: ");
@@ -142,18 +169,43 @@ static int parse_args(struct ior_params *p, int argc, char **argv)
 			if (strcasecmp(optarg, "POSIX") != 0)
 				return bad_usage("unsupported API '%s' (only POSIX)", optarg);
 			break;
-		case 'w': p->write = 1; break;
-		case 'r': p->read = 1; break;
-		case 'W': p->check_write = 1; break;
-		case 'R': p->check_read = 1; break;
-		case 'F': p->file_per_proc = 1; break;
-		case 'e': p->fsync = 1; break;
-		case 'C': p->reorder = 1; break;
-		case 'k': p->keep = 1; break;
-		case 'D': p->direct = 1; break;
-		case 'X': p->drop_cache = 1; break;
-		case 'J': p->json = 1; p->json_file = optarg; break;
-		case 'o': p->path = optarg; break;
+		case 'w':
+			p->write = 1;
+			break;
+		case 'r':
+			p->read = 1;
+			break;
+		case 'W':
+			p->check_write = 1;
+			break;
+		case 'R':
+			p->check_read = 1;
+			break;
+		case 'F':
+			p->file_per_proc = 1;
+			break;
+		case 'e':
+			p->fsync = 1;
+			break;
+		case 'C':
+			p->reorder = 1;
+			break;
+		case 'k':
+			p->keep = 1;
+			break;
+		case 'D':
+			p->direct = 1;
+			break;
+		case 'X':
+			p->drop_cache = 1;
+			break;
+		case 'J':
+			p->json = 1;
+			p->json_file = optarg;
+			break;
+		case 'o':
+			p->path = optarg;
+			break;
 		case 't':
 			if (ior_parse_size(optarg, &p->xfer) < 0 || p->xfer == 0)
 				return bad_usage("bad transfer size '%s'", optarg);

@@ -23,27 +23,6 @@ struct ior_result {
 
 static const char *const phase_name[IOR_NPHASES] = { "write", "read" };
 
-int ior_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	case 't': case 'T': v <<= 40; end++; break;
-	}
-	if (*end != '\0')
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 static struct ior_result phase_result(const struct ior_params *p, struct ior_shared *sh,
 				      int iter, int phase)
 {

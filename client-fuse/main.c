@@ -27,6 +27,7 @@
 #include "config.h"
 #include "log.h"
 #include "rdfs_fuse.h"
+#include "readahead.h"
 
 #define PROG			"rdfs-fuse"
 #define DEFAULT_CONFIG		"/etc/rdfs/rdfs.conf"
@@ -34,6 +35,7 @@
 #define DEFAULT_PORT		"7000"
 #define DEFAULT_TIMEOUT_S	30
 #define DEFAULT_MAX_THREADS	32
+#define DEFAULT_READAHEAD	(4u << 20)
 #define RDFS_VERSION		"0.1"
 
 enum exit_status { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -48,7 +50,9 @@ struct cmdline {
 	char *log_file;
 	char *timeout;
 	char *max_threads;
+	char *readahead;
 	int direct_io;
+	int unstable_writes;
 	int no_allow_other;
 	int no_default_permissions;
 	int foreground;
@@ -74,7 +78,9 @@ static const struct fuse_opt cmdline_spec[] = {
 	{ "log_file=%s", offsetof(struct cmdline, log_file), 0 },
 	{ "timeout=%s", offsetof(struct cmdline, timeout), 0 },
 	{ "max_threads=%s", offsetof(struct cmdline, max_threads), 0 },
+	{ "readahead=%s", offsetof(struct cmdline, readahead), 0 },
 	CMD_OPT("direct_io", direct_io),
+	CMD_OPT("unstable_writes", unstable_writes),
 	CMD_OPT("no_allow_other", no_allow_other),
 	CMD_OPT("no_default_permissions", no_default_permissions),
 	CMD_OPT("-f", foreground),
@@ -133,9 +139,15 @@ static void help(void)
 "    entry_timeout=SEC     seconds the kernel caches name lookups (default 1)\n"
 "    direct_io             bypass the page cache for every file (default off;\n"
 "                          O_DIRECT does the same per file)\n"
+"    unstable_writes       I/O servers acknowledge writes before they are durable;\n"
+"                          fsync(2) makes them durable (default off: every\n"
+"                          write is durable when write(2) returns)\n"
 "    timeout=SEC           seconds before an unanswered request fails with EIO\n"
 "                          (default %d)\n"
 "    max_threads=N         most request threads of the session loop (default %d)\n"
+"    readahead=SIZE        kernel read-ahead window of the mount (default 4m; 0\n"
+"                          keeps the kernel's 128k). Needs root: it is set in\n"
+"                          /sys/class/bdi/MAJOR:MINOR/read_ahead_kb\n"
 "    log_level=LEVEL       error, warn, info or debug (default warn)\n"
 "    log_file=FILE         append log lines to FILE (default stderr; discarded\n"
 "                          once daemonized unless set)\n"
@@ -156,8 +168,9 @@ static void help(void)
 "CONFIG FILE\n"
 "    INI format; " PROG " reads section [fuse], then [cluster]:\n"
 "      [cluster]  metaserver = tcp://HOST:PORT, secret_file, log_level\n"
-"      [fuse]     attr_timeout, entry_timeout, direct_io (true/false), timeout,\n"
-"                 max_threads, log_level, log_file\n"
+"      [fuse]     attr_timeout, entry_timeout, direct_io, unstable_writes\n"
+"                 (true/false), timeout,\n"
+"                 max_threads, readahead, log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    " PROG " mds1:7000 /mnt/rdfs\n"
@@ -258,7 +271,9 @@ static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
 		{ "log_file", cl->log_file },
 		{ "timeout", cl->timeout },
 		{ "max_threads", cl->max_threads },
+		{ "readahead", cl->readahead },
 		{ "direct_io", cl->direct_io ? "true" : NULL },
+		{ "unstable_writes", cl->unstable_writes ? "true" : NULL },
 	};
 
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
@@ -295,6 +310,8 @@ struct settings {
 	int log_level;
 	int64_t timeout_s;
 	int64_t max_threads;
+	uint64_t readahead;
+	int unstable_writes;
 };
 
 static int read_settings(const struct rdfs_config *cfg, struct settings *s)
@@ -314,6 +331,11 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 		return -EINVAL;
 	}
 	s->fs.direct_io = direct_io;
+	if (config_get_bool(cfg, "fuse", "unstable_writes", 0, &s->unstable_writes) < 0) {
+		fprintf(stderr, PROG ": invalid unstable_writes '%s': expected true or false\n",
+			config_get(cfg, "fuse", "unstable_writes", ""));
+		return -EINVAL;
+	}
 	s->fs.max_io = RDFS_FUSE_MAX_IO;
 	if (config_get_int(cfg, "fuse", "timeout", DEFAULT_TIMEOUT_S, &s->timeout_s) < 0 ||
 	    s->timeout_s <= 0 || s->timeout_s > 86400) {
@@ -325,6 +347,12 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 			   &s->max_threads) < 0 || s->max_threads < 1 || s->max_threads > 1024) {
 		fprintf(stderr, PROG ": invalid max_threads '%s': expected 1..1024\n",
 			config_get(cfg, "fuse", "max_threads", ""));
+		return -EINVAL;
+	}
+	if (config_get_size(cfg, "fuse", "readahead", DEFAULT_READAHEAD, &s->readahead) < 0 ||
+	    s->readahead > (1ull << 30)) {
+		fprintf(stderr, PROG ": invalid readahead '%s': expected a size up to 1g\n",
+			config_get(cfg, "fuse", "readahead", ""));
 		return -EINVAL;
 	}
 	v = config_get(cfg, "fuse", "log_level", "warn");
@@ -581,7 +609,7 @@ int main(int argc, char *argv[])
 	copts.metaserver_url = url;
 	copts.timeout_ms = (int)(s.timeout_s * 1000);
 	copts.role = "client";
-	copts.write_stable = 1;
+	copts.write_stable = !s.unstable_writes;
 	ret = rdfs_client_open(&copts, &s.fs.client);
 	memset(&copts.secret, 0, sizeof(copts.secret));
 	if (ret < 0) {
@@ -596,6 +624,7 @@ int main(int argc, char *argv[])
 		status = EXIT_USAGE;
 		goto out_client;
 	}
+	s.fs.se = se;
 	if (fuse_set_signal_handlers(se) < 0) {
 		fprintf(stderr, PROG ": cannot install signal handlers\n");
 		goto out_session;
@@ -604,10 +633,12 @@ int main(int argc, char *argv[])
 		fprintf(stderr, PROG ": cannot mount on %s\n", mountpoint);
 		goto out_signals;
 	}
-	log_info("mounted %s on %s", url, mountpoint);
 	if (notify_fd >= 0)
 		daemon_ready(notify_fd);
 	notify_fd = -1;
+	log_info("mounted %s on %s", url, mountpoint);
+	if (s.readahead && (ret = readahead_set_async(mountpoint, s.readahead >> 10)) < 0)
+		log_warn("cannot start the read-ahead thread: %s", strerror(-ret));
 
 	/* A positive return is the signal that ended the loop: a clean unmount. */
 	ret = run_session(se, &cl, &s);

@@ -603,6 +603,13 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		return;
 	}
 	set_open_flags(fs, fi, f);
+	/*
+	 * Close-to-open: the kernel keeps serving the size it cached at lookup
+	 * for up to attr_timeout, so data another client committed before this
+	 * open would be cut off at the old end of file. Expire the cached
+	 * attributes; the first read past that end or stat() then asks again.
+	 */
+	fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	if (fuse_reply_open(req, fi) < 0)
 		rdfs_release(f);
 }

@@ -22,6 +22,7 @@
 /* The userdata of the FUSE session: read-only once the session runs. */
 struct rdfs_fuse {
 	struct rdfs_client *client;
+	struct fuse_session *se;	/* for notifications to the kernel */
 	double attr_timeout;		/* seconds the kernel may cache attributes */
 	double entry_timeout;		/* seconds the kernel may cache name -> inode */
 	int direct_io;			/* bypass the page cache for every open file */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ios.h - the I/O server core: serves one volume over rpc (READ, WRITE,
- * IO_COMMIT, VOLUME_INFO, PING) and keeps it registered with the metaserver.
+ * IO_COMMIT, VOLUME_INFO; PING is lib/rpc's) and keeps it registered with the
+ * metaserver.
  *
  * main.c is only option parsing around this; the unit tests run the same core
  * in-process on port 0, with a fixed server id instead of a metaserver.

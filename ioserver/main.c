@@ -186,7 +186,8 @@ static int parse_args(int argc, char **argv, const char **config, struct overrid
 {
 	int c;
 
-	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_HELP:
 			fputs(usage_text, stdout);
@@ -202,7 +203,10 @@ static int parse_args(int argc, char **argv, const char **config, struct overrid
 			break;
 		default:
 			if (c < OPT_CONFIG || c > OPT_VERSION || !opt_keys[c - OPT_CONFIG]) {
-				fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+				fprintf(stderr, PROG ": %s option '%s'\n"
+					"Try '" PROG " --help' for more information.\n",
+					c == ':' ? "missing argument of" : "unknown",
+					argv[optind - 1]);
 				return EXIT_USAGE;
 			}
 			ov[(*nov)++] = (struct override){ opt_keys[c - OPT_CONFIG], optarg };
@@ -312,6 +316,9 @@ static int open_volume(const struct rdfs_config *cfg, struct volume **vol)
 	case -ENOTBLK:
 		startup_error("volume %s is neither a regular file nor a block device", path);
 		return EXIT_FAIL;
+	case -EBUSY:
+		startup_error("volume %s is in use by another process", path);
+		return EXIT_FAIL;
 	default:
 		startup_error("cannot open volume %s: %s", path, strerror(-ret));
 		return EXIT_FAIL;
@@ -346,15 +353,14 @@ static void *signal_thread(void *arg)
 }
 
 /* Everything after the volume is open: secrets, the core, the main loop. */
-static int serve(const struct rdfs_config *cfg, struct volume *vol)
+/*
+ * Everything that can be wrong with the settings, checked before the volume is
+ * touched (so a typo never leaves a freshly created volume behind).
+ */
+static int prepare(const struct rdfs_config *cfg, struct ios_options *o,
+		   struct auth_secret *secret, struct auth_secret *cap_key)
 {
-	static struct auth_secret secret, cap_key;
-	struct ios_options o = { 0 };
-	struct signal_waiter waiter;
-	struct ios_server *server;
-	pthread_t sig_thread;
 	int64_t threads = IOS_DEFAULT_IO_THREADS;
-	int ret;
 
 	if (config_get_int(cfg, SECTION, "io_threads", IOS_DEFAULT_IO_THREADS, &threads) ||
 	    threads < 1 || threads > MAX_IO_THREADS) {
@@ -363,19 +369,30 @@ static int serve(const struct rdfs_config *cfg, struct volume *vol)
 		return EXIT_USAGE;
 	}
 	if (load_secret("secret file", config_get(cfg, SECTION, "secret_file", DEFAULT_SECRET),
-			&secret) ||
+			secret) ||
 	    load_secret("capability key file",
-			config_get(cfg, SECTION, "cap_key_file", DEFAULT_CAP_KEY), &cap_key))
+			config_get(cfg, SECTION, "cap_key_file", DEFAULT_CAP_KEY), cap_key))
 		return EXIT_FAIL;
 
-	o.vol = vol;
-	o.listen = config_get(cfg, SECTION, "listen", IOS_DEFAULT_LISTEN);
-	o.advertise = config_get(cfg, SECTION, "advertise", NULL);
-	o.metaserver = config_get(cfg, SECTION, "metaserver", DEFAULT_METASERVER);
-	o.name = config_get(cfg, SECTION, "name", NULL);
-	o.secret = &secret;
-	o.cap_key = &cap_key;
-	o.io_threads = (int)threads;
+	o->listen = config_get(cfg, SECTION, "listen", IOS_DEFAULT_LISTEN);
+	o->advertise = config_get(cfg, SECTION, "advertise", NULL);
+	o->metaserver = config_get(cfg, SECTION, "metaserver", DEFAULT_METASERVER);
+	o->name = config_get(cfg, SECTION, "name", NULL);
+	o->secret = secret;
+	o->cap_key = cap_key;
+	o->io_threads = (int)threads;
+	return 0;
+}
+
+/* Run the core on @vol until a signal stops it. */
+static int serve(struct ios_options *o, struct volume *vol)
+{
+	struct signal_waiter waiter;
+	struct ios_server *server;
+	pthread_t sig_thread;
+	int ret;
+
+	o->vol = vol;
 
 	/* Signals go to the waiter thread only; every thread created later inherits the mask. */
 	sigemptyset(&waiter.set);
@@ -384,14 +401,14 @@ static int serve(const struct rdfs_config *cfg, struct volume *vol)
 	pthread_sigmask(SIG_BLOCK, &waiter.set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	ret = ios_server_create(&o, &server);
+	ret = ios_server_create(o, &server);
 	if (ret) {
-		startup_error("cannot listen on %s: %s", o.listen, strerror(-ret));
+		startup_error("cannot listen on %s: %s", o->listen, strerror(-ret));
 		return EXIT_FAIL;
 	}
 	log_info("listening on %s, advertised as %s, %d disk threads, metaserver %s",
-		 ios_server_url(server, 0), ios_server_advertise_url(server), o.io_threads,
-		 o.metaserver);
+		 ios_server_url(server, 0), ios_server_advertise_url(server), o->io_threads,
+		 o->metaserver);
 
 	waiter.server = server;
 	if (pthread_create(&sig_thread, NULL, signal_thread, &waiter)) {
@@ -408,6 +425,8 @@ static int serve(const struct rdfs_config *cfg, struct volume *vol)
 
 int main(int argc, char **argv)
 {
+	static struct auth_secret secret, cap_key;
+	struct ios_options opts = { 0 };
 	struct override *ov;
 	const char *config_path = NULL;
 	struct rdfs_config *cfg;
@@ -451,10 +470,13 @@ int main(int argc, char **argv)
 		log_to_file = true;
 	}
 
+	ret = prepare(cfg, &opts, &secret, &cap_key);
+	if (ret)
+		goto out;
 	ret = open_volume(cfg, &vol);
 	if (ret)
 		goto out;
-	ret = serve(cfg, vol);
+	ret = serve(&opts, vol);
 	volume_close(vol);
 out:
 	config_free(cfg);

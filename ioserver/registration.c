@@ -21,6 +21,7 @@
 #define REG_CALL_TIMEOUT_MS	5000
 #define REG_BACKOFF_MIN_MS	500
 #define REG_BACKOFF_MAX_MS	30000
+#define REG_POLL_MS		200
 
 struct registration {
 	char *metaserver;
@@ -121,12 +122,23 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	return 0;
 }
 
-/* Ping until the connection breaks or we stop. */
+/*
+ * Ping until the connection breaks or we stop. The rpc progress thread notices
+ * a closed connection at once, so it is polled often; the PING is what catches
+ * a peer that vanished without closing.
+ */
 static void reg_keepalive(struct registration *r, struct rpc_client *c)
 {
-	while (!reg_sleep(r, r->ping_interval_ms)) {
-		int ret = rpc_call(c, RDFS_OP_PING, NULL, NULL, NULL, REG_CALL_TIMEOUT_MS);
+	int since_ping = 0;
 
+	while (!reg_sleep(r, REG_POLL_MS)) {
+		int ret = 0;
+
+		since_ping += REG_POLL_MS;
+		if (since_ping >= r->ping_interval_ms && !rpc_client_broken(c)) {
+			since_ping = 0;
+			ret = rpc_call(c, RDFS_OP_PING, NULL, NULL, NULL, REG_CALL_TIMEOUT_MS);
+		}
 		/* Any reply, even an error status, shows the connection is alive. */
 		if (ret == -ENOTCONN || ret == -ETIMEDOUT || rpc_client_broken(c)) {
 			log_warn("lost connection to metaserver %s (%s); reconnecting",

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * server.c - the I/O server core: listeners, the main loop that routes requests
- * (data ops to the disk threads, the small ones answered inline), registration
- * and an orderly stop (see ios.h).
+ * (data ops to the disk threads, VOLUME_INFO answered inline; lib/rpc answers
+ * PING itself), registration and an orderly stop (see ios.h).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -108,9 +108,6 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 		return;
 	case RDFS_OP_VOLUME_INFO:
 		ios_volume_info(s, req);
-		break;
-	case RDFS_OP_PING:
-		rpc_server_reply(req, 0, NULL, NULL, 0);
 		break;
 	default:
 		log_debug("%s: %s (%u) is not an I/O server operation", xport_conn_peer(req->conn),

@@ -8,6 +8,7 @@
 #include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -309,6 +310,11 @@ int volume_open(const struct volume_open_opts *o, struct volume **out)
 		ret = open_fds(v, o->path, false);
 	if (ret)
 		goto err_locks;
+	/* Two servers on one volume would corrupt each other's partial-block writes. */
+	if (flock(v->fd, LOCK_EX | LOCK_NB)) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		goto err_close;
+	}
 	ret = volume_size(v->fd, &st, &size);
 	if (ret)
 		goto err_close;
@@ -318,6 +324,8 @@ int volume_open(const struct volume_open_opts *o, struct volume **out)
 		/* Accepted the open flag, refused the I/O: same fallback. */
 		close_fds(v);
 		ret = open_fds(v, o->path, false);
+		if (!ret && flock(v->fd, LOCK_EX | LOCK_NB))
+			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		if (!ret)
 			ret = volume_read_sb(v, size, sb);
 	}

@@ -64,7 +64,8 @@ struct volume_open_opts {
  * Errors: -ENOENT (missing, no create_size), -EMEDIUMTYPE (no rdfs superblock
  * and !format), -EUCLEAN (superblock corrupt, unknown version, or the volume is
  * shorter than its capacity), -EFBIG (create_size/device too small for one data
- * block), -ENOTBLK (neither a regular file nor a block device), -errno of
+ * block), -ENOTBLK (neither a regular file nor a block device), -EBUSY (another
+ * process has the volume open: volumes are locked with flock), -errno of
  * open/read/write.
  */
 int volume_open(const struct volume_open_opts *o, struct volume **out);

@@ -32,6 +32,8 @@
 #define RPC_URL_MAX		300
 /* Bodies up to this size are packed on the stack. */
 #define RPC_STACK_BODY		4096
+/* What an unauthenticated peer may send: an AuthResponse, never bulk data. */
+#define RPC_PREAUTH_BODY	4096
 
 static int64_t mono_ms(void)
 {
@@ -637,9 +639,17 @@ struct rpc_session {
 	int on_hs_list;
 };
 
+/* A zero-copy reply in flight: its body and the application's completion. */
+struct rpc_zc_reply {
+	void (*sent)(void *arg, int status);
+	void *arg;
+	uint8_t body[];
+};
+
 struct rpc_server {
 	struct xport_ctx *ctx;
 	struct auth_secret secret;
+	int handshake_ms;
 	struct xport_listener **listeners;
 	int nlisteners;
 
@@ -649,6 +659,17 @@ struct rpc_server {
 	struct rpc_session *sessions;
 	struct rpc_session *hs_head, *hs_tail;
 };
+
+/* Only zero-copy replies are posted with a completion on the server. */
+static void zc_sent(struct xport_event *ev)
+{
+	struct rpc_zc_reply *z = ev->user;
+
+	if (!z)
+		return;
+	z->sent(z->arg, ev->status);
+	free(z);
+}
 
 static void session_free(void *arg)
 {
@@ -697,6 +718,7 @@ int rpc_server_create(const char *const *urls, const struct auth_secret *secret,
 	if (!s)
 		return -ENOMEM;
 	s->secret = *secret;
+	s->handshake_ms = RPC_HANDSHAKE_MS;
 	s->listeners = calloc((size_t)n + 1, sizeof(*s->listeners));
 	if (!s->listeners) {
 		free(s);
@@ -725,16 +747,45 @@ void rpc_server_destroy(struct rpc_server *s)
 {
 	struct rpc_session *ss, *next;
 	struct xport_event *ev;
+	int n;
 
 	if (!s)
 		return;
-	while (s->evpos < s->nev) {
-		ev = &s->evs[s->evpos++];
-		if (ev->type == XPORT_EV_RECV)
-			xport_msg_free(ev->msg);
-		else if (ev->type == XPORT_EV_ACCEPT)
-			xport_conn_put(ev->conn);
-	}
+	/*
+	 * Close every connection, then run the resulting events here: cancelled
+	 * zero-copy replies must still reach their completion.
+	 */
+	for (ss = s->sessions; ss; ss = ss->next)
+		xport_conn_close(ss->conn);
+	do {
+		while (s->evpos < s->nev) {
+			ev = &s->evs[s->evpos++];
+			switch (ev->type) {
+			case XPORT_EV_RECV:
+				xport_msg_free(ev->msg);
+				break;
+			case XPORT_EV_ACCEPT:
+				xport_conn_close(ev->conn);
+				xport_conn_put(ev->conn);
+				break;
+			case XPORT_EV_SEND:
+				zc_sent(ev);
+				break;
+			case XPORT_EV_CLOSED:
+				ss = xport_conn_user(ev->conn);
+				if (ss) {
+					session_unlink(s, ss);
+					xport_conn_put(ss->conn);
+				}
+				break;
+			default:
+				break;
+			}
+		}
+		n = xport_test(s->ctx, s->evs, RPC_EVENT_BATCH, 0);
+		s->nev = n > 0 ? n : 0;
+		s->evpos = 0;
+	} while (n > 0);
 	xport_ctx_destroy(s->ctx);
 	for (ss = s->sessions; ss; ss = next) {
 		next = ss->next;
@@ -744,6 +795,11 @@ void rpc_server_destroy(struct rpc_server *s)
 	memset(&s->secret, 0, sizeof(s->secret));
 	free(s->listeners);
 	free(s);
+}
+
+void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms)
+{
+	s->handshake_ms = ms > 0 ? ms : RPC_HANDSHAKE_MS;
 }
 
 const char *rpc_server_url(const struct rpc_server *s, int i)
@@ -771,7 +827,8 @@ static void server_accept(struct rpc_server *s, struct xport_conn *conn)
 		return;
 	}
 	ss->conn = conn;
-	ss->deadline_ms = mono_ms() + RPC_HANDSHAKE_MS;
+	ss->deadline_ms = mono_ms() + s->handshake_ms;
+	xport_conn_set_rx_limits(conn, RPC_PREAUTH_BODY, 0);
 	xport_conn_set_user(conn, ss);
 	xport_conn_set_user_free(conn, session_free);
 
@@ -844,6 +901,7 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 	}
 	ss->authed = 1;
 	strcpy(ss->role, resp->role);
+	xport_conn_set_rx_limits(ss->conn, RDFS_MAX_BODY, RDFS_MAX_DATA);
 	hs_unlink(s, ss);
 	auth_server_proof(&s->secret, ss->nonce, resp->client_nonce.data, proof);
 	rdfs__auth_response__free_unpacked(resp, NULL);
@@ -927,6 +985,9 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 		return req->conn ? RPC_SRV_CLOSED : 0;
 	case XPORT_EV_WAKE:
 		return ev->user == s ? RPC_SRV_WAKE : 0;
+	case XPORT_EV_SEND:
+		zc_sent(ev);
+		return 0;
 	default:
 		return 0;
 	}
@@ -940,8 +1001,8 @@ static int64_t expire_handshakes(struct rpc_server *s, int64_t now)
 	while ((ss = s->hs_head) && ss->deadline_ms <= now) {
 		hs_unlink(s, ss);
 		if (!ss->rejected)
-			log_info("%s: no authentication within %d s; closing",
-				 xport_conn_peer(ss->conn), RPC_HANDSHAKE_MS / 1000);
+			log_info("%s: no authentication within %d ms; closing",
+				 xport_conn_peer(ss->conn), s->handshake_ms);
 		ss->rejected = 1;
 		xport_conn_close(ss->conn);
 	}
@@ -1012,6 +1073,47 @@ int rpc_server_reply_error(struct rpc_request *req, int status, const char *errm
 	if (status > 0)
 		status = -status;
 	return send_error(req->conn, req->msg->hdr.opcode, req->msg->hdr.tag, status, errmsg);
+}
+
+int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMessage *resp,
+			const struct iovec *data, int niov,
+			void (*sent)(void *arg, int status), void *arg)
+{
+	Rdfs__Error e = RDFS__ERROR__INIT;
+	struct rdfs_frame_hdr h;
+	struct rpc_zc_reply *z;
+	size_t blen = 0, dlen;
+	int err;
+
+	if (!req || !req->conn || !req->msg || !sent)
+		return -EINVAL;
+	err = iov_sum(data, niov, &dlen);
+	if (err)
+		return err;
+	if (status > 0)
+		status = -status;
+	if (!resp && status < 0) {
+		e.message = strerror(-status);
+		resp = &e.base;
+	}
+	if (resp) {
+		blen = protobuf_c_message_get_packed_size(resp);
+		if (blen > RDFS_MAX_BODY)
+			return -EMSGSIZE;
+	}
+	/* The body goes by reference too, so it lives with the completion. */
+	z = malloc(sizeof(*z) + blen);
+	if (!z)
+		return -ENOMEM;
+	z->sent = sent;
+	z->arg = arg;
+	if (blen)
+		blen = protobuf_c_message_pack(resp, z->body);
+	hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY, status, req->msg->hdr.tag, blen, dlen);
+	err = xport_post_send(req->conn, &h, z->body, data, niov, z);
+	if (err)
+		free(z);
+	return err;
 }
 
 void rpc_request_done(struct rpc_request *req)

@@ -122,6 +122,18 @@ int rpc_server_wake(struct rpc_server *s);
 int rpc_server_reply(struct rpc_request *req, int status, const ProtobufCMessage *resp,
 		     const struct iovec *data, int niov);
 int rpc_server_reply_error(struct rpc_request *req, int status, const char *errmsg);
+/*
+ * Zero-copy reply for bulk data (I/O server READ): like rpc_server_reply(), but
+ * @data is sent by reference and must stay valid until @sent(@arg, status) runs.
+ * @sent runs exactly once, on the thread inside rpc_server_next() (or
+ * rpc_server_destroy()), with 0 or -ECANCELED if the connection closed first;
+ * it never runs when this returns an error. Thread-safe.
+ */
+int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMessage *resp,
+			const struct iovec *data, int niov,
+			void (*sent)(void *arg, int status), void *arg);
+/* Drop peers that have not authenticated within @ms (default 10000). */
+void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
 /* Release the request's message and connection reference. */
 void rpc_request_done(struct rpc_request *req);
 

@@ -36,7 +36,12 @@ struct xport_ctx;
 struct xport_conn;
 struct xport_listener;
 
-/* A received message. Owned by whoever got it from xport_test(); free with xport_msg_free(). */
+/*
+ * A received message. Owned by whoever got it from xport_test(); free with
+ * xport_msg_free() (any thread), leaving hdr.data_len as received: bulk buffers
+ * are recycled by size. To keep the data buffer instead, take it (set data to
+ * NULL before xport_msg_free()) and release it later with free().
+ */
 struct xport_msg {
 	struct rdfs_frame_hdr hdr;
 	uint8_t *body;			/* hdr.body_len bytes (NULL when 0) */
@@ -68,14 +73,19 @@ void xport_ctx_destroy(struct xport_ctx *ctx);
 /* Wake the thread blocked in xport_test() with an XPORT_EV_WAKE event carrying @user. */
 int xport_ctx_wake(struct xport_ctx *ctx, void *user);
 
-/* Listen on @url ("tcp://0.0.0.0:7000"; port 0 picks one, see xport_listener_url()). */
+/*
+ * Listen on @url ("tcp://0.0.0.0:7000"; port 0 picks one, see xport_listener_url()).
+ * -EINVAL for a malformed URL, -EPROTONOSUPPORT for a scheme without a module,
+ * -EADDRINUSE, -EADDRNOTAVAIL, ...
+ */
 int xport_listen(struct xport_ctx *ctx, const char *url, struct xport_listener **out);
 const char *xport_listener_url(const struct xport_listener *l);
 
 /*
  * Connect to @url, waiting at most @timeout_ms for the connection to be
  * established. Returns a connection holding one reference for the caller.
- * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -EINVAL (bad URL), ...
+ * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH (also: name does not resolve),
+ * -EINVAL (bad URL), -EPROTONOSUPPORT (unknown scheme), ...
  */
 int xport_connect(struct xport_ctx *ctx, const char *url, int timeout_ms,
 		  struct xport_conn **out);
@@ -112,6 +122,12 @@ void xport_conn_set_user(struct xport_conn *conn, void *user);
 void *xport_conn_user(const struct xport_conn *conn);
 /* Called with the user pointer when the last reference to @conn is dropped. */
 void xport_conn_set_user_free(struct xport_conn *conn, void (*user_free)(void *user));
+/*
+ * Refuse (close with -EMSGSIZE) incoming messages larger than these, e.g. from a
+ * peer that has not authenticated yet. Defaults: RDFS_MAX_BODY, RDFS_MAX_DATA.
+ * Call from the context's progress thread.
+ */
+void xport_conn_set_rx_limits(struct xport_conn *conn, uint32_t max_body, uint32_t max_data);
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
 

@@ -60,6 +60,7 @@ struct xport_conn {
 	int reported;			/* XPORT_EV_CLOSED pushed; under the ctx lock */
 	void *user;
 	void (*user_free)(void *user);
+	uint32_t max_body, max_data;	/* receive limits; progress thread */
 	char peer[XPORT_URL_MAX];
 	struct xport_conn *ctx_prev, *ctx_next;	/* the context's list, under its lock */
 	struct xport_conn *reap_next;		/* closes for the progress thread */
@@ -92,6 +93,13 @@ void xport_poll_del(struct xport_ctx *ctx, struct xport_poll *p);
 /* Split "host:port" / "[v6]:port" into its parts. 0 or -EINVAL. */
 int xport_split_hostport(const char *hostport, char *host, size_t hostlen, char *port,
 			 size_t portlen);
+
+/*
+ * Bulk buffers, 4096-aligned: what a module receives message data into (and
+ * copies unsent data to). Large ones are recycled; free with the same @len.
+ */
+void *xport_data_alloc(size_t len);
+void xport_data_free(void *buf, size_t len);
 
 extern const struct xport_ops xport_tcp_ops;
 

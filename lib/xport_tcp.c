@@ -34,17 +34,23 @@
 /* Staging buffer for headers and small messages. */
 #define TCP_RXBUF_LEN		(64 * 1024)
 /* Socket buffers big enough for a 16 MiB transfer to stream without stalls. */
+#ifndef TCP_SOCKBUF_LEN
 #define TCP_SOCKBUF_LEN		(4 * 1024 * 1024)
+#endif
 /* readv calls per readiness event before giving other connections a turn. */
 #define TCP_RX_BUDGET		16
 #define TCP_ACCEPT_BUDGET	64
 /* iovecs gathered per sendmsg from the queue (IOV_MAX is 1024). */
 #define TCP_TX_IOV		256
 #define TCP_LISTEN_BACKLOG	1024
+/* Unsent remainders up to this size are copied into the queue entry itself. */
+#define TCP_TX_INLINE		(64 * 1024)
 
 struct tcp_tx {
 	struct tcp_tx *next;
 	void *user;			/* completion to report, NULL for copies */
+	void *copy;			/* the copied bytes when large (xport_data_alloc) */
+	size_t copy_len;
 	int niov, cur;			/* iov[cur..niov) remain */
 	struct iovec iov[XPORT_MAX_IOV + 2];
 	uint8_t hdr[RDFS_FRAME_HDR_LEN];
@@ -185,6 +191,12 @@ static ssize_t tcp_sendv(int fd, struct iovec *iov, int niov)
 	return n;
 }
 
+static void tx_free(struct tcp_tx *tx)
+{
+	xport_data_free(tx->copy, tx->copy_len);
+	free(tx);
+}
+
 static void tx_complete(struct tcp_conn *c, struct tcp_tx *tx, int status)
 {
 	if (tx->user) {
@@ -194,7 +206,7 @@ static void tx_complete(struct tcp_conn *c, struct tcp_tx *tx, int status)
 
 		xport_cq_push(c->base.ctx, &ev);
 	}
-	free(tx);
+	tx_free(tx);
 }
 
 /* Under c->lock: complete every queued send with @status. */
@@ -306,6 +318,8 @@ static struct tcp_tx *tx_make(const struct iovec *iov, int niov, int cur, void *
 		if (!tx)
 			return NULL;
 		tx->user = user;
+		tx->copy = NULL;
+		tx->copy_len = 0;
 		tx->cur = 0;
 		tx->niov = 0;
 		for (i = cur; i < niov; i++)
@@ -318,13 +332,29 @@ static struct tcp_tx *tx_make(const struct iovec *iov, int niov, int cur, void *
 		return tx;
 	}
 	left = iov_total(iov + cur, niov - cur);
-	tx = malloc(sizeof(*tx) + left);
-	if (!tx)
-		return NULL;
+	/* Small remainders ride in the same allocation; bulk goes to a recycled buffer. */
+	if (left <= TCP_TX_INLINE) {
+		tx = malloc(sizeof(*tx) + left);
+		if (!tx)
+			return NULL;
+		tx->copy = NULL;
+		tx->copy_len = 0;
+		p = (uint8_t *)(tx + 1);
+	} else {
+		tx = malloc(sizeof(*tx));
+		if (!tx)
+			return NULL;
+		tx->copy = xport_data_alloc(left);
+		if (!tx->copy) {
+			free(tx);
+			return NULL;
+		}
+		tx->copy_len = left;
+		p = tx->copy;
+	}
 	tx->user = NULL;
 	tx->cur = 0;
 	tx->niov = 1;
-	p = (uint8_t *)(tx + 1);
 	tx->iov[0].iov_base = p;
 	tx->iov[0].iov_len = left;
 	for (i = cur; i < niov; i++) {
@@ -420,11 +450,9 @@ static int rx_begin(struct tcp_conn *c, const struct rdfs_frame_hdr *h)
 			goto nomem;
 	}
 	if (h->data_len) {
-		void *p;
-
-		if (posix_memalign(&p, RDFS_BLOCK_SIZE, h->data_len))
+		m->data = xport_data_alloc(h->data_len);
+		if (!m->data)
 			goto nomem;
-		m->data = p;
 	}
 	c->rx_msg = m;
 	c->rx_got = 0;
@@ -477,6 +505,8 @@ static int rx_parse(struct tcp_conn *c)
 			err = frame_hdr_decode(c->rxbuf + c->rx_start, &h);
 			if (err)
 				return err;
+			if (h.body_len > c->base.max_body || h.data_len > c->base.max_data)
+				return -EMSGSIZE;
 			c->rx_start += RDFS_FRAME_HDR_LEN;
 			err = rx_begin(c, &h);
 			if (err)
@@ -618,13 +648,27 @@ static void tcp_conn_close(struct xport_conn *conn, int flush)
 	struct tcp_conn *c = tcp_conn_of(conn);
 
 	pthread_mutex_lock(&c->lock);
-	if (flush && c->txq_head && !atomic_load(&c->base.closing)) {
+	if (flush && !atomic_load(&c->base.closing))
 		c->close_when_sent = 1;
-		tcp_update_poll_locked(c);
-	} else {
+	if (c->close_when_sent && c->txq_head)
+		tcp_update_poll_locked(c);	/* tcp_flush() closes when done */
+	else
 		tcp_close_locked(c, 0);
-	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Closing a socket with unread input sends a reset, which can destroy the error
+ * reply we just sent before the peer reads it; swallow what has arrived first.
+ */
+static void rx_discard(int fd)
+{
+	char buf[16384];
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+			break;
 }
 
 static void tcp_conn_reap(struct xport_conn *conn)
@@ -640,6 +684,8 @@ static void tcp_conn_reap(struct xport_conn *conn)
 	atomic_store(&c->base.closing, 1);
 	tx_cancel_all_locked(c, -ECANCELED);
 	xport_poll_del(conn->ctx, &c->poll);
+	if (c->close_when_sent)
+		rx_discard(c->poll.fd);
 	close(c->poll.fd);
 	c->poll.fd = -1;
 	c->reaped = 1;

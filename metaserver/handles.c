@@ -220,7 +220,8 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 	ret = perm_open(&in, cr, flags);
 	if (ret)
 		goto out;
-	if ((flags & O_TRUNC) && S_ISREG(in.mode) && (in.size > 0 || in.blocks > 0)) {
+	/* O_TRUNC of an existing file marks mtime and ctime even when it was empty (POSIX) */
+	if ((flags & O_TRUNC) && S_ISREG(in.mode)) {
 		leveldb_writebatch_t *b = leveldb_writebatch_create();
 		struct ms_freelist f = { 0 };
 

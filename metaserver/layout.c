@@ -561,11 +561,20 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		goto out;
 	cpb = in->chunk_size / BLK;
 
+	if (off >= MS_MAX_FILE_BYTES) {
+		if (allocate) {
+			ret = -EFBIG;
+			goto out;
+		}
+		off = MS_MAX_FILE_BYTES;
+	}
+	if (len > MS_MAX_FILE_BYTES - off)
+		len = MS_MAX_FILE_BYTES - off;
 	start = off / BLK * BLK;
 	if (len == 0 && !allocate)
 		end = in->size > start ? in->size : start;
 	else
-		end = off + len < off ? UINT64_MAX - BLK : off + len;
+		end = off + len;
 	end = (end + BLK - 1) / BLK * BLK;
 	if (end - start > MS_LAYOUT_MAX_BYTES)
 		end = start + MS_LAYOUT_MAX_BYTES;
@@ -719,6 +728,8 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 
 	if (n > MS_COMMIT_MAX_RANGES)
 		return -EINVAL;
+	if (size > MS_MAX_FILE_BYTES)
+		return -EFBIG;
 	in = malloc(sizeof(*in));
 	if (!in)
 		return -ENOMEM;
@@ -747,8 +758,10 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		struct chunk *cs = NULL;
 		size_t ncs = 0;
 
-		if (written[i].length == 0 || written[i].offset + written[i].length < written[i].offset)
+		if (written[i].length == 0 || written[i].offset >= MS_MAX_FILE_BYTES)
 			continue;
+		if (written[i].length > MS_MAX_FILE_BYTES - written[i].offset)
+			r1 = MS_MAX_FILE_BYTES / BLK;
 		ret = scan_chunks(ms, ino, r0 / cpb, (r1 - 1) / cpb, &cs, &ncs);
 		for (size_t j = 0; j < ncs && !ret; j++) {
 			struct chunk *c = cache_get(&cc, &cs[j]);

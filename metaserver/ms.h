@@ -29,6 +29,8 @@
 #define MS_LAYOUT_MAX_BYTES	(256ull << 20)
 #define MS_LAYOUT_MAX_EXTENTS	8192
 #define MS_READDIR_MAX		1024u
+/* Largest file: keeps every block number and byte offset far from overflow. */
+#define MS_MAX_FILE_BYTES	(1ull << 60)
 #define MS_COMMIT_MAX_RANGES	4096
 
 /* SetattrReq.valid bits */

@@ -24,6 +24,8 @@ static int setattr_check(const struct ms_inode *in, struct ms_session *s,
 			return -EISDIR;
 		if (!S_ISREG(in->mode))
 			return -EINVAL;
+		if (sa->size > MS_MAX_FILE_BYTES)
+			return -EFBIG;
 		if (!(sa->handle && handle_flags(s, sa->handle, in->ino, &hflags) == 0 &&
 		      (hflags & O_ACCMODE) != O_RDONLY) &&
 		    perm_check(in, cr, MAY_WRITE))

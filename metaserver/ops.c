@@ -153,10 +153,12 @@ static void op_mknod(struct op_call *c)
 	struct ms_attr a;
 	uint64_t h = 0;
 
-	if (!cred_of(c, m->cred, &cr))
-		reply_entry(c, ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode,
-					m->rdev, m->exclusive, m->open, m->open_flags, &a, &h),
-			    &a, h);
+	if (!cred_of(c, m->cred, &cr)) {
+		int ret = ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode, m->rdev,
+				   m->exclusive, m->open, m->open_flags, &a, &h);
+
+		reply_entry(c, ret, &a, h);
+	}
 	FREE(rdfs__mknod_req);
 }
 
@@ -416,7 +418,6 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 		Rdfs__Capability *cap = calloc(1, sizeof(*cap));
 		Rdfs__ServerAddr *sa = calloc(1, sizeof(*sa));
 		char url[256];
-		size_t k = 0;
 
 		if (!cap || !sa) {
 			free(cap);
@@ -451,7 +452,6 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 			br->first = l->ext[i].block;
 			br->count = l->ext[i].length / RDFS_BLOCK_SIZE;
 			cap->ranges[cap->n_ranges++] = br;
-			k++;
 		}
 		if (!ret)
 			ret = cap_sign(ctx->cap_key, cap);

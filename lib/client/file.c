@@ -194,6 +194,9 @@ int rdfs_flush(struct rdfs_file *f)
 	size_t i;
 	int ret;
 
+	/* a reader's close commits nothing: the writers' handles do (and may) */
+	if ((f->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
 	range_set_init(&snap);
 	pthread_mutex_lock(&in->lock);
 	if (!in->dirty) {

@@ -315,7 +315,8 @@ int rdfs_statfs(struct rdfs_client *c, const struct rdfs_cred *cr, struct statvf
 	st->f_blocks = rep->total_blocks;
 	st->f_bfree = rep->free_blocks;
 	st->f_bavail = rep->free_blocks;
-	st->f_files = rep->files;
+	/* StatfsReply.files counts the inodes in use; statvfs wants the total */
+	st->f_files = rep->files + rep->free_files;
 	st->f_ffree = rep->free_files;
 	st->f_favail = rep->free_files;
 	st->f_namemax = rep->name_max ? rep->name_max : RDFS_NAME_MAX;

@@ -15,6 +15,11 @@
  * Consistency: close-to-open. rdfs_open() refetches attributes and drops the
  * cached layout; rdfs_flush()/rdfs_release()/rdfs_fsync() commit the size, mtime
  * and written ranges to the metaserver, after which other clients see the data.
+ *
+ * Failures: a dead I/O server fails the I/O that needs it with -EIO at once and
+ * is reconnected on the next use. A lost metaserver connection is re-established
+ * by the next call (waiting up to opts.reconnect_ms), and each open file re-OPENs
+ * itself for a new handle when it next needs one.
  */
 #ifndef RDFS_CLIENT_H
 #define RDFS_CLIENT_H
@@ -66,6 +71,12 @@ void rdfs_client_close(struct rdfs_client *c);
 #define RDFS_SET_MTIME_NOW	128u
 #define RDFS_SET_CTIME		256u
 
+/*
+ * Attributes come from the metaserver, except that a file with writes of this
+ * client not yet committed shows this client's size and mtime (as a local file
+ * system would). st_blocks counts 512-byte units; st_blksize is the chunk size.
+ * A NULL @cr means root.
+ */
 int rdfs_lookup(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
 		const char *name, struct stat *st);
 int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, struct stat *st);
@@ -116,7 +127,8 @@ struct rdfs_dirent {
  * A directory stream. Entries are numbered 0, 1, 2...: rdfs_readdir_at(d, i)
  * returns entry i, fetching pages from the metaserver as needed and keeping
  * what it fetched, so seekdir/telldir offsets (i + 1) stay valid. Returns 1 with
- * @ent filled, 0 at the end, or -errno.
+ * @ent filled, 0 at the end, or -errno. "." and ".." are not entries.
+ * rdfs_opendir() fetches the first page, so it reports ENOTDIR/EACCES/ENOENT.
  */
 int rdfs_opendir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 		 struct rdfs_dir **out);
@@ -134,11 +146,19 @@ ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off
 /* rdfs_pwrite(), and *@where (may be NULL) gets the offset written at (O_APPEND). */
 ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
 		       off_t *where);
-/* Commit size/mtime/written ranges to the metaserver (close-to-open point). */
+/*
+ * Commit size/mtime/written ranges to the metaserver (close-to-open point), if
+ * this client has uncommitted writes to the file (a read-only @f commits nothing).
+ * A failed commit returns -EIO and keeps the writes pending for the next flush.
+ */
 int rdfs_flush(struct rdfs_file *f);
 /* flush + make every I/O server that holds data of this file commit it. */
 int rdfs_fsync(struct rdfs_file *f, int datasync);
-/* flush, then drop the open handle (an unlinked file is freed at its last release). */
+/*
+ * flush, then drop the open handle (an unlinked file is freed at its last
+ * release). @f is freed even when the flush fails (-EIO); the uncommitted
+ * writes then stay with this client until a later open of the file commits them.
+ */
 int rdfs_release(struct rdfs_file *f);
 uint64_t rdfs_file_ino(const struct rdfs_file *f);
 /* Size as this client sees it (including writes not yet committed). */
@@ -157,7 +177,7 @@ struct rdfs_server_info {
 	int up;
 };
 
-/* Fill at most @max entries; returns the number of servers (may exceed @max). */
+/* Fill at most @max entries, sorted by id; returns the number of servers (may exceed @max). */
 int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int max);
 
 struct rdfs_extent_info {
@@ -167,7 +187,10 @@ struct rdfs_extent_info {
 	uint64_t block;
 	int unwritten;
 };
-/* The extents of [off, off+len) of @ino, for `rdfs layout` and tests. Returns the count. */
+/*
+ * The extents of [off, off+len) of @ino straight from the metaserver (no cache),
+ * for `rdfs layout` and tests. Fills at most @max; returns the count (may exceed @max).
+ */
 int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, uint64_t off,
 		uint64_t len, struct rdfs_extent_info *out, int max);
 

@@ -10,10 +10,11 @@
 Each cluster gets its own port base P from 7200-7299 (metaserver P, I/O server
 i on P+100+i), so every port stays inside 7200-7599 and none is shared.
 """
-import errno
+import atexit
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +34,23 @@ PORT_BASE_STEP = 4          # room for up to 4 I/O servers per cluster
 IOSERVER_OFFSET = 100
 
 _next_base = [PORT_BASE_FIRST]
+_live = []      # clusters up and not yet stopped: the exit handler's list
+
+
+def _stop_leftovers():
+    """pytest skips fixture teardown when killed by SIGTERM or exits early:
+    stop whatever is still running so no mount or server outlives the run."""
+    for c in list(_live):
+        c.down()
+
+
+def _sigterm(signum, frame):
+    # Unwind like Ctrl-C, so pytest's teardown and then atexit run.
+    raise KeyboardInterrupt("SIGTERM")
+
+
+atexit.register(_stop_leftovers)
+signal.signal(signal.SIGTERM, _sigterm)
 
 MiB = 1 << 20
 
@@ -173,6 +191,8 @@ class Cluster:
 
     # -------------------------------------------------------------- life
     def up(self):
+        if self not in _live:
+            _live.append(self)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
@@ -182,6 +202,8 @@ class Cluster:
     def down(self):
         """Stop everything; never leave a mount or a process behind, even if `down` fails."""
         errors = []
+        if self in _live:
+            _live.remove(self)
         for m in reversed(self.extra_mounts):
             self.unmount(m)
         try:
@@ -212,6 +234,17 @@ class Cluster:
     # -------------------------------------------------------------- tools
     def rdfs(self, *args, check=True, timeout=120):
         return run([BIN / "rdfs", "--config", self.conf] + list(args), check=check, timeout=timeout)
+
+    def servers_up(self):
+        """How many I/O servers `rdfs status` reports up (0 if it fails)."""
+        p = self.rdfs("status", check=False, timeout=60)
+        m = re.search(r"(\d+) up", p.stdout)
+        return int(m.group(1)) if p.returncode == 0 and m else 0
+
+    def wait_servers_up(self):
+        """After a restart: bounded wait until every I/O server has registered again."""
+        wait_until(lambda: self.servers_up() == self.n_io,
+                   "%d I/O servers to be up in `rdfs status`" % self.n_io)
 
     def mount_second(self, path, opts="attr_timeout=0,entry_timeout=0"):
         """Start another rdfs-fuse on @path; unmounted at teardown."""
@@ -302,6 +335,16 @@ def fresh_cluster():
     c = _start("fresh", 2)
     yield c
     _stop(c)
+
+
+@pytest.fixture(scope="session")
+def other_mount(cluster):
+    """A second rdfs-fuse mount of the shared cluster, without attribute or entry
+    caches: another client, so what it reads came from the servers."""
+    path = cluster.dir / "mnt2"
+    cluster.mount_second(path)
+    yield path
+    cluster.unmount(path)
 
 
 @pytest.fixture

@@ -64,6 +64,7 @@ def test_metaserver_kill9_keeps_everything_fsynced(fresh_cluster):
     files = populate(c.mnt)
     saved = c.kill9(c.port)
     c.restart(saved)
+    c.wait_servers_up()
     # A new client sees all of it.
     mnt2 = c.mount_second(c.dir / "mnt-after")
     check(mnt2, files)
@@ -76,8 +77,10 @@ def test_metaserver_kill9_existing_mount_recovers(fresh_cluster):
     files = populate(c.mnt)
     saved = c.kill9(c.port)
     c.restart(saved)
-    # The mount that lived through the crash reconnects and serves old and new data.
+    # The mount that lived through the crash reconnects and serves old data...
     check(c.mnt, files)
+    # ...and new data once the I/O servers have registered with the new metaserver.
+    c.wait_servers_up()
     with open(c.mnt / "after", "wb") as f:
         f.write(b"new data")
         os.fsync(f.fileno())

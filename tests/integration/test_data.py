@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """File data through the FUSE mount: contents, holes, truncate, append, concurrency."""
 import concurrent.futures
-import errno
 import hashlib
 import os
 import subprocess
@@ -50,15 +49,16 @@ SIZES = [0, 1, 4095, 4096, 4097, MiB - 1, MiB, MiB + 1, 100 * MiB]
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: "%dB" % s)
-def test_contents_byte_for_byte(workdir, size):
+def test_contents_byte_for_byte(workdir, other_mount, size):
     data = pattern(size, size)
     p = workdir / "f"
     write_file(p, data)
     assert os.stat(p).st_size == size
-    # Read from the page cache, then again from the servers.
+    # Read from the page cache, then again from the servers, then through another client.
     assert_bytes_equal(data, read_file(p), "cached read")
     drop_cache(p)
     assert_bytes_equal(data, read_file(p), "read after dropping the page cache")
+    assert_bytes_equal(data, read_file(other_mount / workdir.name / "f"), "read by another client")
 
 
 def test_overwrite_inside_file(workdir):

@@ -5,10 +5,9 @@ import os
 import random
 import socket
 
-import pytest
 
 import rdfswire as w
-from conftest import MiB, assert_bytes_equal, drop_cache, run
+from conftest import BIN, MiB, assert_bytes_equal, drop_cache, run
 
 
 def still_serving(c):
@@ -156,7 +155,6 @@ def test_rdfs_status_with_wrong_secret_fails_clearly(cluster, tmp_path):
     os.chmod(bad_secret, 0o600)
     conf = tmp_path / "bad.conf"
     conf.write_text("[cluster]\nmetaserver = %s\nsecret_file = %s\n" % (cluster.url, bad_secret))
-    from conftest import BIN
     p = run([BIN / "rdfs", "--config", conf, "status"], check=False, timeout=120)
     assert p.returncode != 0, "rdfs status succeeded with a wrong secret:\n" + p.stdout
     msg = (p.stdout + p.stderr).lower()

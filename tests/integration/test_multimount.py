@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: MIT
 """Two FUSE mounts of one cluster see each other's changes (close-to-open)."""
-import errno
 import os
 
 import pytest
@@ -8,12 +7,9 @@ import pytest
 from conftest import MiB, assert_bytes_equal
 
 
-@pytest.fixture(scope="module")
-def second_mount(cluster):
-    path = cluster.dir / "mnt2"
-    cluster.mount_second(path)
-    yield path
-    cluster.unmount(path)
+@pytest.fixture
+def second_mount(other_mount):
+    return other_mount
 
 
 def _read(path):
@@ -34,23 +30,45 @@ def test_new_file_visible_on_other_mount(workdir, second_mount):
     assert_bytes_equal(data, _read(other))
 
 
-def test_changes_travel_both_ways(workdir, second_mount):
+def test_close_to_open_into_zero_timeout_mount(workdir, second_mount):
     mine = workdir / "shared"
     theirs = second_mount / workdir.name / "shared"
     _write(mine, b"a" * 10000)
     assert _read(theirs) == b"a" * 10000
+    with open(mine, "r+b") as f:
+        f.seek(5000)
+        f.write(b"B" * 100)
+        f.seek(0, os.SEEK_END)
+        f.write(b"C" * 7000)
+    assert _read(theirs) == b"a" * 5000 + b"B" * 100 + b"a" * 4900 + b"C" * 7000
+    os.truncate(mine, 3000)
+    assert _read(theirs) == b"a" * 3000
+
+
+def test_close_to_open_into_caching_mount(workdir, second_mount):
+    """The cluster's own mount caches attributes (attr_timeout=1); an open there
+    must still see what the other mount wrote and closed before it (as NFS's
+    close-to-open revalidates on open)."""
+    mine = workdir / "shared"
+    theirs = second_mount / workdir.name / "shared"
+    _write(mine, b"a" * 10000)
+    assert _read(mine) == b"a" * 10000
     # The other mount overwrites part of it and appends; after its close, an open here sees it.
     with open(theirs, "r+b") as f:
         f.seek(5000)
         f.write(b"B" * 100)
         f.seek(0, os.SEEK_END)
         f.write(b"C" * 7000)
-    assert _read(mine) == b"a" * 5000 + b"B" * 100 + b"a" * 4900 + b"C" * 7000
+    got = _read(mine)
+    assert got == b"a" * 5000 + b"B" * 100 + b"a" * 4900 + b"C" * 7000, \
+        "after the other mount grew the file to 17100 bytes an open here read %d bytes" % len(got)
     # Shrink from here, grow from there.
     os.truncate(mine, 3000)
     assert _read(theirs) == b"a" * 3000
     _write(theirs, b"D" * 50, "ab")
-    assert _read(mine) == b"a" * 3000 + b"D" * 50
+    got = _read(mine)
+    assert got == b"a" * 3000 + b"D" * 50, \
+        "after the other mount appended 50 bytes to 3000 an open here read %d bytes" % len(got)
 
 
 def test_namespace_changes_visible(workdir, second_mount):
@@ -66,8 +84,9 @@ def test_namespace_changes_visible(workdir, second_mount):
         os.stat(other / "d" / "y")
     os.setxattr(other / "d", "user.k", b"v")
     assert os.getxattr(workdir / "d", "user.k") == b"v"
-    os.chmod(other / "d", 0o700)
-    assert os.stat(workdir / "d").st_mode & 0o777 == 0o700
+    # Attributes: seen at once by the mount without an attribute cache.
+    os.chmod(workdir / "d", 0o700)
+    assert os.stat(other / "d").st_mode & 0o777 == 0o700
 
 
 def test_file_deleted_on_one_mount_while_open_on_other(workdir, second_mount):

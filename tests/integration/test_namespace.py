@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 
-import pytest
 
 from conftest import run
 
@@ -317,3 +316,43 @@ def test_rdfs_status_lists_both_servers(cluster):
         assert "127.0.0.1:%d" % cluster.ioserver_port(i) in out, out
     df = cluster.rdfs("df")
     assert df.returncode == 0 and df.stdout.strip()
+
+
+# ------------------------------------------------------------------ times
+def test_ctime_mtime_updates(workdir, other_mount):
+    """POSIX's time updates, seen through a mount without an attribute cache."""
+    d = other_mount / workdir.name
+    f = d / "f"
+
+    def times(p):
+        st = os.lstat(p)
+        return st.st_mtime_ns, st.st_ctime_ns
+
+    def changed(p, op):
+        """(mtime advanced, ctime advanced) of @p across @op()."""
+        m0, c0 = times(p)
+        op()
+        m1, c1 = times(p)
+        assert m1 >= m0 and c1 >= c0, "%s: times went back" % p
+        return m1 > m0, c1 > c0
+
+    assert changed(d, lambda: touch(f, b"x")) == (True, True)           # create: parent
+    assert changed(f, lambda: open(f, "ab").write(b"more")) == (True, True)
+    assert changed(f, lambda: os.truncate(f, 1)) == (True, True)
+    assert changed(f, lambda: os.chmod(f, 0o600)) == (False, True)
+    assert changed(f, lambda: os.chown(f, 1, 1)) == (False, True)
+    assert changed(f, lambda: os.setxattr(f, "user.x", b"1")) == (False, True)
+    assert changed(f, lambda: os.link(f, d / "g")) == (False, True)     # nlink changes
+    assert changed(d, lambda: os.unlink(d / "g")) == (True, True)
+    assert changed(d, lambda: os.mkdir(d / "sub")) == (True, True)
+    sub = d / "sub"
+    assert changed(sub, lambda: os.rename(f, sub / "f")) == (True, True)  # new parent
+    assert changed(d, lambda: os.rename(sub / "f", d / "f")) == (True, True)  # and the old
+    assert changed(d, lambda: os.symlink("f", d / "s")) == (True, True)
+    assert changed(d, lambda: os.rmdir(sub)) == (True, True)
+    # utime sets mtime (and atime) as asked, even into the past; ctime moves on.
+    c0 = os.stat(f).st_ctime_ns
+    os.utime(f, ns=(5_000_000_000, 7_000_000_000))
+    st = os.stat(f)
+    assert (st.st_atime_ns, st.st_mtime_ns) == (5_000_000_000, 7_000_000_000)
+    assert st.st_ctime_ns > c0

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 
 #include <set>
+#include <thread>
 
 #include "client_cluster.h"
 
@@ -273,9 +274,10 @@ TEST_F(ClientIo, UncommittedWritesAreInvisibleToOthersUntilCommit)
 	for (int i = 0; i < n && i < 16; i++)
 		EXPECT_TRUE(ext[i].unwritten);
 
+	uint64_t ino = rdfs_file_ino(f);
 	ASSERT_EQ(rdfs_release(f), 0);
 	ASSERT_EQ(rdfs_release(g), 0);
-	n = rdfs_layout(c, &root, rdfs_file_ino(f), 0, 16384, ext, 16);
+	n = rdfs_layout(c, &root, ino, 0, 16384, ext, 16);
 	ASSERT_GT(n, 0);
 	for (int i = 0; i < n && i < 16; i++)
 		EXPECT_FALSE(ext[i].unwritten);
@@ -405,6 +407,105 @@ TEST_F(ClientIo, HundredMebibyteFileIsStripedOverBothServers)
 	rdfs_client_close(c2);
 	ASSERT_EQ(rdfs_release(f), 0);
 	EXPECT_EQ(rdfs_unlink(c, &root, RDFS_ROOT_INO, name.c_str()), 0);
+}
+
+TEST_F(ClientIo, ConcurrentPartialWritesToFreshBlocksAllLand)
+{
+	// 8 threads write interleaved 100-byte pieces: every block is partly
+	// written by several threads at once, so zero padding must not erase
+	// a neighbour's bytes
+	std::string name = unique("concurrent");
+	struct rdfs_file *f = create(c, name);
+	const size_t piece = 100, pieces = 800;
+	auto data = pattern(piece * pieces, 31);
+
+	ASSERT_NE(f, nullptr);
+	std::vector<std::thread> threads;
+	for (int t = 0; t < 8; t++)
+		threads.emplace_back([&, t] {
+			for (size_t i = t; i < pieces; i += 8)
+				EXPECT_EQ(rdfs_pwrite(f, data.data() + i * piece, piece, i * piece),
+					  (ssize_t)piece);
+		});
+	for (auto &th : threads)
+		th.join();
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	EXPECT_EQ(read_all(g, data.size() + 1, 1 << 20), data);
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}
+
+TEST_F(ClientIo, WriteBackWritesAreDurableAfterFsync)
+{
+	struct rdfs_client_opts o = cluster->opts();
+	struct rdfs_client *wb = nullptr;
+	std::string name = unique("writeback");
+	auto data = pattern(3 << 20, 41);
+
+	o.write_stable = 0;
+	ASSERT_EQ(rdfs_client_open(&o, &wb), 0);
+	struct rdfs_file *f = create(wb, name);
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 12345), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_fsync(f, 0), 0);
+
+	struct rdfs_file *g = open_by_name(c, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	std::vector<uint8_t> want(12345, 0);
+	want.insert(want.end(), data.begin(), data.end());
+	EXPECT_EQ(read_all(g, want.size() + 1, 1 << 20), want);
+	EXPECT_EQ(rdfs_release(g), 0);
+	EXPECT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(wb);
+}
+
+TEST_F(ClientIo, UnlinkedOpenFileKeepsWorking)
+{
+	std::string name = unique("unlinked");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(50000, 51);
+	struct stat st;
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_unlink(c, &root, RDFS_ROOT_INO, name.c_str()), 0);
+	EXPECT_EQ(rdfs_lookup(c, &root, RDFS_ROOT_INO, name.c_str(), &st), -ENOENT);
+	ASSERT_EQ(rdfs_flush(f), 0);
+	EXPECT_EQ(read_all(f, data.size() + 1, 7000), data);
+	ASSERT_EQ(rdfs_getattr(c, &root, rdfs_file_ino(f), &st), 0);
+	EXPECT_EQ(st.st_nlink, 0u);
+	EXPECT_EQ(rdfs_release(f), 0);
+}
+
+TEST_F(ClientIo, PendingSizeIsVisibleToThisClientOnly)
+{
+	std::string name = unique("pending");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(7000, 61);
+	uint64_t size = 1;
+	struct stat st;
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_pending_size(c, rdfs_file_ino(f), &size), 0);
+	EXPECT_EQ(size, 7000u);
+	ASSERT_EQ(rdfs_getattr(c, &root, rdfs_file_ino(f), &st), 0);
+	EXPECT_EQ(st.st_size, 7000);
+
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	ASSERT_EQ(rdfs_getattr(c2, &root, rdfs_file_ino(f), &st), 0);
+	EXPECT_EQ(st.st_size, 0);
+	EXPECT_EQ(rdfs_pending_size(c2, rdfs_file_ino(f), &size), -ENOENT);
+	ASSERT_EQ(rdfs_release(f), 0);
+	ASSERT_EQ(rdfs_getattr(c2, &root, st.st_ino, &st), 0);
+	EXPECT_EQ(st.st_size, 7000);
+	rdfs_client_close(c2);
 }
 
 } // namespace

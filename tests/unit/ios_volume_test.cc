@@ -178,6 +178,19 @@ TEST_F(VolumeTest, EmptyFileIsUnformattedAndTooSmallToFormat)
 	EXPECT_EQ(err, -EFBIG);
 }
 
+TEST_F(VolumeTest, SecondOpenOfAVolumeInUseIsRefused)
+{
+	struct volume *v = open_vol(4 * kMiB, false);
+	ASSERT_NE(v, nullptr);
+	int err = 0;
+	EXPECT_EQ(open_vol(0, false, &err), nullptr);
+	EXPECT_EQ(err, -EBUSY);
+	volume_close(v);
+	v = open_vol(0, false);
+	EXPECT_NE(v, nullptr);
+	volume_close(v);
+}
+
 TEST_F(VolumeTest, MissingPathWithoutCreateSize)
 {
 	int err = 0;

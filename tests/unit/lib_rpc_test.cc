@@ -41,14 +41,17 @@ const struct auth_secret kSecret = secret_of("the cluster secret, 32 bytes ok!")
  *   UNLINK           -> -ENOENT "no such entry"
  *   STATFS           -> held: never answered (for timeouts)
  *   RMDIR            -> the server closes the connection
+ *   VOLUME_INFO      -> 1 MiB of 0x5a sent zero-copy from a worker thread
  */
 class TestServer {
 public:
-	explicit TestServer(const struct auth_secret &secret = kSecret)
+	explicit TestServer(const struct auth_secret &secret = kSecret, int handshake_ms = 0)
 	{
 		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
 
 		EXPECT_EQ(0, rpc_server_create(urls, &secret, &srv_));
+		if (handshake_ms)
+			rpc_server_set_handshake_timeout(srv_, handshake_ms);
 		url_ = rpc_server_url(srv_, 0);
 		thread_ = std::thread([this] { run(); });
 	}
@@ -63,6 +66,7 @@ public:
 	}
 	const std::string &url() const { return url_; }
 	int requests() { return requests_.load(); }
+	int zc_done() { return zc_done_.load(); }
 	int closed() { return closed_.load(); }
 	std::vector<std::string> roles()
 	{
@@ -132,6 +136,26 @@ private:
 		case RDFS_OP_RMDIR:
 			xport_conn_close(req->conn);
 			break;
+		case RDFS_OP_VOLUME_INFO: {
+			struct Zc {
+				TestServer *srv;
+				std::vector<uint8_t> buf;
+			};
+			Zc *zc = new Zc{ this, std::vector<uint8_t>(1u << 20, 0x5a) };
+			struct iovec iov = { zc->buf.data(), zc->buf.size() };
+
+			/* Reply from a worker; the buffer lives until the completion. */
+			std::thread([&] {
+				EXPECT_EQ(0, rpc_server_reply_zc(req, 0, nullptr, &iov, 1,
+					[](void *arg, int status) {
+						Zc *z = (Zc *)arg;
+						EXPECT_EQ(0, status);
+						z->srv->zc_done_++;
+						delete z;
+					}, zc));
+			}).join();
+			break;
+		}
 		default:
 			rpc_server_reply(req, -ENOSYS, nullptr, nullptr, 0);
 			break;
@@ -143,7 +167,7 @@ private:
 	std::string url_;
 	std::thread thread_;
 	std::atomic<bool> stop_{false};
-	std::atomic<int> requests_{0}, closed_{0};
+	std::atomic<int> requests_{0}, closed_{0}, zc_done_{0};
 	std::vector<struct rpc_request> held_;
 	std::mutex mu_;
 	std::vector<std::string> roles_;
@@ -261,6 +285,28 @@ TEST(Rpc, BulkDataBothWays)
 	ASSERT_EQ(RDFS_MAX_DATA, r.msg->hdr.data_len);
 	EXPECT_EQ(0, memcmp(data.data(), r.msg->data, data.size()));
 	rpc_reply_release(&r);
+	rpc_client_close(c);
+}
+
+TEST(Rpc, ZeroCopyReplyFromWorkerThread)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	struct rpc_pending *p;
+	struct rpc_reply r;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_VOLUME_INFO, nullptr, nullptr, 0, &p));
+	ASSERT_EQ(0, rpc_call_wait(p, 30000, &r));
+	ASSERT_EQ(0, r.status);
+	ASSERT_EQ(1u << 20, r.msg->hdr.data_len);
+	EXPECT_EQ(0u, r.msg->hdr.body_len);
+	std::vector<uint8_t> expect(1u << 20, 0x5a);
+	EXPECT_EQ(0, memcmp(expect.data(), r.msg->data, expect.size()));
+	rpc_reply_release(&r);
+	for (int i = 0; i < 1000 && srv.zc_done() == 0; i++)
+		usleep(10000);
+	EXPECT_EQ(1, srv.zc_done());
 	rpc_client_close(c);
 }
 
@@ -390,7 +436,10 @@ TEST(Rpc, RequestBeforeAuthenticationIsRejectedAndClosed)
 	rdfs__auth_challenge__free_unpacked(ch, nullptr);
 	xport_msg_free(m);
 
+	/* Two requests back to back: the second is unread when the server hangs up. */
 	struct rdfs_frame_hdr h = req_hdr(RDFS_OP_GETATTR, 77, 0);
+	ASSERT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
+	h.tag = 78;
 	ASSERT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
 	m = peer.recv(&closed);
 	ASSERT_NE(nullptr, m);
@@ -516,6 +565,81 @@ TEST(Rpc, ServerReportsClosedOnlyForAuthenticatedPeers)
 		usleep(10000);
 	usleep(50000);
 	EXPECT_EQ(1, srv.closed());
+}
+
+TEST(Rpc, IdleUnauthenticatedPeerIsDropped)
+{
+	TestServer srv(kSecret, 200);
+	RawPeer peer(srv.url());
+	int closed = 0;
+
+	struct xport_msg *m = peer.recv(&closed);
+	ASSERT_NE(nullptr, m);	/* the challenge */
+	xport_msg_free(m);
+	/* Say nothing: the server hangs up after its handshake timeout. */
+	m = peer.recv(&closed);
+	EXPECT_EQ(nullptr, m);
+	EXPECT_EQ(1, closed);
+	expect_good_client_works(srv.url());
+}
+
+TEST(Rpc, BulkDataBeforeAuthenticationIsRefusedUnread)
+{
+	TestServer srv;
+	RawPeer peer(srv.url());
+	std::vector<uint8_t> data(64 * 1024, 1);
+	struct iovec iov = { data.data(), data.size() };
+	int closed = 0;
+
+	struct xport_msg *m = peer.recv(&closed);
+	ASSERT_NE(nullptr, m);
+	xport_msg_free(m);
+	/* An unauthenticated peer cannot make the server allocate bulk buffers. */
+	struct rdfs_frame_hdr h = req_hdr(RDFS_OP_WRITE, 1, 0);
+	h.data_len = data.size();
+	ASSERT_EQ(0, xport_post_send(peer.conn, &h, nullptr, &iov, 1, nullptr));
+	m = peer.recv(&closed);
+	EXPECT_EQ(nullptr, m);
+	EXPECT_EQ(1, closed);
+	EXPECT_EQ(0, srv.requests());
+	expect_good_client_works(srv.url());
+}
+
+TEST(Rpc, ManyClientsComeAndGo)
+{
+	TestServer srv;
+	const int nthreads = 6, rounds = 15;
+	std::atomic<int> ok{0};
+
+	std::vector<std::thread> ts;
+	for (int t = 0; t < nthreads; t++) {
+		ts.emplace_back([&, t] {
+			for (int r = 0; r < rounds; r++) {
+				struct rpc_client *c;
+				uint64_t ino = 0;
+
+				ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client",
+								10000, &c));
+				if (getattr(c, t * 1000 + r, &ino) == 0 && ino == (uint64_t)(t * 1000 + r))
+					ok++;
+				/* Every other client leaves a call unanswered behind it. */
+				if (r % 2) {
+					struct rpc_pending *p;
+
+					ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_STATFS, nullptr, nullptr, 0, &p));
+					struct rpc_reply rep;
+					EXPECT_EQ(-ETIMEDOUT, rpc_call_wait(p, 1, &rep));
+				}
+				rpc_client_close(c);
+			}
+		});
+	}
+	for (auto &t : ts)
+		t.join();
+	EXPECT_EQ(nthreads * rounds, ok.load());
+	for (int i = 0; i < 1000 && srv.closed() < nthreads * rounds; i++)
+		usleep(10000);
+	EXPECT_EQ(nthreads * rounds, srv.closed());
 }
 
 } // namespace

@@ -220,10 +220,44 @@ TEST(Xport, BadUrlsAreEinval)
 	struct xport_listener *l;
 
 	ASSERT_EQ(0, xport_ctx_create(&ctx));
-	EXPECT_EQ(-EINVAL, xport_connect(ctx, "udp://127.0.0.1:1", 100, &conn));
+	EXPECT_EQ(-EPROTONOSUPPORT, xport_connect(ctx, "udp://127.0.0.1:1", 100, &conn));
+	EXPECT_EQ(-EPROTONOSUPPORT, xport_listen(ctx, "rdma://0.0.0.0:7000", &l));
+	EXPECT_EQ(-EINVAL, xport_connect(ctx, "tcp://127.0.0.1:65536", 100, &conn));
+	EXPECT_EQ(-EINVAL, xport_connect(ctx, "tcp://127.0.0.1:", 100, &conn));
 	EXPECT_EQ(-EINVAL, xport_connect(ctx, "tcp://127.0.0.1", 100, &conn));
 	EXPECT_EQ(-EINVAL, xport_connect(ctx, "127.0.0.1:7000", 100, &conn));
 	EXPECT_EQ(-EINVAL, xport_listen(ctx, "tcp://127.0.0.1:port", &l));
+	xport_ctx_destroy(ctx);
+}
+
+TEST(Xport, SecondListenerOnSamePortIsEaddrinuse)
+{
+	EchoServer srv;
+	struct xport_ctx *ctx;
+	struct xport_listener *l;
+
+	ASSERT_EQ(0, xport_ctx_create(&ctx));
+	EXPECT_EQ(-EADDRINUSE, xport_listen(ctx, srv.url().c_str(), &l));
+	xport_ctx_destroy(ctx);
+}
+
+TEST(Xport, Ipv6Loopback)
+{
+	struct xport_ctx *ctx;
+	struct xport_listener *l;
+	struct xport_conn *conn;
+
+	ASSERT_EQ(0, xport_ctx_create(&ctx));
+	int err = xport_listen(ctx, "tcp://[::1]:0", &l);
+	if (err == -EADDRNOTAVAIL || err == -EAFNOSUPPORT) {
+		xport_ctx_destroy(ctx);
+		GTEST_SKIP() << "no IPv6 loopback";
+	}
+	ASSERT_EQ(0, err);
+	EXPECT_EQ(0u, std::string(xport_listener_url(l)).find("tcp://[::1]:"));
+	ASSERT_EQ(0, xport_connect(ctx, xport_listener_url(l), 2000, &conn));
+	EXPECT_EQ(0u, std::string(xport_conn_peer(conn)).find("tcp://[::1]:"));
+	xport_conn_put(conn);
 	xport_ctx_destroy(ctx);
 }
 
@@ -368,7 +402,8 @@ TEST(Xport, ManyOutstandingTaggedCallsFromSeveralThreads)
 	EchoServer srv;
 	Client c(srv.url());
 	const int nthreads = 4, per_thread = 1000;
-	std::map<uint32_t, std::string> got;
+	std::map<uint32_t, std::string> got;	/* progress thread only, until joined */
+	std::atomic<size_t> ngot{0};
 	std::atomic<bool> done{false};
 
 	/* The client's progress thread collects replies while the posters run. */
@@ -384,6 +419,7 @@ TEST(Xport, ManyOutstandingTaggedCallsFromSeveralThreads)
 				struct xport_msg *m = ev[i].msg;
 				EXPECT_TRUE(got.emplace(m->hdr.tag, std::string((char *)m->data,
 							m->hdr.data_len)).second);
+				ngot = got.size();
 				xport_msg_free(m);
 			}
 		}
@@ -404,7 +440,7 @@ TEST(Xport, ManyOutstandingTaggedCallsFromSeveralThreads)
 	}
 	for (auto &p : posters)
 		p.join();
-	for (int i = 0; i < 300 && got.size() < (size_t)nthreads * per_thread; i++)
+	for (int i = 0; i < 300 && ngot < (size_t)nthreads * per_thread; i++)
 		usleep(100000);
 	done = true;
 	progress.join();

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * main.c - rdfs-metaserver: options and configuration, then the server.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "config.h"
+#include "log.h"
+#include "ms.h"
+#include "server.h"
+
+#define PROG		"rdfs-metaserver"
+#define VERSION		"0.1"
+#define SECTION		"metaserver"
+#define DEF_CONFIG	"/etc/rdfs/rdfs.conf"
+#define DEF_LISTEN	"tcp://0.0.0.0:7000"
+#define DEF_DB		"/var/lib/rdfs/metaserver"
+#define DEF_SECRET	"/etc/rdfs/secret"
+#define DEF_CAPKEY	"/etc/rdfs/cap.key"
+#define MAX_LISTEN	16
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"NAME\n"
+"    rdfs-metaserver - the rdfs metadata server\n"
+"\n"
+"SYNOPSIS\n"
+"    rdfs-metaserver [OPTIONS]\n"
+"\n"
+"DESCRIPTION\n"
+"    Serves the rdfs namespace (directories, attributes, permissions), file\n"
+"    layouts and block allocation, and the registry of I/O servers, from one\n"
+"    LevelDB database. Every change is durable (synced) before it is\n"
+"    acknowledged; concurrent changes share one sync (group commit). Peers\n"
+"    authenticate with the cluster secret; layouts carry capabilities signed\n"
+"    with the capability key, which I/O servers check.\n"
+"\n"
+"OPTIONS\n"
+"    --config FILE        configuration file (default " DEF_CONFIG "; a missing\n"
+"                         default file is fine, a missing given one is an error)\n"
+"    --db DIR             database directory, created if missing\n"
+"                         (default " DEF_DB ")\n"
+"    --listen URL         listen on URL; repeat for several (default " DEF_LISTEN ")\n"
+"    --secret-file FILE   cluster secret, mode 0600 (default " DEF_SECRET ")\n"
+"    --cap-key-file FILE  capability key, mode 0600 (default " DEF_CAPKEY ")\n"
+"    --threads N          worker threads (default 8)\n"
+"    --cap-lifetime SEC   lifetime of issued capabilities (default 600)\n"
+"    --log-level LEVEL    error, warn, info or debug (default info)\n"
+"    --log-file FILE      append the log to FILE instead of stderr\n"
+"    --help               print this help and exit\n"
+"    --version            print the version and exit\n"
+"\n"
+"CONFIGURATION\n"
+"    An INI file; command-line options override it.\n"
+"      [cluster]     secret_file, cap_key_file, log_level\n"
+"      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
+"                    cap_lifetime, log_level, log_file\n"
+"\n"
+"EXAMPLES\n"
+"    rdfs-metaserver --db /srv/rdfs/mds --listen tcp://0.0.0.0:7000\n"
+"    rdfs-metaserver --config /etc/rdfs/rdfs.conf --log-level debug\n"
+"\n"
+"SIGNALS\n"
+"    SIGTERM, SIGINT: stop accepting requests, finish those in progress, close\n"
+"    the database cleanly and exit 0.\n"
+"\n"
+"EXIT STATUS\n"
+"    0 clean shutdown, 1 runtime error (database in use or unreadable, secret\n"
+"    unreadable, cannot listen), 2 usage or configuration error.\n");
+}
+
+static int load_secret(const char *what, const char *path, struct auth_secret *out)
+{
+	int ret = auth_secret_load(path, out);
+
+	if (ret == -EPERM)
+		fprintf(stderr, PROG ": %s %s must not be accessible by group or others (chmod 600)\n",
+			what, path);
+	else if (ret == -EINVAL)
+		fprintf(stderr, PROG ": %s %s is shorter than %d bytes\n", what, path,
+			AUTH_SECRET_MIN);
+	else if (ret)
+		fprintf(stderr, PROG ": cannot read %s %s: %s\n", what, path, strerror(-ret));
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "secret-file", required_argument, NULL, 's' },
+		{ "cap-key-file", required_argument, NULL, 'k' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "cap-lifetime", required_argument, NULL, 'T' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "log-file", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config_path = NULL, *listen_cli[MAX_LISTEN + 1] = { 0 };
+	const char *listen[MAX_LISTEN + 1] = { 0 };
+	struct rdfs_config *cfg = config_new();
+	struct auth_secret *secret = NULL, *cap_key = NULL;
+	struct ms_server_opts so = { 0 };
+	struct ms_server *srv = NULL;
+	struct ms_options mo = { 0 };
+	struct ms *ms = NULL;
+	char *listen_buf = NULL, err[512];
+	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
+	int64_t threads, lifetime;
+	struct sigaction sa;
+
+	if (!cfg) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'd':
+			config_set(cfg, SECTION, "db", optarg);
+			break;
+		case 'l':
+			if (nlisten_cli == MAX_LISTEN) {
+				fprintf(stderr, PROG ": at most %d --listen options\n", MAX_LISTEN);
+				return 2;
+			}
+			listen_cli[nlisten_cli++] = optarg;
+			break;
+		case 's':
+			config_set(cfg, SECTION, "secret_file", optarg);
+			break;
+		case 'k':
+			config_set(cfg, SECTION, "cap_key_file", optarg);
+			break;
+		case 't':
+			config_set(cfg, SECTION, "threads", optarg);
+			break;
+		case 'T':
+			config_set(cfg, SECTION, "cap_lifetime", optarg);
+			break;
+		case 'L':
+			config_set(cfg, SECTION, "log_level", optarg);
+			break;
+		case 'F':
+			config_set(cfg, SECTION, "log_file", optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf(PROG " " VERSION "\n");
+			return 0;
+		default:
+			fprintf(stderr, "Try '" PROG " --help'.\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'\nTry '" PROG " --help'.\n",
+			argv[optind]);
+		return 2;
+	}
+
+	/* The file is loaded into a fresh config and the command line set again on top. */
+	{
+		struct rdfs_config *file = config_new();
+
+		ret = config_load(file, config_path ? config_path : DEF_CONFIG, &errline);
+		if (ret == -ENOENT && !config_path) {
+			ret = 0;
+		} else if (ret == -EINVAL) {
+			fprintf(stderr, PROG ": %s:%d: syntax error\n",
+				config_path ? config_path : DEF_CONFIG, errline);
+			return 2;
+		} else if (ret) {
+			fprintf(stderr, PROG ": cannot read %s: %s\n",
+				config_path ? config_path : DEF_CONFIG, strerror(-ret));
+			return 2;
+		}
+		static const char *const keys[] = { "db", "secret_file", "cap_key_file", "threads",
+						     "cap_lifetime", "log_level", "log_file" };
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			const char *v = config_get(cfg, SECTION, keys[i], NULL);
+
+			if (v)
+				config_set(file, SECTION, keys[i], v);
+		}
+		config_free(cfg);
+		cfg = file;
+	}
+
+	lvl = log_parse_level(config_get(cfg, SECTION, "log_level", "info"));
+	if (lvl < 0) {
+		fprintf(stderr, PROG ": bad log level '%s' (error, warn, info, debug)\n",
+			config_get(cfg, SECTION, "log_level", "info"));
+		return 2;
+	}
+	log_init(PROG, (enum log_level)lvl);
+	if (config_get(cfg, SECTION, "log_file", NULL)) {
+		ret = log_open_file(config_get(cfg, SECTION, "log_file", NULL));
+		if (ret) {
+			fprintf(stderr, PROG ": cannot open log file %s: %s\n",
+				config_get(cfg, SECTION, "log_file", NULL), strerror(-ret));
+			return 1;
+		}
+	}
+	if (config_get_int(cfg, SECTION, "threads", 8, &threads) || threads < 1 || threads > 1024) {
+		fprintf(stderr, PROG ": threads must be a number from 1 to 1024\n");
+		return 2;
+	}
+	if (config_get_int(cfg, SECTION, "cap_lifetime", 600, &lifetime) || lifetime < 1 ||
+	    lifetime > 7 * 86400) {
+		fprintf(stderr, PROG ": cap_lifetime must be a number of seconds from 1 to 604800\n");
+		return 2;
+	}
+	if (nlisten_cli) {
+		memcpy(listen, listen_cli, sizeof(listen));
+		nlisten = nlisten_cli;
+	} else {
+		char *tok, *save = NULL;
+
+		listen_buf = strdup(config_get(cfg, SECTION, "listen", DEF_LISTEN));
+		for (tok = strtok_r(listen_buf, " ,\t", &save); tok && nlisten < MAX_LISTEN;
+		     tok = strtok_r(NULL, " ,\t", &save))
+			listen[nlisten++] = tok;
+		if (nlisten == 0) {
+			fprintf(stderr, PROG ": no listen URL configured\n");
+			return 2;
+		}
+	}
+
+	secret = calloc(1, sizeof(*secret));
+	cap_key = calloc(1, sizeof(*cap_key));
+	if (!secret || !cap_key)
+		goto out;
+	if (load_secret("cluster secret", config_get(cfg, SECTION, "secret_file", DEF_SECRET),
+			secret) ||
+	    load_secret("capability key", config_get(cfg, SECTION, "cap_key_file", DEF_CAPKEY),
+			cap_key))
+		goto out;
+
+	mo.db_dir = config_get(cfg, SECTION, "db", DEF_DB);
+	ret = ms_open(&mo, &ms, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, PROG ": %s\n", err);
+		goto out;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	so.listen = listen;
+	so.secret = secret;
+	so.cap_key = cap_key;
+	so.threads = (int)threads;
+	so.cap_lifetime_ns = lifetime * 1000000000ll;
+	so.stop = &stop_requested;
+	ret = ms_server_create(ms, &so, &srv);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen[0], strerror(-ret));
+		goto out;
+	}
+	for (int i = 0; i < nlisten; i++)
+		log_info("listening on %s", ms_server_listen_url(srv, i));
+	log_info("database %s, %d worker threads", mo.db_dir, (int)threads);
+	ms_server_run(srv);
+	status = 0;
+	log_info("stopped");
+out:
+	ms_server_destroy(srv);
+	ms_close(ms);
+	if (secret)
+		memset(secret, 0, sizeof(*secret));
+	if (cap_key)
+		memset(cap_key, 0, sizeof(*cap_key));
+	free(secret);
+	free(cap_key);
+	free(listen_buf);
+	config_free(cfg);
+	return status;
+}

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: MIT
+"""deploy/local-cluster and the mount helper, as a person uses them."""
+import os
+
+from conftest import BIN, LOCAL_CLUSTER, MiB, assert_bytes_equal, run
+
+
+def test_down_then_up_keeps_all_data(fresh_cluster):
+    c = fresh_cluster
+    data = os.urandom(5 * MiB + 1)
+    os.mkdir(c.mnt / "d")
+    (c.mnt / "d" / "f").write_bytes(data)
+    os.symlink("d/f", c.mnt / "l")
+    assert c.status().returncode == 0
+    run([LOCAL_CLUSTER, "down", "--dir", c.dir])
+    assert not os.path.ismount(c.mnt)
+    st = c.status()
+    assert st.returncode == 1, st.stdout
+    # down is idempotent.
+    run([LOCAL_CLUSTER, "down", "--dir", c.dir])
+    c.up()
+    assert c.status().returncode == 0
+    assert_bytes_equal(data, (c.mnt / "l").read_bytes())
+    assert os.listdir(c.mnt / "d") == ["f"]
+
+
+def test_mount_helper_with_fstab_options(cluster, tmp_path):
+    mnt = cluster.dir / "mnt-helper"
+    mnt.mkdir(exist_ok=True)
+    opts = "defaults,_netdev,noauto,secret_file=%s,attr_timeout=0" % cluster.secret
+    run([BIN / "mount.fuse.rdfs", "127.0.0.1:%d" % cluster.port, mnt, "-o", opts])
+    cluster.extra_mounts.append(mnt)
+    try:
+        assert os.path.ismount(mnt)
+        (mnt / "via-helper").write_bytes(b"helper")
+        assert (cluster.mnt / "via-helper").read_bytes() == b"helper"
+        types = [line.split()[2] for line in open("/proc/mounts") if line.split()[1] == str(mnt)]
+        assert types == ["fuse.rdfs"], types
+    finally:
+        cluster.unmount(mnt)
+    assert not os.path.ismount(mnt)

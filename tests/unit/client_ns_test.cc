@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+//
+// client_ns_test.cc - the client's namespace calls against a real metaserver:
+// directory streams with stable indexes, xattr size rules, statfs, server
+// list, and the `rdfs` tool's commands.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+
+#include <set>
+
+#include "client_cluster.h"
+
+extern "C" {
+#include "rdfs_client.h"
+}
+
+using rdfs_test::Cluster;
+
+namespace {
+
+const struct rdfs_cred root = {};
+
+class ClientNs : public ::testing::Test {
+protected:
+	static Cluster *cluster;
+	struct rdfs_client *c = nullptr;
+
+	static void SetUpTestSuite()
+	{
+		cluster = new Cluster();
+		ASSERT_TRUE(cluster->start(2, "64m")) << cluster->dir;
+	}
+	static void TearDownTestSuite()
+	{
+		delete cluster;
+		cluster = nullptr;
+	}
+	void SetUp() override
+	{
+		c = cluster->client();
+		ASSERT_NE(c, nullptr);
+	}
+	void TearDown() override { rdfs_client_close(c); }
+
+	std::string tool(const std::string &args, int *status)
+	{
+		std::string conf = cluster->dir + "/empty.conf";
+		fclose(fopen(conf.c_str(), "w"));
+		std::string cmd = rdfs_test::bin_dir() + "/rdfs --config " + conf +
+				  " --metaserver " + cluster->ms_url +
+				  " --secret-file " + cluster->secret_path + " " + args + " 2>&1";
+		FILE *p = popen(cmd.c_str(), "r");
+		std::string out;
+		char buf[4096];
+		size_t n;
+
+		while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+			out.append(buf, n);
+		int st = pclose(p);
+		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		return out;
+	}
+};
+
+Cluster *ClientNs::cluster;
+
+TEST_F(ClientNs, DirectoryStreamKeepsIndexesAcrossPages)
+{
+	struct stat st;
+	ASSERT_EQ(rdfs_mkdir(c, &root, RDFS_ROOT_INO, "many", 0755, &st), 0);
+	uint64_t dir = st.st_ino;
+	std::set<std::string> names;
+
+	for (int i = 0; i < 2500; i++) {
+		std::string n = "e" + std::to_string(i);
+		ASSERT_EQ(rdfs_mknod(c, &root, dir, n.c_str(), S_IFREG | 0644, 0, &st), 0);
+		names.insert(n);
+	}
+	struct rdfs_dir *d = nullptr;
+	ASSERT_EQ(rdfs_opendir(c, &root, dir, &d), 0);
+	struct rdfs_dirent ent;
+	std::vector<std::string> seen;
+	for (uint64_t i = 0;; i++) {
+		int r = rdfs_readdir_at(d, i, &ent);
+		ASSERT_GE(r, 0);
+		if (r == 0)
+			break;
+		seen.push_back(ent.name);
+		EXPECT_EQ(ent.type, (mode_t)S_IFREG);
+	}
+	EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()), names);
+	EXPECT_EQ(seen.size(), names.size());
+	// seekdir back: the same index names the same entry
+	ASSERT_EQ(rdfs_readdir_at(d, 1234, &ent), 1);
+	EXPECT_EQ(seen[1234], ent.name);
+	EXPECT_EQ(rdfs_readdir_at(d, seen.size(), &ent), 0);
+	rdfs_closedir(d);
+
+	EXPECT_EQ(rdfs_opendir(c, &root, 999999, &d), -ENOENT);
+}
+
+TEST_F(ClientNs, XattrSizeRules)
+{
+	struct stat st;
+	ASSERT_EQ(rdfs_mknod(c, &root, RDFS_ROOT_INO, "x", S_IFREG | 0644, 0, &st), 0);
+	ASSERT_EQ(rdfs_setxattr(c, &root, st.st_ino, "user.a", "hello", 5, 0), 0);
+	ASSERT_EQ(rdfs_setxattr(c, &root, st.st_ino, "user.bb", "", 0, 0), 0);
+	char buf[64];
+	EXPECT_EQ(rdfs_getxattr(c, &root, st.st_ino, "user.a", nullptr, 0), 5);
+	EXPECT_EQ(rdfs_getxattr(c, &root, st.st_ino, "user.a", buf, 4), -ERANGE);
+	EXPECT_EQ(rdfs_getxattr(c, &root, st.st_ino, "user.a", buf, sizeof(buf)), 5);
+	EXPECT_EQ(memcmp(buf, "hello", 5), 0);
+	EXPECT_EQ(rdfs_getxattr(c, &root, st.st_ino, "user.none", buf, sizeof(buf)), -ENODATA);
+	int need = rdfs_listxattr(c, &root, st.st_ino, nullptr, 0);
+	EXPECT_EQ(need, (int)(sizeof("user.a") + sizeof("user.bb")));
+	EXPECT_EQ(rdfs_listxattr(c, &root, st.st_ino, buf, need - 1), -ERANGE);
+	ASSERT_EQ(rdfs_listxattr(c, &root, st.st_ino, buf, sizeof(buf)), need);
+	std::set<std::string> got = { buf, buf + strlen(buf) + 1 };
+	EXPECT_EQ(got, (std::set<std::string>{ "user.a", "user.bb" }));
+	EXPECT_EQ(rdfs_removexattr(c, &root, st.st_ino, "user.a"), 0);
+	EXPECT_EQ(rdfs_getxattr(c, &root, st.st_ino, "user.a", nullptr, 0), -ENODATA);
+}
+
+TEST_F(ClientNs, StatfsAndServerListAgree)
+{
+	struct statvfs sv;
+	struct rdfs_server_info s[8];
+
+	ASSERT_EQ(rdfs_statfs(c, &root, &sv), 0);
+	int n = rdfs_server_list(c, s, 8);
+	ASSERT_EQ(n, 2);
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++) {
+		EXPECT_TRUE(s[i].up);
+		EXPECT_GT(s[i].capacity_blocks, 0u);
+		total += s[i].capacity_blocks;
+	}
+	EXPECT_EQ(sv.f_frsize, 4096u);
+	EXPECT_EQ(sv.f_blocks, total);
+	EXPECT_EQ(sv.f_namemax, 255u);
+	EXPECT_EQ(rdfs_server_list(c, s, 1), 2);
+}
+
+TEST_F(ClientNs, SymlinkAndReadlink)
+{
+	struct stat st;
+	char buf[8];
+	ASSERT_EQ(rdfs_symlink(c, &root, RDFS_ROOT_INO, "ln", "target/path", &st), 0);
+	EXPECT_TRUE(S_ISLNK(st.st_mode));
+	EXPECT_EQ(rdfs_readlink(c, &root, st.st_ino, buf, sizeof(buf)), 11);
+	EXPECT_STREQ(buf, "target/");
+	std::string longname(256, 'n');
+	EXPECT_EQ(rdfs_lookup(c, &root, RDFS_ROOT_INO, longname.c_str(), &st), -ENAMETOOLONG);
+}
+
+TEST_F(ClientNs, ToolCommands)
+{
+	int status;
+	struct stat st;
+	struct rdfs_file *f = nullptr;
+
+	std::string out = tool("status", &status);
+	EXPECT_EQ(status, 0) << out;
+	EXPECT_NE(out.find("ios0"), std::string::npos) << out;
+	EXPECT_NE(out.find("ios1"), std::string::npos) << out;
+	EXPECT_NE(out.find("2 I/O servers, 2 up"), std::string::npos) << out;
+
+	out = tool("df", &status);
+	EXPECT_EQ(status, 0) << out;
+	EXPECT_NE(out.find("Size"), std::string::npos) << out;
+
+	ASSERT_EQ(rdfs_mkdir(c, &root, RDFS_ROOT_INO, "tooldir", 0755, &st), 0);
+	ASSERT_EQ(rdfs_create(c, &root, st.st_ino, "file", 0644, O_RDWR | O_CREAT, &st, &f), 0);
+	std::vector<uint8_t> data(3 << 20, 1);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	out = tool("layout /tooldir/file", &status);
+	EXPECT_EQ(status, 0) << out;
+	EXPECT_NE(out.find("size:        3145728"), std::string::npos) << out;
+	EXPECT_NE(out.find("chunk size:  1048576"), std::string::npos) << out;
+	EXPECT_NE(out.find("written"), std::string::npos) << out;
+
+	out = tool("ls -l /tooldir", &status);
+	EXPECT_EQ(status, 0) << out;
+	EXPECT_NE(out.find("3145728"), std::string::npos) << out;
+	out = tool("stat /tooldir/file", &status);
+	EXPECT_EQ(status, 0) << out;
+	EXPECT_NE(out.find("regular file"), std::string::npos) << out;
+
+	out = tool("stat /tooldir/nothing", &status);
+	EXPECT_EQ(status, 1) << out;
+	EXPECT_NE(out.find("No such file or directory"), std::string::npos) << out;
+	out = tool("bogus", &status);
+	EXPECT_EQ(status, 2) << out;
+}
+
+} // namespace
