@@ -113,7 +113,8 @@ static void note_mismatch(struct ior_task *t, int phase, int iter, int writer, c
 	struct ior_mismatch *m = &t->res->first;
 
 	t->res->mismatched_xfers++;
-	if (m->found && m->offset <= off)
+	/* Keep the lowest offset of the first check (iteration, phase) that failed. */
+	if (m->found && (m->iter != iter || m->phase != phase || m->offset <= off))
 		return;
 	m->found = 1;
 	m->phase = phase;

@@ -53,6 +53,7 @@ struct cmdline {
 	char *readahead;
 	int direct_io;
 	int unstable_writes;
+	unsigned int max_read;
 	int no_allow_other;
 	int no_default_permissions;
 	int foreground;
@@ -79,6 +80,8 @@ static const struct fuse_opt cmdline_spec[] = {
 	{ "timeout=%s", offsetof(struct cmdline, timeout), 0 },
 	{ "max_threads=%s", offsetof(struct cmdline, max_threads), 0 },
 	{ "readahead=%s", offsetof(struct cmdline, readahead), 0 },
+	/* libfuse insists that init() and the mount option agree on it */
+	{ "max_read=%u", offsetof(struct cmdline, max_read), 0 },
 	CMD_OPT("direct_io", direct_io),
 	CMD_OPT("unstable_writes", unstable_writes),
 	CMD_OPT("no_allow_other", no_allow_other),
@@ -161,7 +164,7 @@ static void help(void)
 "\n"
 "  FUSE options passed to libfuse unchanged, for example:\n"
 "    ro, rw, nosuid, nodev, noexec, noatime, fsname=NAME, subtype=TYPE,\n"
-"    auto_unmount, max_read=N\n"
+"    auto_unmount, max_read=N (default and most 1048576)\n"
 "    (fsname defaults to rdfs#HOST:PORT and subtype to rdfs, so df(1) and\n"
 "    /proc/mounts show the type fuse.rdfs)\n"
 "\n"
@@ -388,7 +391,8 @@ static int allow_other_permitted(void)
 }
 
 /* The options libfuse mounts with: our defaults first, so the user's win. */
-static int add_mount_opts(struct fuse_args *args, const struct cmdline *cl, const char *fsname)
+static int add_mount_opts(struct fuse_args *args, const struct cmdline *cl, const char *fsname,
+			  unsigned int max_read)
 {
 	char opt[PATH_MAX + 64];
 
@@ -403,8 +407,7 @@ static int add_mount_opts(struct fuse_args *args, const struct cmdline *cl, cons
 				"/etc/fuse.conf lacks user_allow_other\n");
 		}
 	}
-	snprintf(opt, sizeof(opt), "-ofsname=%s,subtype=rdfs,max_read=%u", fsname,
-		 RDFS_FUSE_MAX_IO);
+	snprintf(opt, sizeof(opt), "-ofsname=%s,subtype=rdfs,max_read=%u", fsname, max_read);
 	if (fuse_opt_insert_arg(args, 1, opt) < 0)
 		return -ENOMEM;
 	return 0;
@@ -598,10 +601,24 @@ int main(int argc, char *argv[])
 			ret == -EINVAL ? "too short" : strerror(-ret));
 		goto out_config;
 	}
-	if (add_mount_opts(&args, &cl, fsname) < 0) {
+	s.fs.default_permissions = !cl.no_default_permissions;
+	s.fs.max_read = RDFS_FUSE_MAX_IO;
+	if (cl.max_read)
+		s.fs.max_read = cl.max_read < 4096 ? 4096 :
+				cl.max_read > RDFS_FUSE_MAX_IO ? RDFS_FUSE_MAX_IO : cl.max_read;
+	if (add_mount_opts(&args, &cl, fsname, s.fs.max_read) < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
 		goto out_config;
 	}
+
+	/* Before forking and connecting, so bad FUSE options fail fast. */
+	se = fuse_session_new(&args, &rdfs_fuse_ops, sizeof(rdfs_fuse_ops), &s.fs);
+	if (!se) {
+		fprintf(stderr, PROG ": invalid FUSE options\n");
+		status = EXIT_USAGE;
+		goto out_config;
+	}
+	s.fs.se = se;
 
 	if (!cl.foreground)
 		daemon_fork(&notify_fd);
@@ -615,19 +632,12 @@ int main(int argc, char *argv[])
 	if (ret < 0) {
 		fprintf(stderr, PROG ": cannot connect to metaserver %s: %s\n", url,
 			connect_error(ret));
-		goto out_config;
+		goto out_session;
 	}
 
-	se = fuse_session_new(&args, &rdfs_fuse_ops, sizeof(rdfs_fuse_ops), &s.fs);
-	if (!se) {
-		fprintf(stderr, PROG ": invalid FUSE options\n");
-		status = EXIT_USAGE;
-		goto out_client;
-	}
-	s.fs.se = se;
 	if (fuse_set_signal_handlers(se) < 0) {
 		fprintf(stderr, PROG ": cannot install signal handlers\n");
-		goto out_session;
+		goto out_client;
 	}
 	if (fuse_session_mount(se, mountpoint) < 0) {
 		fprintf(stderr, PROG ": cannot mount on %s\n", mountpoint);
@@ -649,10 +659,10 @@ int main(int argc, char *argv[])
 	log_info("unmounted %s", mountpoint);
 out_signals:
 	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
 out_client:
 	rdfs_client_close(s.fs.client);
+out_session:
+	fuse_session_destroy(se);
 out_config:
 	/* The waiting parent takes a closed pipe as failure and reports our status. */
 	config_free(cfg);

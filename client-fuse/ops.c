@@ -133,7 +133,7 @@ static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Large requests: one FUSE READ/WRITE becomes one striped client call. */
 	conn->max_write = fs->max_io;
 	/* Must equal the max_read mount option main.c passes, or libfuse aborts. */
-	conn->max_read = fs->max_io;
+	conn->max_read = fs->max_read;
 
 	/* Several reads of one file in flight: the client core serves them in parallel. */
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
@@ -205,6 +205,38 @@ static void rdfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 	reply_attr(req, ret, &st);
 }
 
+/*
+ * Writing to, truncating or chowning a set-user-ID or set-group-ID file makes
+ * the kernel clear those bits with a SETATTR of the mode, on behalf of whoever
+ * wrote: someone who needs write permission, not ownership, so the metaserver's
+ * chmod rule (owner or root) refuses it. With default_permissions the kernel
+ * has already refused every chmod(2) by a non-owner, so a mode change that
+ * reaches us from a non-owner and only clears those bits is that privilege
+ * drop; it is done with root's credentials. Returns 1 when it did it (with
+ * *@st the new attributes), 0 when @mode is not such a drop, or -errno.
+ */
+static int drop_privileges_as_root(struct rdfs_fuse *fs, const struct rdfs_cred *cr,
+				   fuse_ino_t ino, const struct stat *attr,
+				   struct rdfs_file *f, struct stat *st)
+{
+	const mode_t kill = S_ISUID | S_ISGID;
+	struct rdfs_cred root;
+	struct stat cur;
+	int ret;
+
+	if (!fs->default_permissions || cr->uid == 0)
+		return 0;
+	ret = rdfs_getattr(fs->client, cr, ino, &cur);
+	if (ret < 0)
+		return ret;
+	if (cur.st_uid == cr->uid || (attr->st_mode & 07777 & ~kill) != (cur.st_mode & 07777 & ~kill) ||
+	    (attr->st_mode & kill & ~cur.st_mode) || (attr->st_mode & kill) == (cur.st_mode & kill))
+		return 0;
+	memset(&root, 0, sizeof(root));
+	ret = rdfs_setattr(fs->client, &root, ino, attr, RDFS_SET_MODE, f, st);
+	return ret < 0 ? ret : 1;
+}
+
 static void rdfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			    struct fuse_file_info *fi)
 {
@@ -222,6 +254,8 @@ static void rdfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
 		{ FUSE_SET_ATTR_MTIME_NOW, RDFS_SET_MTIME_NOW },
 		{ FUSE_SET_ATTR_CTIME, RDFS_SET_CTIME },
 	};
+	struct rdfs_fuse *fs = req_fs(req);
+	struct rdfs_file *f = fi ? fi_file(fi) : NULL;
 	struct rdfs_cred cr;
 	struct stat st;
 	unsigned int valid = 0;
@@ -231,8 +265,16 @@ static void rdfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
 		if (to_set & bits[i].fuse)
 			valid |= bits[i].rdfs;
 	req_cred(req, &cr);
-	ret = rdfs_setattr(req_fs(req)->client, &cr, ino, attr, valid,
-			   fi ? fi_file(fi) : NULL, &st);
+	if (valid & RDFS_SET_MODE) {
+		ret = drop_privileges_as_root(fs, &cr, ino, attr, f, &st);
+		if (ret != 0)
+			valid &= ~RDFS_SET_MODE;
+		if (ret < 0 || !(valid & ~RDFS_SET_CTIME)) {
+			reply_attr(req, ret, &st);
+			return;
+		}
+	}
+	ret = rdfs_setattr(fs->client, &cr, ino, attr, valid, f, &st);
 	reply_attr(req, ret, &st);
 }
 

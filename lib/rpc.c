@@ -249,7 +249,7 @@ static void client_handle_event(struct rpc_client *c, struct xport_event *ev)
 		break;
 	case XPORT_EV_CLOSED:
 		if (!atomic_exchange(&c->broken, 1) && !c->stopping)
-			log_warn("%s: connection lost%s%s", c->url, ev->status ? ": " : "",
+			log_info("%s: connection lost%s%s", c->url, ev->status ? ": " : "",
 				 ev->status ? strerror(-ev->status) : "");
 		pthread_mutex_lock(&c->lock);
 		fail_all_locked(c);

@@ -44,6 +44,7 @@ void rpc_reply_release(struct rpc_reply *r);
  */
 int rpc_client_connect(const char *url, const struct auth_secret *secret, const char *role,
 		       int timeout_ms, struct rpc_client **out);
+/* Close @c; no call may be outstanding or started concurrently. */
 void rpc_client_close(struct rpc_client *c);
 /* True once the connection has failed; every call then returns -ENOTCONN. */
 int rpc_client_broken(const struct rpc_client *c);
@@ -61,6 +62,9 @@ int rpc_call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *re
  * Wait for the reply of @p (at most @timeout_ms, -1 forever) and free @p.
  * Returns 0 with @reply filled (reply->status may be a server error), or -ETIMEDOUT,
  * -ENOTCONN (connection lost: the call's fate is unknown). On error no reply is held.
+ * A late reply to a timed-out call is discarded. If a call with data times out
+ * before its data was sent, the connection is closed (the caller may free the
+ * data now), so it and every other call on it fail with -ENOTCONN.
  */
 int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply);
 

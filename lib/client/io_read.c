@@ -152,6 +152,12 @@ ssize_t rdfs_pread(struct rdfs_file *f, void *buf, size_t size, off_t off)
 
 	for (attempt = 0; attempt < 2; attempt++) {
 		ret = read_range(f, buf, size, off, fsize);
+		if (ret == -EIO) {
+			/* a restarted server may be elsewhere: the next call asks again */
+			pthread_mutex_lock(&in->lock);
+			layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
+			pthread_mutex_unlock(&in->lock);
+		}
 		if (!io_cap_error(ret))
 			break;
 		/* refused capability (expired, or blocks moved): ask again */

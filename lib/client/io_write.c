@@ -202,6 +202,12 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 		*where = off;
 	for (attempt = 0; size > 0 && attempt < 2; attempt++) {
 		ret = write_range(f, buf, size, off);
+		if (ret == -EIO) {
+			/* a restarted server may be elsewhere: the next call asks again */
+			pthread_mutex_lock(&in->lock);
+			layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
+			pthread_mutex_unlock(&in->lock);
+		}
 		if (!io_cap_error(ret))
 			break;
 		pthread_mutex_lock(&in->lock);

@@ -257,3 +257,29 @@ def test_unlinked_open_file_keeps_working(workdir):
     fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
     assert os.fstat(fd).st_size == 0
     os.close(fd)
+
+
+def test_space_allocated_in_blocks(workdir):
+    """A 10 KiB file holds 3 blocks (space grows by 4 KiB blocks, not chunks)."""
+    p = workdir / "small"
+    write_file(p, pattern(3, 10 * 1024))
+    assert os.stat(p).st_blocks * 512 == 3 * 4096
+
+
+def test_freed_blocks_return_to_free_space(cluster, workdir):
+    from conftest import wait_until
+    before = os.statvfs(cluster.mnt).f_bfree
+    write_file(workdir / "a", pattern(1, 40 * MiB))
+    write_file(workdir / "b", pattern(2, 24 * MiB))
+    mid = os.statvfs(cluster.mnt)
+    assert (before - mid.f_bfree) * mid.f_frsize >= 64 * MiB
+    os.truncate(workdir / "b", 4096)
+    os.unlink(workdir / "a")
+    # Freed at once or soon after the last release: bounded wait, no timing assertion.
+    wait_until(lambda: before - os.statvfs(cluster.mnt).f_bfree <= 4096 // mid.f_frsize + 1,
+               "the blocks of removed and truncated data to be free again (free before %d, "
+               "now %d)" % (before, os.statvfs(cluster.mnt).f_bfree), attempts=40)
+    # And they are used again: the next file fits in what was freed.
+    write_file(workdir / "c", pattern(3, 40 * MiB))
+    drop_cache(workdir / "c")
+    assert_bytes_equal(pattern(3, 40 * MiB), read_file(workdir / "c"))

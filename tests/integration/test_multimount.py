@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import MiB, assert_bytes_equal
+from conftest import MiB, assert_bytes_equal, drop_cache
 
 
 @pytest.fixture
@@ -96,3 +96,65 @@ def test_file_deleted_on_one_mount_while_open_on_other(workdir, second_mount):
         os.unlink(workdir / "f")
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         assert_bytes_equal(data, f.read(), "data of a file unlinked by the other mount")
+
+
+def test_direct_io_mount(cluster, workdir):
+    """A mount with -o direct_io (no page cache) reads and writes the same bytes."""
+    mnt = cluster.dir / "mnt-direct"
+    cluster.mount_second(mnt, "attr_timeout=0,entry_timeout=0,direct_io")
+    try:
+        data = os.urandom(3 * MiB + 4097)
+        p = mnt / workdir.name / "direct"
+        with open(p, "wb") as f:
+            f.write(data[:5])
+            f.write(data[5:])
+        assert_bytes_equal(data, _read(workdir / "direct"))
+        with open(p, "r+b") as f:
+            f.seek(MiB - 3)
+            f.write(b"XYZXYZ")
+        expected = data[:MiB - 3] + b"XYZXYZ" + data[MiB + 3:]
+        assert_bytes_equal(expected, _read(p))
+        assert_bytes_equal(expected, _read(workdir / "direct"))
+    finally:
+        cluster.unmount(mnt)
+
+
+def test_large_fuse_requests(cluster):
+    """max_read (and so max_write) of at least 1 MiB, as /proc/mounts shows."""
+    opts = [line.split()[3] for line in open("/proc/mounts") if line.split()[1] == str(cluster.mnt)]
+    assert opts, "no /proc/mounts entry for %s" % cluster.mnt
+    kv = dict(o.split("=", 1) for o in opts[0].split(",") if "=" in o)
+    assert int(kv.get("max_read", 0)) >= MiB, opts[0]
+    assert "allow_other" in opts[0] and "default_permissions" in opts[0], opts[0]
+
+
+@pytest.mark.parametrize("fresh_block", [True, False], ids=["new-block", "written-block"])
+def test_two_clients_write_different_bytes_of_one_block(workdir, second_mount, fresh_block):
+    """DESIGN: partial writes of one block from two clients both land (the I/O
+    server does the read-modify-write, serialized per block)."""
+    mine = workdir / "f"
+    theirs = second_mount / workdir.name / "f"
+    base = b"" if fresh_block else b"." * 8192
+    _write(mine, base)
+    a = os.open(mine, os.O_WRONLY)
+    b = os.open(theirs, os.O_WRONLY)
+    try:
+        assert os.pwrite(a, b"A" * 100, 0) == 100
+        assert os.pwrite(b, b"B" * 100, 100) == 100
+        assert os.pwrite(a, b"C" * 100, 4096 + 50) == 100
+        assert os.pwrite(b, b"D" * 100, 4096 + 1000) == 100
+        os.fsync(a)
+        os.fsync(b)
+    finally:
+        os.close(a)
+        os.close(b)
+    expected = bytearray(base.ljust(4096 + 1100, b"\0"))
+    expected[0:100] = b"A" * 100
+    expected[100:200] = b"B" * 100
+    expected[4096 + 50:4096 + 150] = b"C" * 100
+    expected[4096 + 1000:4096 + 1100] = b"D" * 100
+    if not fresh_block:
+        expected = expected.ljust(8192, b".")
+    for p in (mine, theirs):
+        drop_cache(p)
+        assert_bytes_equal(bytes(expected), _read(p), "as read through %s" % p.parent.parent)

@@ -356,3 +356,17 @@ def test_ctime_mtime_updates(workdir, other_mount):
     st = os.stat(f)
     assert (st.st_atime_ns, st.st_mtime_ns) == (5_000_000_000, 7_000_000_000)
     assert st.st_ctime_ns > c0
+
+
+def test_rename_over_open_file(workdir):
+    touch(workdir / "victim", b"old contents")
+    touch(workdir / "new", b"new")
+    fd = os.open(workdir / "victim", os.O_RDONLY)
+    try:
+        os.rename(workdir / "new", workdir / "victim")
+        assert content(workdir / "victim") == b"new"
+        assert os.fstat(fd).st_nlink == 0
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert os.pread(fd, 100, 0) == b"old contents"
+    finally:
+        os.close(fd)

@@ -47,6 +47,8 @@ def as_user(user, fn, groups=()):
         data += b
     os.close(r)
     os.waitpid(pid, 0)
+    if not data:        # the child exec'd something (or died) instead of returning
+        return ("ok", "no result from the child")
     res = pickle.loads(data)
     assert res[0] != "exception", res[1]
     return res

@@ -42,6 +42,8 @@ TEST(ClientFail, DeadIoServerGivesEioThenRecovers)
 	// the metaserver keeps answering meanwhile
 	EXPECT_EQ(rdfs_getattr(c, &root, rdfs_file_ino(f), &st), 0);
 
+	// back on another port: the client learns the new URL from the next layout
+	cl.ios_ports[1] = rdfs_test::free_port();
 	cl.start_ioserver(1);
 	ASSERT_TRUE(cl.wait_up(2));
 	ssize_t n = -EIO;
