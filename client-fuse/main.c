@@ -33,7 +33,7 @@
 #define DEFAULT_CONFIG		"/etc/rdfs/rdfs.conf"
 #define DEFAULT_SECRET		"/etc/rdfs/secret"
 #define DEFAULT_PORT		"7000"
-#define DEFAULT_TIMEOUT_S	30
+#define DEFAULT_TIMEOUT_MS	30000
 #define DEFAULT_MAX_THREADS	32
 #define DEFAULT_READAHEAD	(4u << 20)
 #define RDFS_VERSION		"0.1"
@@ -145,8 +145,8 @@ static void help(void)
 "    unstable_writes       I/O servers acknowledge writes before they are durable;\n"
 "                          fsync(2) makes them durable (default off: every\n"
 "                          write is durable when write(2) returns)\n"
-"    timeout=SEC           seconds before an unanswered request fails with EIO\n"
-"                          (default %d)\n"
+"    timeout=MS            milliseconds before an unanswered request fails with\n"
+"                          EIO (default %d)\n"
 "    max_threads=N         most request threads of the session loop (default %d)\n"
 "    readahead=SIZE        kernel read-ahead window of the mount (default 4m; 0\n"
 "                          keeps the kernel's 128k). Needs root: it is set in\n"
@@ -157,10 +157,12 @@ static void help(void)
 "    no_allow_other        only the mounting user may access the mount\n"
 "                          (allow_other is on by default; for non-root users it\n"
 "                          needs user_allow_other in /etc/fuse.conf)\n"
-"    no_default_permissions  leave all permission checks to the metaserver\n"
-"                          (default_permissions is on by default: the kernel\n"
-"                          checks mode bits, then the metaserver checks again\n"
-"                          with the caller's uid, gid and groups)\n"
+"    no_default_permissions  leave all permission checks to the metaserver;\n"
+"                          access(2) then always succeeds, the operations\n"
+"                          themselves are still checked. (default_permissions\n"
+"                          is on by default: the kernel checks mode bits, then\n"
+"                          the metaserver checks again with the caller's uid,\n"
+"                          gid and groups)\n"
 "\n"
 "  FUSE options passed to libfuse unchanged, for example:\n"
 "    ro, rw, nosuid, nodev, noexec, noatime, fsname=NAME, subtype=TYPE,\n"
@@ -186,7 +188,7 @@ static void help(void)
 "    0  mounted (or, with -f, unmounted cleanly)\n"
 "    1  runtime error: cannot read the secret, connect or mount\n"
 "    2  usage error: bad option or argument\n",
-	       DEFAULT_TIMEOUT_S, DEFAULT_MAX_THREADS);
+	       DEFAULT_TIMEOUT_MS, DEFAULT_MAX_THREADS);
 }
 
 static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -311,7 +313,7 @@ struct settings {
 	const char *secret_file;
 	const char *log_file;
 	int log_level;
-	int64_t timeout_s;
+	int64_t timeout_ms;
 	int64_t max_threads;
 	uint64_t readahead;
 	int unstable_writes;
@@ -340,9 +342,9 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 		return -EINVAL;
 	}
 	s->fs.max_io = RDFS_FUSE_MAX_IO;
-	if (config_get_int(cfg, "fuse", "timeout", DEFAULT_TIMEOUT_S, &s->timeout_s) < 0 ||
-	    s->timeout_s <= 0 || s->timeout_s > 86400) {
-		fprintf(stderr, PROG ": invalid timeout '%s': expected 1..86400 seconds\n",
+	if (config_get_int(cfg, "fuse", "timeout", DEFAULT_TIMEOUT_MS, &s->timeout_ms) < 0 ||
+	    s->timeout_ms < 100 || s->timeout_ms > 86400000) {
+		fprintf(stderr, PROG ": invalid timeout '%s': expected 100..86400000 milliseconds\n",
 			config_get(cfg, "fuse", "timeout", ""));
 		return -EINVAL;
 	}
@@ -477,8 +479,11 @@ static int check_mountpoint(const char *path, char *resolved)
 	struct stat st;
 
 	if (!realpath(path, resolved) || stat(resolved, &st) < 0) {
-		fprintf(stderr, PROG ": bad mount point %s: %s\n", path, strerror(errno));
-		return -errno;
+		int err = errno;
+
+		fprintf(stderr, PROG ": bad mount point %s: %s%s\n", path, strerror(err),
+			err == ENOTCONN ? " (a stale mount: fusermount3 -u it first)" : "");
+		return -err;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, PROG ": bad mount point %s: Not a directory\n", path);
@@ -624,7 +629,7 @@ int main(int argc, char *argv[])
 		daemon_fork(&notify_fd);
 
 	copts.metaserver_url = url;
-	copts.timeout_ms = (int)(s.timeout_s * 1000);
+	copts.timeout_ms = (int)s.timeout_ms;
 	copts.role = "client";
 	copts.write_stable = !s.unstable_writes;
 	ret = rdfs_client_open(&copts, &s.fs.client);

@@ -213,7 +213,7 @@ static void rdfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
  * has already refused every chmod(2) by a non-owner, so a mode change that
  * reaches us from a non-owner and only clears those bits is that privilege
  * drop; it is done with root's credentials. Returns 1 when it did it (with
- * *@st the new attributes), 0 when @mode is not such a drop, or -errno.
+ * *@st the new attributes), 0 when @attr is not such a drop, or -errno.
  */
 static int drop_privileges_as_root(struct rdfs_fuse *fs, const struct rdfs_cred *cr,
 				   fuse_ino_t ino, const struct stat *attr,
@@ -229,9 +229,12 @@ static int drop_privileges_as_root(struct rdfs_fuse *fs, const struct rdfs_cred 
 	ret = rdfs_getattr(fs->client, cr, ino, &cur);
 	if (ret < 0)
 		return ret;
-	if (cur.st_uid == cr->uid || (attr->st_mode & 07777 & ~kill) != (cur.st_mode & 07777 & ~kill) ||
-	    (attr->st_mode & kill & ~cur.st_mode) || (attr->st_mode & kill) == (cur.st_mode & kill))
-		return 0;
+	if (cur.st_uid == cr->uid)
+		return 0;		/* the owner's own chmod: the normal rules apply */
+	if ((attr->st_mode & 07777 & ~kill) != (cur.st_mode & 07777 & ~kill) ||
+	    (attr->st_mode & kill & ~cur.st_mode) ||
+	    (attr->st_mode & kill) == (cur.st_mode & kill))
+		return 0;		/* not only clearing set-ID bits */
 	memset(&root, 0, sizeof(root));
 	ret = rdfs_setattr(fs->client, &root, ino, attr, RDFS_SET_MODE, f, st);
 	return ret < 0 ? ret : 1;
@@ -656,23 +659,27 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		rdfs_release(f);
 }
 
+/*
+ * The reply is gathered straight from the buffers the I/O servers' replies
+ * were received in (and a zero buffer for holes): one copy fewer than
+ * rdfs_pread() into a buffer of our own.
+ */
 static void rdfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			 struct fuse_file_info *fi)
 {
+	struct rdfs_read_buf *rb = NULL;
+	const struct iovec *iov;
+	int niov;
 	ssize_t n;
-	void *buf;
 
-	buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = rdfs_pread(fi_file(fi), buf, size, off);
+	n = rdfs_pread_iov(fi_file(fi), size, off, &rb, &iov, &niov);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
+	else if (n == 0)
+		fuse_reply_buf(req, NULL, 0);
 	else
-		fuse_reply_buf(req, buf, n);
-	free(buf);
+		fuse_reply_iov(req, iov, niov);
+	rdfs_read_buf_free(rb);
 }
 
 static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

@@ -10,7 +10,9 @@
  * Server side: struct rpc_server runs the accept + authentication handshake and
  * hands the application only requests from authenticated peers, one at a time
  * from rpc_server_next() (the program's main loop). Replies may be sent from any
- * thread with rpc_server_reply().
+ * thread with rpc_server_reply(). A connection whose requests the application
+ * holds in large numbers (over 1024, or 64 MiB) is not read from until some are
+ * rpc_request_done(): flow control, so one fast peer cannot exhaust memory.
  */
 #ifndef RDFS_RPC_H
 #define RDFS_RPC_H

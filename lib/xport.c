@@ -494,6 +494,11 @@ void xport_conn_close_when_sent(struct xport_conn *conn)
 	conn->ops->conn_close(conn, 1);
 }
 
+void xport_conn_pause_rx(struct xport_conn *conn, int paused)
+{
+	conn->ops->conn_pause_rx(conn, paused);
+}
+
 void xport_conn_get(struct xport_conn *conn)
 {
 	atomic_fetch_add(&conn->refcnt, 1);

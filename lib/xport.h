@@ -128,6 +128,12 @@ void xport_conn_set_user_free(struct xport_conn *conn, void (*user_free)(void *u
  * Call from the context's progress thread.
  */
 void xport_conn_set_rx_limits(struct xport_conn *conn, uint32_t max_body, uint32_t max_data);
+/*
+ * Stop (@paused 1) or resume (0) reading from @conn, so a peer that sends faster
+ * than the application consumes is held back by the network's flow control
+ * instead of by our memory. Any thread.
+ */
+void xport_conn_pause_rx(struct xport_conn *conn, int paused);
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
 

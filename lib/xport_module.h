@@ -46,6 +46,8 @@ struct xport_ops {
 			 const void *body, const struct iovec *data, int niov, void *user);
 	/* Any thread: stop all I/O, cancel sends, arrange for xport_conn_closed(). */
 	void (*conn_close)(struct xport_conn *conn, int flush);
+	/* Any thread: stop or resume delivering this connection's messages. */
+	void (*conn_pause_rx)(struct xport_conn *conn, int paused);
 	/* Progress thread (or ctx destroy): run the close arranged by conn_close now. */
 	void (*conn_reap)(struct xport_conn *conn);
 	void (*conn_free)(struct xport_conn *conn);

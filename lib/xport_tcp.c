@@ -37,8 +37,12 @@
 #ifndef TCP_SOCKBUF_LEN
 #define TCP_SOCKBUF_LEN		(4 * 1024 * 1024)
 #endif
-/* readv calls per readiness event before giving other connections a turn. */
+/*
+ * Reading per readiness event before other connections get a turn; also how far
+ * a connection can run ahead of xport_conn_pause_rx().
+ */
 #define TCP_RX_BUDGET		16
+#define TCP_RX_BYTES_BUDGET	(4u << 20)
 #define TCP_ACCEPT_BUDGET	64
 /* iovecs gathered per sendmsg from the queue (IOV_MAX is 1024). */
 #define TCP_TX_IOV		256
@@ -65,7 +69,8 @@ struct tcp_conn {
 	pthread_mutex_t lock;		/* the send side and the fd's life */
 	struct tcp_tx *txq_head, *txq_tail;
 	uint32_t poll_events;
-	int close_when_sent;
+	atomic_int close_when_sent;	/* read unlocked by tcp_rx() */
+	int rx_paused;			/* xport_conn_pause_rx() */
 	int reaped;			/* fd closed, CLOSED reported */
 	int close_status;
 
@@ -227,7 +232,7 @@ static void tcp_update_poll_locked(struct tcp_conn *c)
 
 	if (c->reaped)
 		return;
-	if (!atomic_load(&c->base.closing) && !c->close_when_sent)
+	if (!atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused)
 		want |= EPOLLIN;
 	if (c->txq_head)
 		want |= EPOLLOUT;
@@ -536,11 +541,11 @@ static void tcp_fail(struct tcp_conn *c, int status)
 static void tcp_rx(struct tcp_conn *c)
 {
 	struct iovec iov[2];
-	size_t want, len, got;
+	size_t want, len, got, total = 0;
 	ssize_t n;
 	int niov, budget, err;
 
-	for (budget = 0; budget < TCP_RX_BUDGET; budget++) {
+	for (budget = 0; budget < TCP_RX_BUDGET && total < TCP_RX_BYTES_BUDGET; budget++) {
 		if (atomic_load(&c->base.closing) || c->close_when_sent)
 			return;
 		/* What is left after parsing is a partial header: move it to the front. */
@@ -575,6 +580,7 @@ static void tcp_rx(struct tcp_conn *c)
 			return;
 		}
 		got = (size_t)n;
+		total += got;
 		if (c->rx_state == RX_PAYLOAD) {
 			size_t k = (size_t)n < iov[0].iov_len ? (size_t)n : iov[0].iov_len;
 
@@ -669,6 +675,16 @@ static void rx_discard(int fd)
 	for (i = 0; i < 64; i++)
 		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
 			break;
+}
+
+static void tcp_conn_pause_rx(struct xport_conn *conn, int paused)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+
+	pthread_mutex_lock(&c->lock);
+	c->rx_paused = paused;
+	tcp_update_poll_locked(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void tcp_conn_reap(struct xport_conn *conn)
@@ -928,6 +944,7 @@ const struct xport_ops xport_tcp_ops = {
 	.connect	= tcp_connect,
 	.post_send	= tcp_post_send,
 	.conn_close	= tcp_conn_close,
+	.conn_pause_rx	= tcp_conn_pause_rx,
 	.conn_reap	= tcp_conn_reap,
 	.conn_free	= tcp_conn_free,
 };

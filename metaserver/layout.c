@@ -111,7 +111,8 @@ static void chunk_normalize(struct chunk *c)
 {
 	int j = 0;
 
-	qsort(c->e, c->n, sizeof(*c->e), ext_cmp);
+	if (c->n > 1)
+		qsort(c->e, c->n, sizeof(*c->e), ext_cmp);
 	for (int i = 0; i < c->n; i++) {
 		if (c->e[i].count == 0)
 			continue;
@@ -233,7 +234,11 @@ int layout_rebuild_bitmaps(struct ms *ms)
 
 /* ---------------------------------------------------------------- access */
 
-/* Does handle @h of @s, or else @cr's permission, allow writing (@write) or reading @in? */
+/*
+ * May the caller allocate in (@write) or look at the layout of @in? An open
+ * handle @h of @s decides when it is valid for @in, else @cr's permission
+ * (read or write access for looking; write access for allocating).
+ */
 static int may_access(const struct ms_inode *in, struct ms_session *s, const struct ms_cred *cr,
 		      uint64_t h, int write, int *handle_write)
 {
@@ -244,10 +249,15 @@ static int may_access(const struct ms_inode *in, struct ms_session *s, const str
 		uint32_t acc = flags & O_ACCMODE;
 
 		*handle_write = acc != O_RDONLY;
-		if (write ? acc != O_RDONLY : acc != O_WRONLY)
+		/* any open handle may look at the layout; allocating needs a writer */
+		if (!write || acc != O_RDONLY)
 			return 0;
 	}
-	return perm_check(in, cr, write ? MAY_WRITE : MAY_READ);
+	if (write)
+		return perm_check(in, cr, MAY_WRITE);
+	if (perm_check(in, cr, MAY_READ) == 0)
+		return 0;
+	return perm_check(in, cr, MAY_WRITE);
 }
 
 /* ---------------------------------------------------------------- allocation */

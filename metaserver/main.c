@@ -61,6 +61,9 @@ static void usage(FILE *f)
 "    --cap-lifetime SEC   lifetime of issued capabilities (default 600)\n"
 "    --log-level LEVEL    error, warn, info or debug (default info)\n"
 "    --log-file FILE      append the log to FILE instead of stderr\n"
+"    --chunk-size SIZE    stripe chunk size of the root directory of a new\n"
+"                         database, inherited by everything created in it;\n"
+"                         k/m suffixes (default 1m; ignored for an existing db)\n"
 "    --help               print this help and exit\n"
 "    --version            print the version and exit\n"
 "\n"
@@ -68,7 +71,7 @@ static void usage(FILE *f)
 "    An INI file; command-line options override it.\n"
 "      [cluster]     secret_file, cap_key_file, log_level\n"
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
-"                    cap_lifetime, log_level, log_file\n"
+"                    cap_lifetime, chunk_size, log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    rdfs-metaserver --db /srv/rdfs/mds --listen tcp://0.0.0.0:7000\n"
@@ -110,6 +113,7 @@ int main(int argc, char **argv)
 		{ "cap-lifetime", required_argument, NULL, 'T' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-file", required_argument, NULL, 'F' },
+		{ "chunk-size", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -125,6 +129,7 @@ int main(int argc, char **argv)
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
 	int64_t threads, lifetime;
+	uint64_t chunk_size;
 	struct sigaction sa;
 
 	if (!cfg) {
@@ -164,6 +169,9 @@ int main(int argc, char **argv)
 		case 'F':
 			config_set(cfg, SECTION, "log_file", optarg);
 			break;
+		case 'C':
+			config_set(cfg, SECTION, "chunk_size", optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -198,7 +206,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		static const char *const keys[] = { "db", "secret_file", "cap_key_file", "threads",
-						     "cap_lifetime", "log_level", "log_file" };
+						     "cap_lifetime", "log_level", "log_file",
+						     "chunk_size" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -233,6 +242,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cap_lifetime must be a number of seconds from 1 to 604800\n");
 		return 2;
 	}
+	if (config_get_size(cfg, SECTION, "chunk_size", MS_DEFAULT_CHUNK, &chunk_size) ||
+	    chunk_size < 4096 || chunk_size % 4096 || chunk_size > (64u << 20)) {
+		fprintf(stderr, PROG ": chunk_size must be a multiple of 4k from 4k to 64m\n");
+		return 2;
+	}
 	if (nlisten_cli) {
 		memcpy(listen, listen_cli, sizeof(listen));
 		nlisten = nlisten_cli;
@@ -260,6 +274,7 @@ int main(int argc, char **argv)
 		goto out;
 
 	mo.db_dir = config_get(cfg, SECTION, "db", DEF_DB);
+	mo.chunk_size = (uint32_t)chunk_size;
 	ret = ms_open(&mo, &ms, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, PROG ": %s\n", err);

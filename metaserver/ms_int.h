@@ -20,22 +20,28 @@
 
 /* Power of two; enough that unrelated operations rarely share a stripe. */
 #define MS_LOCK_STRIPES		1024
-#define MS_LOCKSET_MAX		4
+#define MS_LOCKSET_MAX		6
 
 struct ms_locks {
-	pthread_mutex_t stripe[MS_LOCK_STRIPES];
+	pthread_rwlock_t stripe[MS_LOCK_STRIPES];
 };
 
 struct ms_lockset {
 	int n;
 	unsigned int idx[MS_LOCKSET_MAX];
+	int excl[MS_LOCKSET_MAX];
 	int held;
 };
 
 void locks_init(struct ms_locks *l);
 void locks_destroy(struct ms_locks *l);
 void lockset_init(struct ms_lockset *ls);
+/* Add inode @ino exclusive (0 is ignored). */
 void lockset_add(struct ms_lockset *ls, uint64_t ino);
+/* Add inode @ino shared: only its times may be rewritten (see lock.c). */
+void lockset_add_shared(struct ms_lockset *ls, uint64_t ino);
+/* Add the entry @name of directory @parent, exclusive. */
+void lockset_add_name(struct ms_lockset *ls, uint64_t parent, const char *name);
 void lockset_lock(struct ms_locks *l, struct ms_lockset *ls);
 void lockset_unlock(struct ms_locks *l, struct ms_lockset *ls);
 
@@ -183,12 +189,13 @@ int ns_check_name(const char *name);
 int ns_dir_has_entries(struct ms *ms, uint64_t ino);
 
 /*
- * Lock @parent and the inode @name points to (if any) so that the entry cannot
- * change under us. Returns 0 with the locks held and *@child set (0: no such
- * entry), or -EIO.
+ * Lock the entry @name of @parent, @parent (exclusive when the entry is a
+ * directory or @parent_excl, else shared) and the inode the entry points to,
+ * so that the entry cannot change under us. Returns 0 with the locks held and
+ * *@child set (0: no such entry), or -EIO.
  */
-int ns_lock_entry(struct ms *ms, uint64_t parent, const char *name, struct ms_lockset *ls,
-		  uint64_t *child);
+int ns_lock_entry(struct ms *ms, uint64_t parent, const char *name, int parent_excl,
+		  struct ms_lockset *ls, uint64_t *child);
 /* Read directory @ino: -ENOENT (also when removed), -ENOTDIR. */
 int ns_get_dir(struct ms *ms, uint64_t ino, struct ms_inode *dir);
 

@@ -233,7 +233,7 @@ void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 	f->inodes = 0;
 }
 
-/* Delete every key that starts with @tag ino:be64 into @b, calling @fn on chunk values. */
+/* Delete every key that starts with @tag ino:be64 into @b; with @f, chunk records' blocks go to @f. */
 static int delete_prefixed(struct ms *ms, leveldb_writebatch_t *b, char tag, uint64_t ino,
 			   struct ms_freelist *f)
 {

@@ -21,23 +21,23 @@
 /* Hard-link limit, as ext4's. */
 #define MS_LINK_MAX	65000
 
-/*
- * Lock @parent and the inode @name points to (if any) so that the entry cannot
- * change under us: read, lock, re-read, retry when it moved meanwhile.
- * Returns 0 with the locks held and *@child set (0: no such entry), or -EIO.
- */
-int ns_lock_entry(struct ms *ms, uint64_t parent, const char *name, struct ms_lockset *ls,
-		  uint64_t *child)
+int ns_lock_entry(struct ms *ms, uint64_t parent, const char *name, int parent_excl,
+		  struct ms_lockset *ls, uint64_t *child)
 {
 	for (;;) {
 		uint64_t c = 0, c2 = 0;
-		uint32_t type;
+		uint32_t type = 0;
 		int ret = ns_dirent_get(ms, parent, name, &c, &type);
 
 		if (ret && ret != -ENOENT)
 			return ret;
 		lockset_init(ls);
-		lockset_add(ls, parent);
+		lockset_add_name(ls, parent, name);
+		/* a directory entry's removal changes the parent's nlink */
+		if (parent_excl || type == (S_IFDIR >> 12))
+			lockset_add(ls, parent);
+		else
+			lockset_add_shared(ls, parent);
 		lockset_add(ls, c);
 		lockset_lock(&ms->locks, ls);
 		ret = ns_dirent_get(ms, parent, name, &c2, &type);
@@ -139,7 +139,11 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 		return ret;
 
 	lockset_init(&ls);
-	lockset_add(&ls, parent);
+	lockset_add_name(&ls, parent, name);
+	if (S_ISDIR(tmpl->mode))
+		lockset_add(&ls, parent);		/* nlink changes */
+	else
+		lockset_add_shared(&ls, parent);	/* only its times change */
 	lockset_add(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
 	ret = ns_get_dir(ms, parent, &dir);
@@ -323,7 +327,8 @@ int ms_link(struct ms *ms, const struct ms_cred *cr, uint64_t ino, uint64_t newp
 	if (!in)
 		return -ENOMEM;
 	lockset_init(&ls);
-	lockset_add(&ls, newparent);
+	lockset_add_name(&ls, newparent, newname);
+	lockset_add_shared(&ls, newparent);
 	lockset_add(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
 	ret = ns_inode_get(ms, ino, in);
@@ -396,7 +401,7 @@ static int remove_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	in = malloc(sizeof(*in));
 	if (!in)
 		return -ENOMEM;
-	ret = ns_lock_entry(ms, parent, name, &ls, &child);
+	ret = ns_lock_entry(ms, parent, name, rmdir, &ls, &child);
 	if (ret)
 		goto out_free;
 	ret = ns_get_dir(ms, parent, &dir);

@@ -31,6 +31,7 @@
 struct conn_state {
 	atomic_int refs;
 	struct ms_session *sess;
+	struct conn_state *prev, *next;	/* all live ones, under ms_server.mu */
 };
 
 struct job {
@@ -54,11 +55,20 @@ struct ms_server {
 
 	int nthreads;
 	pthread_t *threads;
+	struct conn_state *conns;
 };
 
 static void conn_state_put(struct ms_server *srv, struct conn_state *cs)
 {
 	if (atomic_fetch_sub(&cs->refs, 1) == 1) {
+		pthread_mutex_lock(&srv->mu);
+		if (cs->prev)
+			cs->prev->next = cs->next;
+		else
+			srv->conns = cs->next;
+		if (cs->next)
+			cs->next->prev = cs->prev;
+		pthread_mutex_unlock(&srv->mu);
 		ms_session_close(srv->ms, cs->sess);
 		free(cs);
 	}
@@ -181,6 +191,12 @@ int ms_server_run(struct ms_server *srv)
 				}
 				atomic_store(&cs->refs, 1);	/* the connection's */
 				rpc_conn_set_app(req.conn, cs);
+				pthread_mutex_lock(&srv->mu);
+				cs->next = srv->conns;
+				if (cs->next)
+					cs->next->prev = cs;
+				srv->conns = cs;
+				pthread_mutex_unlock(&srv->mu);
 			}
 			atomic_fetch_add(&cs->refs, 1);
 			j.req = req;
@@ -227,6 +243,14 @@ void ms_server_destroy(struct ms_server *srv)
 			pthread_join(srv->threads[i], NULL);
 	}
 	rpc_server_destroy(srv->rpc);
+	/* connections still open at shutdown: release their handles now */
+	while (srv->conns) {
+		struct conn_state *cs = srv->conns;
+
+		srv->conns = cs->next;
+		ms_session_close(srv->ms, cs->sess);
+		free(cs);
+	}
 	free(srv->threads);
 	pthread_cond_destroy(&srv->not_empty);
 	pthread_cond_destroy(&srv->not_full);

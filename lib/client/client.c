@@ -49,7 +49,8 @@ void peer_init(struct rdfs_peer *p, const char *url, uint32_t server_id)
 	p->server_id = server_id;
 }
 
-static void conn_put_locked(struct rdfs_peer *p, struct rdfs_conn *cn, struct rdfs_conn **dead)
+/* Drop a reference under the peer's lock; *@dead gets the connection to close after it. */
+static void conn_put_locked(struct rdfs_conn *cn, struct rdfs_conn **dead)
 {
 	*dead = NULL;
 	if (--cn->refs == 0)
@@ -70,7 +71,7 @@ void peer_destroy(struct rdfs_peer *p)
 
 	pthread_mutex_lock(&p->lock);
 	if (p->conn) {
-		conn_put_locked(p, p->conn, &dead);
+		conn_put_locked(p->conn, &dead);
 		p->conn = NULL;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -84,7 +85,7 @@ void peer_put(struct rdfs_peer *p, struct rdfs_conn *cn)
 	struct rdfs_conn *dead;
 
 	pthread_mutex_lock(&p->lock);
-	conn_put_locked(p, cn, &dead);
+	conn_put_locked(cn, &dead);
 	pthread_mutex_unlock(&p->lock);
 	conn_free(dead);
 }
@@ -98,7 +99,7 @@ static struct rdfs_conn *peer_current(struct rdfs_peer *p, struct rdfs_conn **de
 	cn = p->conn;
 	if (cn && rpc_client_broken(cn->rpc)) {
 		p->conn = NULL;
-		conn_put_locked(p, cn, dead);
+		conn_put_locked(cn, dead);
 		cn = NULL;
 	}
 	if (cn)
@@ -114,7 +115,7 @@ void peer_set_url(struct rdfs_peer *p, const char *url)
 	if (strcmp(p->url, url) != 0) {
 		snprintf(p->url, sizeof(p->url), "%s", url);
 		if (p->conn) {
-			conn_put_locked(p, p->conn, &dead);
+			conn_put_locked(p->conn, &dead);
 			p->conn = NULL;
 		}
 	}

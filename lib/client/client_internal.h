@@ -2,10 +2,12 @@
 /*
  * client_internal.h - the structures shared by the files of lib/client.
  *
- * Lock order (outer first): rdfs_file.lock -> rdfs_inode.lock -> inode_table.lock
+ * Lock order (outer first): rdfs_inode.commit_lock -> rdfs_file.lock ->
+ * rdfs_inode.lock -> inode_table.lock
  * -> rdfs_client.lock -> rdfs_peer.connect_lock -> rdfs_peer.lock. No lock is held
- * across an RPC except rdfs_peer.connect_lock (held while connecting) and
- * rdfs_file.lock (held while re-opening a handle after a metaserver reconnect).
+ * across an RPC except rdfs_peer.connect_lock (held while connecting),
+ * rdfs_file.lock (held while re-opening a handle after a metaserver reconnect)
+ * and rdfs_inode.commit_lock (held across a COMMIT).
  */
 #ifndef RDFS_CLIENT_INTERNAL_H
 #define RDFS_CLIENT_INTERNAL_H
@@ -110,6 +112,7 @@ struct rdfs_inode {
 	pthread_mutex_t lock;		/* everything below */
 	pthread_cond_t cond;		/* @padding shrank */
 	pthread_mutex_t append_lock;	/* O_APPEND writes of this client, one at a time */
+	pthread_mutex_t commit_lock;	/* one COMMIT at a time: a flush returns after the one in flight */
 	int open_count;
 	int write_opens;		/* opens for writing */
 	uint64_t commits;		/* successful COMMITs, to spot layouts older than one */
@@ -119,7 +122,8 @@ struct rdfs_inode {
 	int dirty;			/* size/mtime/ranges to commit */
 	uint32_t chunk_size;
 	struct range_set uncommitted;	/* file blocks written here, not yet committed */
-	struct range_set committed;	/* written here and committed; the cached layout may still say unwritten */
+	/* written here and committed, where the cached layout may still say unwritten */
+	struct range_set committed;
 	struct range_set padding;	/* fresh blocks a zero-padding write is filling */
 	struct layout_cache layout;
 	uint32_t *unstable;		/* servers holding unstable writes of this file */
@@ -243,6 +247,7 @@ struct io_req {
 	int niov;
 	int stable;
 	/* filled by io_batch_run() */
+	struct rpc_reply reply;		/* READ without @buf: the reply, holding the data */
 	int status;
 	struct rdfs_peer *peer;
 	struct rdfs_conn *conn;
@@ -251,7 +256,8 @@ struct io_req {
 
 /*
  * Send all @reqs (op READ or WRITE) at once, then wait for all. READ data is
- * copied to each req's buf. Returns 0 or the first error; each req->status says
+ * copied to each req's buf, or, without one, left in req->reply (the caller
+ * releases it with rpc_reply_release()). Returns 0 or the first error; each req->status says
  * its own fate (-EKEYEXPIRED/-EACCES/-EBADMSG: capability refused).
  */
 int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n);

@@ -182,8 +182,8 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 	return 0;
 }
 
-/* COMMIT this client's writes of @f's inode, if it has any. */
-int rdfs_flush(struct rdfs_file *f)
+/* COMMIT this client's writes of @f's inode, if it has any. Under in->commit_lock. */
+static int file_commit(struct rdfs_file *f)
 {
 	struct rdfs_inode *in = f->in;
 	Rdfs__CommitReq req = RDFS__COMMIT_REQ__INIT;
@@ -194,9 +194,6 @@ int rdfs_flush(struct rdfs_file *f)
 	size_t i;
 	int ret;
 
-	/* a reader's close commits nothing: the writers' handles do (and may) */
-	if ((f->flags & O_ACCMODE) == O_RDONLY)
-		return 0;
 	range_set_init(&snap);
 	pthread_mutex_lock(&in->lock);
 	if (!in->dirty) {
@@ -268,6 +265,20 @@ fail:
 	free(rangep);
 	range_set_free(&snap);
 	return ret == -ENOMEM ? ret : (ret == -ENOSPC || ret == -EDQUOT ? ret : -EIO);
+}
+
+int rdfs_flush(struct rdfs_file *f)
+{
+	int ret;
+
+	/* a reader's close commits nothing: the writers' handles do (and may) */
+	if ((f->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	/* a COMMIT in flight may not cover our writes yet: wait for it, then look */
+	pthread_mutex_lock(&f->in->commit_lock);
+	ret = file_commit(f);
+	pthread_mutex_unlock(&f->in->commit_lock);
+	return ret;
 }
 
 /* IO_COMMIT on every server that holds unstable writes of @f's inode. */

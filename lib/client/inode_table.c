@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "client_internal.h"
+#include "log.h"
 
 void inode_table_init(struct inode_table *t)
 {
@@ -27,6 +28,7 @@ static void inode_free(struct rdfs_inode *in)
 	pthread_mutex_destroy(&in->lock);
 	pthread_cond_destroy(&in->cond);
 	pthread_mutex_destroy(&in->append_lock);
+	pthread_mutex_destroy(&in->commit_lock);
 	free(in);
 }
 
@@ -38,6 +40,10 @@ void inode_table_destroy(struct inode_table *t)
 		while (t->bucket[i]) {
 			struct rdfs_inode *in = t->bucket[i];
 
+			/* only a failed release leaves these; say what is lost */
+			if (in->dirty)
+				log_warn("inode %llu: uncommitted writes discarded as the client closes",
+					 (unsigned long long)in->ino);
 			t->bucket[i] = in->next;
 			inode_free(in);
 		}
@@ -83,6 +89,7 @@ struct rdfs_inode *inode_get(struct inode_table *t, uint64_t ino)
 			pthread_mutex_init(&in->lock, NULL);
 			pthread_cond_init(&in->cond, NULL);
 			pthread_mutex_init(&in->append_lock, NULL);
+			pthread_mutex_init(&in->commit_lock, NULL);
 			range_set_init(&in->uncommitted);
 			range_set_init(&in->committed);
 			range_set_init(&in->padding);

@@ -62,10 +62,15 @@ static int io_finish(struct rdfs_client *c, uint16_t op, struct io_req *r)
 		return rpc_errno(ret);
 	ret = reply.status;
 	if (ret == 0 && op == RDFS_OP_READ) {
-		if (reply.msg->hdr.data_len < r->length || !reply.msg->data)
+		if (reply.msg->hdr.data_len < r->length || !reply.msg->data) {
 			ret = -EIO;
-		else
+		} else if (!r->buf) {
+			/* the caller takes the received buffer itself */
+			r->reply = reply;
+			return 0;
+		} else {
 			memcpy(r->buf, reply.msg->data, r->length);
+		}
 	}
 	rpc_reply_release(&reply);
 	return ret;

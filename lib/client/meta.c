@@ -202,12 +202,14 @@ static int unlink_call(struct rdfs_client *c, uint16_t op, const struct rdfs_cre
 	return ms_call(c, op, &req.base, NULL, NULL, 0);
 }
 
-int rdfs_unlink(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent, const char *name)
+int rdfs_unlink(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+		const char *name)
 {
 	return unlink_call(c, RDFS_OP_UNLINK, cr, parent, name);
 }
 
-int rdfs_rmdir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent, const char *name)
+int rdfs_rmdir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
+	       const char *name)
 {
 	return unlink_call(c, RDFS_OP_RMDIR, cr, parent, name);
 }

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "auth.h"
 
@@ -55,6 +56,11 @@ struct rdfs_client_opts {
 	int reconnect_ms;		/* how long a call waits for a lost metaserver; 0: 10000 */
 };
 
+/*
+ * Connect and authenticate (once, no retry, so that errors are immediate and
+ * precise): -ECONNREFUSED/-ETIMEDOUT/-EHOSTUNREACH, -EACCES when the secret is
+ * rejected, -EINVAL for a bad URL. Later calls reconnect by themselves.
+ */
 int rdfs_client_open(const struct rdfs_client_opts *opts, struct rdfs_client **out);
 void rdfs_client_close(struct rdfs_client *c);
 
@@ -141,6 +147,16 @@ int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, i
 	      struct stat *st, struct rdfs_file **out);
 /* Read up to @size bytes at @off; short only at end of file. Holes read as zeros. */
 ssize_t rdfs_pread(struct rdfs_file *f, void *buf, size_t size, off_t off);
+/*
+ * rdfs_pread() without the copy: on success *@iov and *@niov describe the bytes in
+ * file order, pointing into the buffers the data was received in (and into
+ * zeros for holes), valid until rdfs_read_buf_free(*@rb). Returns the byte count
+ * (0 at end of file, with *@rb NULL) or -errno. For fuse_reply_iov().
+ */
+struct rdfs_read_buf;
+ssize_t rdfs_pread_iov(struct rdfs_file *f, size_t size, off_t off, struct rdfs_read_buf **rb,
+		       const struct iovec **iov, int *niov);
+void rdfs_read_buf_free(struct rdfs_read_buf *rb);
 /* Write all @size bytes at @off (O_APPEND files: at this client's end of file). */
 ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off);
 /* rdfs_pwrite(), and *@where (may be NULL) gets the offset written at (O_APPEND). */

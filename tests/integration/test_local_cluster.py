@@ -39,3 +39,34 @@ def test_mount_helper_with_fstab_options(cluster, tmp_path):
     finally:
         cluster.unmount(mnt)
     assert not os.path.ismount(mnt)
+
+
+def _state_pid(c, name):
+    import json
+    with open(c.dir / "state.json") as f:
+        return json.load(f)["procs"][name]["pid"]
+
+
+def test_down_after_fuse_killed_leaves_no_stale_mount(fresh_cluster):
+    c = fresh_cluster
+    (c.mnt / "f").write_bytes(b"still here")
+    os.kill(_state_pid(c, "fuse"), 9)
+    run([LOCAL_CLUSTER, "down", "--dir", c.dir])
+    assert not os.path.ismount(c.mnt)
+    assert not any(line.split()[1] == str(c.mnt) for line in open("/proc/mounts"))
+    c.up()
+    assert (c.mnt / "f").read_bytes() == b"still here"
+
+
+def test_up_restarts_a_partly_dead_cluster(fresh_cluster):
+    c = fresh_cluster
+    data = os.urandom(3 * MiB)
+    with open(c.mnt / "f", "wb") as f:
+        f.write(data)
+        os.fsync(f.fileno())
+    c.kill9(c.port)
+    st = c.status()
+    assert st.returncode == 1, st.stdout
+    c.up()
+    assert c.status().returncode == 0
+    assert_bytes_equal(data, (c.mnt / "f").read_bytes())

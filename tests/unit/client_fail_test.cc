@@ -91,6 +91,47 @@ TEST(ClientFail, MetaserverRestartKeepsOpenFilesWorking)
 	rdfs_client_close(c);
 }
 
+TEST(ClientFail, FailedCommitKeepsWritesForTheNextFlush)
+{
+	Cluster cl;
+	ASSERT_TRUE(cl.start(1)) << cl.dir;
+	struct rdfs_client_opts o = cl.opts();
+	struct rdfs_client *c = nullptr;
+
+	o.reconnect_ms = 300;
+	ASSERT_EQ(rdfs_client_open(&o, &c), 0);
+	auto data = pattern(20000, 3);
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+	ASSERT_EQ(rdfs_create(c, &root, RDFS_ROOT_INO, "h", 0644, O_RDWR | O_CREAT, &st, &f), 0);
+	uint64_t ino = rdfs_file_ino(f);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+
+	cl.kill_metaserver();
+	EXPECT_EQ(rdfs_flush(f), -EIO);
+	EXPECT_EQ(rdfs_release(f), -EIO);
+	uint64_t size = 0;
+	ASSERT_EQ(rdfs_pending_size(c, ino, &size), 0);
+	EXPECT_EQ(size, data.size());
+
+	cl.start_metaserver();
+	ASSERT_TRUE(cl.wait_up(1));
+	ASSERT_EQ(rdfs_open(c, &root, ino, O_RDWR, &st, &f), 0);
+	EXPECT_EQ(rdfs_file_size(f), data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_client *c2 = cl.client();
+	ASSERT_NE(c2, nullptr);
+	ASSERT_EQ(rdfs_open(c2, &root, ino, O_RDONLY, &st, &f), 0);
+	EXPECT_EQ(st.st_size, (off_t)data.size());
+	std::vector<uint8_t> buf(data.size());
+	ASSERT_EQ(rdfs_pread(f, buf.data(), buf.size(), 0), (ssize_t)data.size());
+	EXPECT_EQ(buf, data);
+	EXPECT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(c2);
+	rdfs_client_close(c);
+}
+
 TEST(ClientFail, WrongSecretIsRefused)
 {
 	Cluster cl;

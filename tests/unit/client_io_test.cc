@@ -508,4 +508,114 @@ TEST_F(ClientIo, PendingSizeIsVisibleToThisClientOnly)
 	rdfs_client_close(c2);
 }
 
+TEST_F(ClientIo, ZeroCopyReadMatchesCopyingRead)
+{
+	std::string name = unique("iov");
+	struct rdfs_file *f = create(c, name);
+	auto data = pattern(6 << 20, 71);
+
+	ASSERT_NE(f, nullptr);
+	// data, a hole, data written but not committed (ours), a partial block
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), 1 << 20, 0), 1 << 20);
+	ASSERT_EQ(rdfs_flush(f), 0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data() + (3 << 20), 2 << 20, 3 << 20), 2 << 20);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), 777, (6 << 20) - 1000), 777);
+
+	std::mt19937 rng(5);
+	for (int k = 0; k < 40; k++) {
+		size_t off = rng() % (6 << 20), size = rng() % (9 << 20);
+		if (k == 0)
+			off = 0, size = 7 << 20;
+		std::vector<uint8_t> copy(size);
+		ssize_t n = rdfs_pread(f, copy.data(), size, off);
+		ASSERT_GE(n, 0);
+		copy.resize(n);
+		if (k == 0) {
+			std::vector<uint8_t> want((6 << 20) - 1000 + 777, 0);
+			memcpy(&want[0], data.data(), 1 << 20);
+			memcpy(&want[3 << 20], data.data() + (3 << 20), 2 << 20);
+			memcpy(&want[(6 << 20) - 1000], data.data(), 777);
+			ASSERT_EQ(copy, want);
+		}
+
+		struct rdfs_read_buf *rb = nullptr;
+		const struct iovec *iov = nullptr;
+		int niov = 0;
+		ssize_t m = rdfs_pread_iov(f, size, off, &rb, &iov, &niov);
+		ASSERT_EQ(m, n);
+		std::vector<uint8_t> got;
+		for (int i = 0; i < niov; i++)
+			got.insert(got.end(), (uint8_t *)iov[i].iov_base,
+				   (uint8_t *)iov[i].iov_base + iov[i].iov_len);
+		EXPECT_EQ(got, copy) << "off " << off << " size " << size;
+		rdfs_read_buf_free(rb);
+	}
+	ASSERT_EQ(rdfs_release(f), 0);
+}
+
+TEST_F(ClientIo, RandomOperationsMatchALocalModel)
+{
+	// four threads, each with its own file and a local copy of what it must hold:
+	// random writes (aligned or not), reads, truncates and flushes
+	std::vector<std::thread> threads;
+	std::vector<std::string> names;
+	std::vector<std::vector<uint8_t>> models(4);
+
+	for (int t = 0; t < 4; t++)
+		names.push_back(unique("model"));
+	for (int t = 0; t < 4; t++)
+		threads.emplace_back([&, t] {
+			std::mt19937 rng(100 + t);
+			std::vector<uint8_t> &model = models[t];
+			struct rdfs_file *f = create(c, names[t]);
+			const size_t span = 3 << 20;
+
+			ASSERT_NE(f, nullptr);
+			for (int op = 0; op < 150; op++) {
+				unsigned kind = rng() % 10;
+				size_t off = rng() % span, len = rng() % 300000 + 1;
+
+				if (rng() % 3 == 0)
+					off &= ~(size_t)4095;
+				if (kind < 5) {
+					auto d = pattern(len, rng());
+					ASSERT_EQ(rdfs_pwrite(f, d.data(), len, off), (ssize_t)len);
+					if (model.size() < off + len)
+						model.resize(off + len, 0);
+					memcpy(&model[off], d.data(), len);
+				} else if (kind < 8) {
+					std::vector<uint8_t> got(len);
+					ssize_t n = rdfs_pread(f, got.data(), len, off);
+					size_t want = off >= model.size() ? 0 :
+						      std::min(len, model.size() - off);
+					ASSERT_EQ(n, (ssize_t)want) << "op " << op;
+					ASSERT_TRUE(std::equal(got.begin(), got.begin() + want,
+							       model.begin() + off))
+						<< "thread " << t << " op " << op << " off " << off;
+				} else if (kind == 8) {
+					struct stat in = {}, out;
+					in.st_size = rng() % span;
+					ASSERT_EQ(rdfs_setattr(c, &root, rdfs_file_ino(f), &in,
+							       RDFS_SET_SIZE, f, &out), 0);
+					model.resize(in.st_size, 0);
+				} else {
+					ASSERT_EQ(rdfs_flush(f), 0);
+				}
+			}
+			ASSERT_EQ(rdfs_release(f), 0);
+		});
+	for (auto &th : threads)
+		th.join();
+
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	for (int t = 0; t < 4; t++) {
+		struct rdfs_file *g = open_by_name(c2, names[t], O_RDONLY);
+		ASSERT_NE(g, nullptr);
+		EXPECT_EQ(read_all(g, 4 << 20, 1 << 20), models[t]) << "file " << t;
+		EXPECT_EQ(rdfs_release(g), 0);
+	}
+	rdfs_client_close(c2);
+}
+
 } // namespace

@@ -5,11 +5,13 @@
  * authentication), tag matching under concurrency, bulk data, error replies,
  * and what callers see when a connection breaks.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -640,6 +642,106 @@ TEST(Rpc, ManyClientsComeAndGo)
 	for (int i = 0; i < 1000 && srv.closed() < nthreads * rounds; i++)
 		usleep(10000);
 	EXPECT_EQ(nthreads * rounds, srv.closed());
+}
+
+int open_fds()
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+TEST(Rpc, ServersAndClientsLeaveNoFileDescriptors)
+{
+	int before = open_fds();
+
+	for (int i = 0; i < 3; i++) {
+		auto srv = std::make_unique<TestServer>();
+		struct auth_secret wrong = secret_of("not the cluster secret, at all!!");
+		struct rpc_client *c[4], *bad;
+
+		for (auto &x : c)
+			ASSERT_EQ(0, rpc_client_connect(srv->url().c_str(), &kSecret, "client", 5000, &x));
+		EXPECT_EQ(-EACCES, rpc_client_connect(srv->url().c_str(), &wrong, "client", 5000, &bad));
+		/* Close some clients first; the server leaves the others behind. */
+		rpc_client_close(c[0]);
+		rpc_client_close(c[1]);
+		srv.reset();
+		rpc_client_close(c[2]);
+		rpc_client_close(c[3]);
+	}
+	EXPECT_EQ(before, open_fds());
+}
+
+TEST(Rpc, PeerThatOutrunsTheServerIsHeldBackThenServed)
+{
+	/* A server that holds every request until told to answer them all. */
+	const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
+	struct rpc_server *srv;
+	ASSERT_EQ(0, rpc_server_create(urls, &kSecret, &srv));
+	std::string url = rpc_server_url(srv, 0);
+	std::atomic<bool> release{false}, stop{false};
+	std::atomic<int> seen{0}, answered{0};
+	std::thread loop([&] {
+		std::vector<struct rpc_request> held;
+		struct rpc_request req;
+
+		while (!stop) {
+			enum rpc_server_event e = rpc_server_next(srv, &req, 20);
+
+			if (e == RPC_SRV_REQUEST) {
+				seen++;
+				held.push_back(req);
+			} else if (e == RPC_SRV_CLOSED) {
+				rpc_request_done(&req);
+			}
+			if (release) {
+				for (auto &r : held) {
+					rpc_server_reply(&r, 0, nullptr, nullptr, 0);
+					rpc_request_done(&r);
+					answered++;
+				}
+				held.clear();
+			}
+		}
+		for (auto &r : held)
+			rpc_request_done(&r);
+	});
+
+	struct rpc_client *c;
+	const int n = 512;
+	std::vector<struct rpc_pending *> p(n);
+	std::vector<uint8_t> data(256 * 1024, 3);	/* n of them: 128 MiB in all */
+	struct iovec iov = { data.data(), data.size() };
+	ASSERT_EQ(0, rpc_client_connect(url.c_str(), &kSecret, "client", 5000, &c));
+	for (int i = 0; i < n; i++)
+		ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_WRITE, nullptr, &iov, 1, &p[i]));
+	/* Wait until the server stops taking more (bounded; liveness only). */
+	int last = -1;
+	for (int i = 0; i < 200 && seen.load() != last; i++) {
+		last = seen.load();
+		usleep(100000);
+	}
+	/* It holds ~64 MiB, plus what one read round took, and no more. */
+	EXPECT_GE(seen.load(), 256);
+	EXPECT_LT(seen.load(), 256 + 64);
+	release = true;
+	for (int i = 0; i < n; i++) {
+		struct rpc_reply r;
+
+		ASSERT_EQ(0, rpc_call_wait(p[i], 30000, &r));
+		EXPECT_EQ(0, r.status);
+		rpc_reply_release(&r);
+	}
+	EXPECT_EQ(n, seen.load());
+	rpc_client_close(c);
+	stop = true;
+	loop.join();
+	rpc_server_destroy(srv);
 }
 
 } // namespace

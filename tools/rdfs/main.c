@@ -83,7 +83,8 @@ static void usage(FILE *out)
 "\n"
 "EXIT STATUS\n"
 "    0  success\n"
-"    1  the operation failed (metaserver unreachable, no such file, ...)\n"
+"    1  the operation failed (metaserver unreachable, secret unreadable or\n"
+"       rejected, no such file, ...)\n"
 "    2  bad command line or configuration\n",
 		DEFAULT_TIMEOUT_MS);
 }
@@ -238,7 +239,7 @@ int main(int argc, char **argv)
 			ret == -EPERM ? " (it must not be readable by group or others: chmod 600)" :
 			"");
 		config_free(cfg);
-		return TOOL_USAGE;
+		return TOOL_FAIL;
 	}
 	copts.metaserver_url = t.metaserver;
 	copts.timeout_ms = (int)timeout;

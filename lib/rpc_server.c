@@ -1,0 +1,589 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rpc_server.c - the server half of lib/rpc: accept, authenticate, and hand the
+ * application requests from authenticated peers only.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rdfs.pb-c.h"
+#include "rpc_internal.h"
+
+/* An unauthenticated peer is dropped after this long. */
+#define RPC_HANDSHAKE_MS	10000
+/* What an unauthenticated peer may send: an AuthResponse, never bulk data. */
+#define RPC_PREAUTH_BODY	4096
+/*
+ * Requests of one connection the application holds (handed out, not yet
+ * rpc_request_done()) before we stop reading from it; reading resumes below
+ * half. Far above what a well-behaved client has in flight, low enough that one
+ * peer cannot fill our memory.
+ */
+#define RPC_INFLIGHT_REQS	1024
+#define RPC_INFLIGHT_BYTES	(64ull << 20)
+
+struct rpc_session {
+	struct xport_conn *conn;	/* holds the accept reference until CLOSED */
+	int authed;
+	int rejected;			/* error sent, closing */
+	char role[RPC_ROLE_MAX];
+	uint8_t nonce[AUTH_NONCE_LEN];
+	int64_t deadline_ms;		/* of the handshake */
+	void *app;
+	struct rpc_session *prev, *next;		/* all sessions */
+	struct rpc_session *hs_prev, *hs_next;		/* handshakes, by deadline */
+	int on_hs_list;
+
+	pthread_mutex_t inflight_lock;	/* main loop and workers: the three below */
+	uint64_t inflight_bytes;
+	unsigned int inflight_reqs;
+	int rx_paused;
+};
+
+/* A zero-copy reply in flight: its body and the application's completion. */
+struct rpc_zc_reply {
+	void (*sent)(void *arg, int status);
+	void *arg;
+	uint8_t body[];
+};
+
+struct rpc_server {
+	struct xport_ctx *ctx;
+	struct auth_secret secret;
+	int handshake_ms;
+	struct xport_listener **listeners;
+	int nlisteners;
+
+	/* Main loop only. */
+	struct xport_event evs[RPC_EVENT_BATCH];
+	int nev, evpos;
+	struct rpc_session *sessions;
+	struct rpc_session *hs_head, *hs_tail;
+};
+
+/* Only zero-copy replies are posted with a completion on the server. */
+static void zc_sent(struct xport_event *ev)
+{
+	struct rpc_zc_reply *z = ev->user;
+
+	if (!z)
+		return;
+	z->sent(z->arg, ev->status);
+	free(z);
+}
+
+static void session_free(void *arg)
+{
+	struct rpc_session *ss = arg;
+
+	pthread_mutex_destroy(&ss->inflight_lock);
+	free(ss);
+}
+
+static uint64_t msg_bytes(const struct xport_msg *m)
+{
+	return RDFS_FRAME_HDR_LEN + (uint64_t)m->hdr.body_len + m->hdr.data_len;
+}
+
+/* Count a request handed out (@sign 1) or done (-1); pause or resume reading. */
+static void session_account(struct rpc_session *ss, const struct xport_msg *m, int sign)
+{
+	pthread_mutex_lock(&ss->inflight_lock);
+	if (sign > 0) {
+		ss->inflight_bytes += msg_bytes(m);
+		ss->inflight_reqs++;
+	} else {
+		ss->inflight_bytes -= msg_bytes(m);
+		ss->inflight_reqs--;
+	}
+	if (!ss->rx_paused && (ss->inflight_reqs > RPC_INFLIGHT_REQS ||
+			       ss->inflight_bytes > RPC_INFLIGHT_BYTES)) {
+		ss->rx_paused = 1;
+		xport_conn_pause_rx(ss->conn, 1);
+		log_debug("%s: %u requests in progress; pausing its input",
+			  xport_conn_peer(ss->conn), ss->inflight_reqs);
+	} else if (ss->rx_paused && ss->inflight_reqs <= RPC_INFLIGHT_REQS / 2 &&
+		   ss->inflight_bytes <= RPC_INFLIGHT_BYTES / 2) {
+		ss->rx_paused = 0;
+		xport_conn_pause_rx(ss->conn, 0);
+	}
+	pthread_mutex_unlock(&ss->inflight_lock);
+}
+
+static void hs_unlink(struct rpc_server *s, struct rpc_session *ss)
+{
+	if (!ss->on_hs_list)
+		return;
+	if (ss->hs_prev)
+		ss->hs_prev->hs_next = ss->hs_next;
+	else
+		s->hs_head = ss->hs_next;
+	if (ss->hs_next)
+		ss->hs_next->hs_prev = ss->hs_prev;
+	else
+		s->hs_tail = ss->hs_prev;
+	ss->hs_prev = ss->hs_next = NULL;
+	ss->on_hs_list = 0;
+}
+
+static void session_unlink(struct rpc_server *s, struct rpc_session *ss)
+{
+	hs_unlink(s, ss);
+	if (ss->prev)
+		ss->prev->next = ss->next;
+	else
+		s->sessions = ss->next;
+	if (ss->next)
+		ss->next->prev = ss->prev;
+	ss->prev = ss->next = NULL;
+}
+
+int rpc_server_create(const char *const *urls, const struct auth_secret *secret,
+		      struct rpc_server **out)
+{
+	struct rpc_server *s;
+	int i, n, err;
+
+	if (!urls || !secret)
+		return -EINVAL;
+	for (n = 0; urls[n]; n++)
+		;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->secret = *secret;
+	s->handshake_ms = RPC_HANDSHAKE_MS;
+	s->listeners = calloc((size_t)n + 1, sizeof(*s->listeners));
+	if (!s->listeners) {
+		free(s);
+		return -ENOMEM;
+	}
+	err = xport_ctx_create(&s->ctx);
+	if (err)
+		goto err_free;
+	for (i = 0; i < n; i++) {
+		err = xport_listen(s->ctx, urls[i], &s->listeners[i]);
+		if (err)
+			goto err_ctx;
+		s->nlisteners++;
+	}
+	*out = s;
+	return 0;
+err_ctx:
+	xport_ctx_destroy(s->ctx);
+err_free:
+	free(s->listeners);
+	free(s);
+	return err;
+}
+
+void rpc_server_destroy(struct rpc_server *s)
+{
+	struct rpc_session *ss, *next;
+	struct xport_event *ev;
+	int n;
+
+	if (!s)
+		return;
+	/*
+	 * Close every connection, then run the resulting events here: cancelled
+	 * zero-copy replies must still reach their completion.
+	 */
+	for (ss = s->sessions; ss; ss = ss->next)
+		xport_conn_close(ss->conn);
+	do {
+		while (s->evpos < s->nev) {
+			ev = &s->evs[s->evpos++];
+			switch (ev->type) {
+			case XPORT_EV_RECV:
+				xport_msg_free(ev->msg);
+				break;
+			case XPORT_EV_ACCEPT:
+				xport_conn_close(ev->conn);
+				xport_conn_put(ev->conn);
+				break;
+			case XPORT_EV_SEND:
+				zc_sent(ev);
+				break;
+			case XPORT_EV_CLOSED:
+				ss = xport_conn_user(ev->conn);
+				if (ss) {
+					session_unlink(s, ss);
+					xport_conn_put(ss->conn);
+				}
+				break;
+			default:
+				break;
+			}
+		}
+		n = xport_test(s->ctx, s->evs, RPC_EVENT_BATCH, 0);
+		s->nev = n > 0 ? n : 0;
+		s->evpos = 0;
+	} while (n > 0);
+	xport_ctx_destroy(s->ctx);
+	for (ss = s->sessions; ss; ss = next) {
+		next = ss->next;
+		session_unlink(s, ss);
+		xport_conn_put(ss->conn);
+	}
+	memset(&s->secret, 0, sizeof(s->secret));
+	free(s->listeners);
+	free(s);
+}
+
+void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms)
+{
+	s->handshake_ms = ms > 0 ? ms : RPC_HANDSHAKE_MS;
+}
+
+const char *rpc_server_url(const struct rpc_server *s, int i)
+{
+	if (i < 0 || i >= s->nlisteners)
+		return NULL;
+	return xport_listener_url(s->listeners[i]);
+}
+
+int rpc_server_wake(struct rpc_server *s)
+{
+	return xport_ctx_wake(s->ctx, s);
+}
+
+static void server_accept(struct rpc_server *s, struct xport_conn *conn)
+{
+	Rdfs__AuthChallenge chal = RDFS__AUTH_CHALLENGE__INIT;
+	struct rpc_session *ss = calloc(1, sizeof(*ss));
+
+	if (!ss || auth_random(ss->nonce, sizeof(ss->nonce))) {
+		log_warn("%s: cannot start a session: out of memory", xport_conn_peer(conn));
+		free(ss);
+		xport_conn_close(conn);
+		xport_conn_put(conn);
+		return;
+	}
+	ss->conn = conn;
+	pthread_mutex_init(&ss->inflight_lock, NULL);
+	ss->deadline_ms = rpc_mono_ms() + s->handshake_ms;
+	xport_conn_set_rx_limits(conn, RPC_PREAUTH_BODY, 0);
+	xport_conn_set_user(conn, ss);
+	xport_conn_set_user_free(conn, session_free);
+
+	ss->next = s->sessions;
+	if (s->sessions)
+		s->sessions->prev = ss;
+	s->sessions = ss;
+	ss->hs_prev = s->hs_tail;
+	if (s->hs_tail)
+		s->hs_tail->hs_next = ss;
+	else
+		s->hs_head = ss;
+	s->hs_tail = ss;
+	ss->on_hs_list = 1;
+
+	chal.nonce.data = ss->nonce;
+	chal.nonce.len = sizeof(ss->nonce);
+	chal.protocol_version = RPC_PROTOCOL_VERSION;
+	if (rpc_send_msg(conn, RDFS_OP_AUTH_CHALLENGE, 0, 0, 0, &chal.base, NULL, 0))
+		xport_conn_close(conn);
+}
+
+static int valid_role(const char *role)
+{
+	size_t i, n = strlen(role);
+
+	if (n == 0 || n >= RPC_ROLE_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (role[i] <= ' ' || role[i] > '~')
+			return 0;
+	return 1;
+}
+
+static void server_reject(struct xport_conn *conn, struct rpc_session *ss, uint16_t op,
+			  uint32_t tag, const char *why)
+{
+	log_warn("%s: %s", xport_conn_peer(conn), why);
+	rpc_send_error(conn, op, tag, -EACCES, why);
+	ss->rejected = 1;
+	xport_conn_close_when_sent(conn);
+}
+
+static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xport_msg *m)
+{
+	Rdfs__AuthResult result = RDFS__AUTH_RESULT__INIT;
+	uint8_t expect[AUTH_MAC_LEN], proof[AUTH_MAC_LEN];
+	Rdfs__AuthResponse *resp;
+	int ok;
+
+	if (m->hdr.opcode != RDFS_OP_AUTH_RESPONSE || (m->hdr.flags & RDFS_FRAME_REPLY)) {
+		server_reject(ss->conn, ss, m->hdr.opcode, m->hdr.tag,
+			      "request before authentication");
+		return;
+	}
+	resp = rdfs__auth_response__unpack(NULL, m->hdr.body_len, m->body);
+	ok = resp && resp->mac.len == AUTH_MAC_LEN &&
+	     resp->client_nonce.len == AUTH_NONCE_LEN && resp->role && valid_role(resp->role);
+	if (ok) {
+		auth_client_proof(&s->secret, ss->nonce, resp->client_nonce.data, resp->role,
+				  expect);
+		ok = auth_mac_equal(expect, resp->mac.data, AUTH_MAC_LEN);
+	}
+	if (!ok) {
+		if (resp)
+			rdfs__auth_response__free_unpacked(resp, NULL);
+		server_reject(ss->conn, ss, RDFS_OP_AUTH_RESULT, m->hdr.tag,
+			      "authentication failed: wrong cluster secret");
+		return;
+	}
+	ss->authed = 1;
+	strcpy(ss->role, resp->role);
+	xport_conn_set_rx_limits(ss->conn, RDFS_MAX_BODY, RDFS_MAX_DATA);
+	hs_unlink(s, ss);
+	auth_server_proof(&s->secret, ss->nonce, resp->client_nonce.data, proof);
+	rdfs__auth_response__free_unpacked(resp, NULL);
+	result.mac.data = proof;
+	result.mac.len = sizeof(proof);
+	if (rpc_send_msg(ss->conn, RDFS_OP_AUTH_RESULT, RDFS_FRAME_REPLY, 0, m->hdr.tag,
+			 &result.base, NULL, 0))
+		xport_conn_close(ss->conn);
+	else
+		log_debug("%s: authenticated as %s", xport_conn_peer(ss->conn), ss->role);
+}
+
+/* A message from an authenticated peer: 1 if it is for the application. */
+static int server_screen(struct rpc_session *ss, struct xport_msg *m)
+{
+	uint16_t op = m->hdr.opcode;
+
+	if (m->hdr.flags & RDFS_FRAME_REPLY) {
+		rpc_send_error(ss->conn, op, m->hdr.tag, -EPROTO, "unexpected reply");
+		return 0;
+	}
+	if (op == RDFS_OP_AUTH_CHALLENGE || op == RDFS_OP_AUTH_RESPONSE ||
+	    op == RDFS_OP_AUTH_RESULT) {
+		rpc_send_error(ss->conn, op, m->hdr.tag, -EPROTO, "already authenticated");
+		return 0;
+	}
+	if (op == RDFS_OP_PING) {
+		rpc_send_msg(ss->conn, op, RDFS_FRAME_REPLY, 0, m->hdr.tag, NULL, NULL, 0);
+		return 0;
+	}
+	if (strcmp(frame_op_name(op), "unknown") == 0) {
+		rpc_send_error(ss->conn, op, m->hdr.tag, -ENOSYS, "unknown operation");
+		return 0;
+	}
+	return 1;
+}
+
+/* Handle one transport event; returns the application event it makes, or 0. */
+static enum rpc_server_event server_event(struct rpc_server *s, struct xport_event *ev,
+					  struct rpc_request *req)
+{
+	struct rpc_session *ss;
+
+	switch (ev->type) {
+	case XPORT_EV_ACCEPT:
+		server_accept(s, ev->conn);
+		return 0;
+	case XPORT_EV_RECV:
+		ss = xport_conn_user(ev->conn);
+		if (!ss || ss->rejected) {
+			xport_msg_free(ev->msg);
+			return 0;
+		}
+		if (!ss->authed) {
+			server_auth(s, ss, ev->msg);
+			xport_msg_free(ev->msg);
+			return 0;
+		}
+		if (!server_screen(ss, ev->msg)) {
+			xport_msg_free(ev->msg);
+			return 0;
+		}
+		xport_conn_get(ev->conn);
+		req->conn = ev->conn;
+		req->msg = ev->msg;
+		req->role = ss->role;
+		session_account(ss, ev->msg, 1);
+		return RPC_SRV_REQUEST;
+	case XPORT_EV_CLOSED:
+		ss = xport_conn_user(ev->conn);
+		if (!ss)
+			return 0;
+		session_unlink(s, ss);
+		if (ss->authed) {
+			log_debug("%s: %s disconnected", xport_conn_peer(ev->conn), ss->role);
+			xport_conn_get(ev->conn);
+			req->conn = ev->conn;
+			req->msg = NULL;
+			req->role = ss->role;
+		}
+		xport_conn_put(ss->conn);	/* the event keeps it alive for now */
+		return req->conn ? RPC_SRV_CLOSED : 0;
+	case XPORT_EV_WAKE:
+		return ev->user == s ? RPC_SRV_WAKE : 0;
+	case XPORT_EV_SEND:
+		zc_sent(ev);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Drop peers that have not authenticated in time. Returns ms to the next deadline. */
+static int64_t expire_handshakes(struct rpc_server *s, int64_t now)
+{
+	struct rpc_session *ss;
+
+	while ((ss = s->hs_head) && ss->deadline_ms <= now) {
+		hs_unlink(s, ss);
+		if (!ss->rejected)
+			log_info("%s: no authentication within %d ms; closing",
+				 xport_conn_peer(ss->conn), s->handshake_ms);
+		ss->rejected = 1;
+		xport_conn_close(ss->conn);
+	}
+	return s->hs_head ? s->hs_head->deadline_ms - now : -1;
+}
+
+enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *req,
+				      int timeout_ms)
+{
+	int64_t deadline = timeout_ms > 0 ? rpc_mono_ms() + timeout_ms : 0;
+	enum rpc_server_event e;
+	int64_t now, hs_left, left;
+	int n, wait_ms;
+
+	memset(req, 0, sizeof(*req));
+	for (;;) {
+		while (s->evpos < s->nev) {
+			e = server_event(s, &s->evs[s->evpos++], req);
+			if (e)
+				return e;
+		}
+		now = rpc_mono_ms();
+		hs_left = expire_handshakes(s, now);
+		if (timeout_ms < 0) {
+			left = -1;
+		} else if (timeout_ms == 0) {
+			left = 0;
+		} else {
+			left = deadline - now;
+			if (left < 0)
+				left = 0;
+		}
+		wait_ms = (int)(left < 0 ? hs_left : hs_left < 0 ? left :
+				hs_left < left ? hs_left : left);
+		n = xport_test(s->ctx, s->evs, RPC_EVENT_BATCH, wait_ms);
+		if (n < 0) {
+			log_error("transport failure: %s", strerror(-n));
+			return RPC_SRV_TIMEOUT;
+		}
+		s->nev = n;
+		s->evpos = 0;
+		if (n == 0 && timeout_ms >= 0 && (timeout_ms == 0 || rpc_mono_ms() >= deadline))
+			return RPC_SRV_TIMEOUT;
+	}
+}
+
+int rpc_server_reply(struct rpc_request *req, int status, const ProtobufCMessage *resp,
+		     const struct iovec *data, int niov)
+{
+	Rdfs__Error e = RDFS__ERROR__INIT;
+
+	if (!req || !req->conn || !req->msg)
+		return -EINVAL;
+	if (status > 0)
+		status = -status;	/* a positive errno is a caller slip; send what they meant */
+	if (!resp && status < 0) {
+		e.message = strerror(-status);
+		resp = &e.base;
+	}
+	return rpc_send_msg(req->conn, req->msg->hdr.opcode, RDFS_FRAME_REPLY, status,
+			    req->msg->hdr.tag, resp, data, niov);
+}
+
+int rpc_server_reply_error(struct rpc_request *req, int status, const char *errmsg)
+{
+	if (!req || !req->conn || !req->msg)
+		return -EINVAL;
+	if (status > 0)
+		status = -status;
+	return rpc_send_error(req->conn, req->msg->hdr.opcode, req->msg->hdr.tag, status, errmsg);
+}
+
+int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMessage *resp,
+			const struct iovec *data, int niov,
+			void (*sent)(void *arg, int status), void *arg)
+{
+	Rdfs__Error e = RDFS__ERROR__INIT;
+	struct rdfs_frame_hdr h;
+	struct rpc_zc_reply *z;
+	size_t blen = 0, dlen;
+	int err;
+
+	if (!req || !req->conn || !req->msg || !sent)
+		return -EINVAL;
+	err = rpc_iov_sum(data, niov, &dlen);
+	if (err)
+		return err;
+	if (status > 0)
+		status = -status;
+	if (!resp && status < 0) {
+		e.message = strerror(-status);
+		resp = &e.base;
+	}
+	if (resp) {
+		blen = protobuf_c_message_get_packed_size(resp);
+		if (blen > RDFS_MAX_BODY)
+			return -EMSGSIZE;
+	}
+	/* The body goes by reference too, so it lives with the completion. */
+	z = malloc(sizeof(*z) + blen);
+	if (!z)
+		return -ENOMEM;
+	z->sent = sent;
+	z->arg = arg;
+	if (blen)
+		blen = protobuf_c_message_pack(resp, z->body);
+	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY, status, req->msg->hdr.tag,
+		     blen, dlen);
+	err = xport_post_send(req->conn, &h, z->body, data, niov, z);
+	if (err)
+		free(z);
+	return err;
+}
+
+void rpc_request_done(struct rpc_request *req)
+{
+	struct rpc_session *ss;
+
+	if (!req)
+		return;
+	if (req->msg && req->conn) {
+		ss = xport_conn_user(req->conn);
+		if (ss)
+			session_account(ss, req->msg, -1);
+	}
+	xport_msg_free(req->msg);
+	req->msg = NULL;
+	xport_conn_put(req->conn);
+	req->conn = NULL;
+}
+
+void rpc_conn_set_app(struct xport_conn *conn, void *app)
+{
+	struct rpc_session *ss = xport_conn_user(conn);
+
+	if (ss)
+		ss->app = app;
+}
+
+void *rpc_conn_app(struct xport_conn *conn)
+{
+	struct rpc_session *ss = xport_conn_user(conn);
+
+	return ss ? ss->app : NULL;
+}
