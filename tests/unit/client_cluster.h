@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -59,6 +60,8 @@ inline pid_t spawn(const std::vector<std::string> &args, const std::string &log)
 
 	if (pid == 0) {
 		std::vector<char *> argv;
+		// a test binary that dies (crash, timeout) takes its servers with it
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
 
 		if (fd >= 0) {
