@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "auth.h"
 #include "config.h"
@@ -84,6 +85,28 @@ static void usage(FILE *f)
 "EXIT STATUS\n"
 "    0 clean shutdown, 1 runtime error (database in use or unreadable, secret\n"
 "    unreadable, cannot listen), 2 usage or configuration error.\n");
+}
+
+/* mkdir -p: the database's parent directories, so a fresh machine needs no setup. */
+static int make_dirs(const char *path)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
 }
 
 static int load_secret(const char *what, const char *path, struct auth_secret *out)
@@ -275,6 +298,12 @@ int main(int argc, char **argv)
 
 	mo.db_dir = config_get(cfg, SECTION, "db", DEF_DB);
 	mo.chunk_size = (uint32_t)chunk_size;
+	ret = make_dirs(mo.db_dir);
+	if (ret) {
+		fprintf(stderr, PROG ": cannot create database directory %s: %s\n", mo.db_dir,
+			strerror(-ret));
+		goto out;
+	}
 	ret = ms_open(&mo, &ms, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, PROG ": %s\n", err);
