@@ -553,7 +553,11 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	if (!in)
 		return -ENOMEM;
 	lockset_init(&ls);
-	lockset_add(&ls, ino);
+	/* describing only reads: readers of one file need not queue behind each other */
+	if (allocate)
+		lockset_add(&ls, ino);
+	else
+		lockset_add_shared(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)

@@ -65,6 +65,8 @@ static void usage(FILE *f)
 "    --chunk-size SIZE    stripe chunk size of the root directory of a new\n"
 "                         database, inherited by everything created in it;\n"
 "                         k/m suffixes (default 1m; ignored for an existing db)\n"
+"    --root-squash        requests of uid 0 from clients run as uid/gid 65534\n"
+"                         (default off; the rdfs tool's role is not squashed)\n"
 "    --help               print this help and exit\n"
 "    --version            print the version and exit\n"
 "\n"
@@ -72,7 +74,8 @@ static void usage(FILE *f)
 "    An INI file; command-line options override it.\n"
 "      [cluster]     secret_file, cap_key_file, log_level\n"
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
-"                    cap_lifetime, chunk_size, log_level, log_file\n"
+"                    cap_lifetime, chunk_size, root_squash, log_level,\n"
+"                    log_file\n"
 "\n"
 "EXAMPLES\n"
 "    rdfs-metaserver --db /srv/rdfs/mds --listen tcp://0.0.0.0:7000\n"
@@ -137,6 +140,7 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-file", required_argument, NULL, 'F' },
 		{ "chunk-size", required_argument, NULL, 'C' },
+		{ "root-squash", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -152,6 +156,7 @@ int main(int argc, char **argv)
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
 	int64_t threads, lifetime;
+	int root_squash;
 	uint64_t chunk_size;
 	struct sigaction sa;
 
@@ -195,6 +200,9 @@ int main(int argc, char **argv)
 		case 'C':
 			config_set(cfg, SECTION, "chunk_size", optarg);
 			break;
+		case 'R':
+			config_set(cfg, SECTION, "root_squash", "true");
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -230,7 +238,7 @@ int main(int argc, char **argv)
 		}
 		static const char *const keys[] = { "db", "secret_file", "cap_key_file", "threads",
 						     "cap_lifetime", "log_level", "log_file",
-						     "chunk_size" };
+						     "chunk_size", "root_squash" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -268,6 +276,10 @@ int main(int argc, char **argv)
 	if (config_get_size(cfg, SECTION, "chunk_size", MS_DEFAULT_CHUNK, &chunk_size) ||
 	    chunk_size < 4096 || chunk_size % 4096 || chunk_size > (64u << 20)) {
 		fprintf(stderr, PROG ": chunk_size must be a multiple of 4k from 4k to 64m\n");
+		return 2;
+	}
+	if (config_get_bool(cfg, SECTION, "root_squash", 0, &root_squash)) {
+		fprintf(stderr, PROG ": root_squash must be true or false\n");
 		return 2;
 	}
 	if (nlisten_cli) {
@@ -322,6 +334,7 @@ int main(int argc, char **argv)
 	so.threads = (int)threads;
 	so.cap_lifetime_ns = lifetime * 1000000000ll;
 	so.stop = &stop_requested;
+	so.root_squash = root_squash;
 	ret = ms_server_create(ms, &so, &srv);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen[0], strerror(-ret));

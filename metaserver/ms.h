@@ -9,13 +9,17 @@
  * POSIX's errno for the operation. Every mutation is one LevelDB write batch,
  * synced before the function returns.
  *
- * Locking (documented once, here): a striped table of inode locks; an operation
- * locks every inode it reads-for-update or writes, all at once, in ascending
- * stripe order, so two operations can never wait on each other in a cycle. A
- * directory moving to another parent (rename) first takes the one rename mutex,
- * which keeps the ancestor chain still while it checks for loops. The allocator,
- * registry, open-file table and session mutexes are leaves: nothing is locked
- * while one of them is held, and none is held across LevelDB I/O.
+ * Locking (documented once, here): a striped table of reader/writer locks keyed
+ * by inode and by (directory, name); an operation locks every inode and entry it
+ * reads-for-update or writes, all at once, in ascending stripe order, so two
+ * operations can never wait on each other in a cycle. Creating, linking or
+ * removing a non-directory holds the parent shared (only its times change) and
+ * the name exclusive, so creates in one directory commit together (lock.c). A
+ * rename across directories first takes the one rename mutex, which keeps the
+ * ancestor chain still while it checks for loops. The allocator, registry,
+ * open-file table and session mutexes are leaves: nothing is locked while one
+ * of them is held. Inode locks are held across the synced LevelDB write of the
+ * operation (never across network I/O).
  */
 #ifndef RDFS_MS_H
 #define RDFS_MS_H

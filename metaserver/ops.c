@@ -23,6 +23,9 @@ struct op_call {
 
 typedef void (*op_fn)(struct op_call *c);
 
+/* What root becomes under root squash, as NFS's anonuid/anongid. */
+#define MS_NOBODY	65534u
+
 static int reply(struct op_call *c, int status, const ProtobufCMessage *msg)
 {
 	return rpc_server_reply(c->req, status, status ? NULL : msg, NULL, 0);
@@ -53,6 +56,11 @@ static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
 	cr->gid = pc->gid;
 	cr->ngroups = (uint32_t)pc->n_groups;
 	cr->groups = pc->groups;
+	if (c->ctx->root_squash && cr->uid == 0 && strcmp(c->req->role, "client") == 0) {
+		cr->uid = MS_NOBODY;
+		cr->gid = MS_NOBODY;
+		cr->ngroups = 0;
+	}
 	return 0;
 }
 

@@ -125,6 +125,7 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	srv->ops.cap_key = &srv->cap_key;
 	srv->ops.cap_lifetime_ns = o->cap_lifetime_ns ? o->cap_lifetime_ns : 600ll * 1000000000;
 	srv->stop_flag = o->stop;
+	srv->ops.root_squash = o->root_squash;
 	srv->nthreads = o->threads > 0 ? o->threads : 8;
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_cond_init(&srv->not_empty, NULL);

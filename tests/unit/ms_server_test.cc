@@ -26,6 +26,7 @@ protected:
 	struct ms_server *srv = nullptr;
 	std::thread loop;
 	std::string url;
+	int root_squash = 0;
 
 	void SetUp() override
 	{
@@ -39,6 +40,7 @@ protected:
 		o.secret = &secret;
 		o.cap_key = &cap_key;
 		o.threads = 4;
+		o.root_squash = root_squash;
 		ASSERT_EQ(ms_server_create(ms, &o, &srv), 0);
 		url = ms_server_listen_url(srv, 0);
 		loop = std::thread([this]() { ms_server_run(srv); });
@@ -307,4 +309,34 @@ TEST_F(MsServerTest, ClosedConnectionReleasesItsHandles)
 				nullptr, 5000) == -ENOENT;
 	}));
 	rpc_client_close(b);
+}
+
+class MsRootSquashTest : public MsServerTest {
+protected:
+	void SetUp() override
+	{
+		root_squash = 1;
+		MsServerTest::SetUp();
+	}
+};
+
+TEST_F(MsRootSquashTest, RootOfClientsActsAsNobody)
+{
+	struct rpc_client *c = connect("client"), *t = connect("tool");
+	Rdfs__Cred cr;
+	Rdfs__MkdirReq mk = RDFS__MKDIR_REQ__INIT;
+	Rdfs__EntryReply *er = nullptr;
+
+	mk.cred = cred(&cr, 0);
+	mk.parent = 1;
+	mk.name = (char *)"d";
+	mk.mode = 0755;
+	EXPECT_EQ(rpc_call(c, RDFS_OP_MKDIR, &mk.base, &rdfs__entry_reply__descriptor,
+			   (ProtobufCMessage **)&er, 5000), -EACCES);
+	ASSERT_EQ(rpc_call(t, RDFS_OP_MKDIR, &mk.base, &rdfs__entry_reply__descriptor,
+			   (ProtobufCMessage **)&er, 5000), 0);
+	EXPECT_EQ(er->attr->uid, 0u);
+	protobuf_c_message_free_unpacked(&er->base, nullptr);
+	rpc_client_close(c);
+	rpc_client_close(t);
 }
