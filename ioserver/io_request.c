@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * io_request.c - READ/WRITE/IO_COMMIT on a pool of disk threads (see io_request.h).
+ * io_request.c - READ/WRITE/IO_COMMIT/ZERO on a pool of disk threads (see io_request.h).
  *
  * A request's life: the main loop queues it (io_pool_submit); a disk thread
  * takes it, checks it in the order registration -> capability -> bounds, moves
@@ -120,6 +120,18 @@ static int io_check_bounds(struct io_pool *p, struct rpc_request *req, const Rdf
 	return ret;
 }
 
+static int io_check_zero_bounds(struct io_pool *p, struct rpc_request *req,
+				const Rdfs__IoReq *io)
+{
+	int ret = volume_check_io(p->vol, io->first_block, io->block_count, 0, 0, 0);
+
+	if (ret == -ERANGE)
+		rpc_server_reply_error(req, ret, "blocks past the end of the volume");
+	else if (ret)
+		rpc_server_reply_error(req, ret, "bad range: ZERO needs at least one block");
+	return ret;
+}
+
 static int worker_buf_reserve(struct io_worker *w, size_t len)
 {
 	void *buf;
@@ -191,6 +203,25 @@ static void io_write(struct io_worker *w, struct rpc_request *req, const Rdfs__I
 	io_reply_length(req, io->length, NULL, 0);
 }
 
+/*
+ * ZERO: the metaserver's request, before it hands newly allocated blocks to a
+ * file, that they read as zeros (they may hold a freed file's data). A
+ * capability with WRITE rights, as for WRITE, so nobody else can wipe blocks.
+ */
+static void io_zero(struct io_worker *w, struct rpc_request *req, const Rdfs__IoReq *io)
+{
+	int ret = volume_zero(w->pool->vol, io->first_block, io->block_count);
+
+	if (ret) {
+		log_error("zeroing blocks %llu+%u failed: %s", (unsigned long long)io->first_block,
+			  io->block_count, strerror(-ret));
+		rpc_server_reply_error(req, ret, ret == -ENOSPC ? "volume is full"
+							       : "zeroing blocks failed");
+		return;
+	}
+	io_reply_length(req, 0, NULL, 0);
+}
+
 static void io_commit(struct io_worker *w, struct rpc_request *req)
 {
 	int ret = volume_sync(w->pool->vol);
@@ -208,7 +239,7 @@ static void io_handle(struct io_worker *w, struct rpc_request *req)
 {
 	struct io_pool *p = w->pool;
 	uint16_t op = req->msg->hdr.opcode;
-	uint32_t rights = op == RDFS_OP_WRITE ? RDFS_CAP_WRITE : RDFS_CAP_READ;
+	uint32_t rights = op == RDFS_OP_READ ? RDFS_CAP_READ : RDFS_CAP_WRITE;
 	uint32_t server_id;
 	Rdfs__IoReq *io;
 
@@ -225,7 +256,15 @@ static void io_handle(struct io_worker *w, struct rpc_request *req)
 		rpc_server_reply_error(req, -EAGAIN, "not registered yet");
 		goto out;
 	}
-	if (io_check_cap(p, req, io, server_id, rights) || io_check_bounds(p, req, io))
+	if (io_check_cap(p, req, io, server_id, rights))
+		goto out;
+	if (op == RDFS_OP_ZERO) {
+		/* whole blocks: head and length do not apply */
+		if (!io_check_zero_bounds(p, req, io))
+			io_zero(w, req, io);
+		goto out;
+	}
+	if (io_check_bounds(p, req, io))
 		goto out;
 	if (op == RDFS_OP_WRITE)
 		io_write(w, req, io);

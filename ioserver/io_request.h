@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io_request.h - READ, WRITE and IO_COMMIT: a bounded queue feeding a pool of
+ * io_request.h - READ, WRITE, IO_COMMIT and ZERO: a bounded queue feeding a pool of
  * disk threads, each of which decodes, checks (registration, capability,
  * bounds), does the volume I/O and replies.
  *
@@ -27,7 +27,7 @@ struct io_pool_opts {
 
 int io_pool_create(const struct io_pool_opts *o, struct io_pool **out);
 /*
- * Hand @req (READ, WRITE or IO_COMMIT) to the disk threads, which reply and
+ * Hand @req (READ, WRITE, IO_COMMIT or ZERO) to the disk threads, which reply and
  * release it. Blocks while the queue is full, so a flood of requests slows the
  * network loop instead of growing memory.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ios.h - the I/O server core: serves one volume over rpc (READ, WRITE,
- * IO_COMMIT, VOLUME_INFO; PING is lib/rpc's) and keeps it registered with the
+ * IO_COMMIT, ZERO, VOLUME_INFO; PING is lib/rpc's) and keeps it registered with the
  * metaserver.
  *
  * main.c is only option parsing around this; the unit tests run the same core

@@ -104,6 +104,7 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 	case RDFS_OP_READ:
 	case RDFS_OP_WRITE:
 	case RDFS_OP_IO_COMMIT:
+	case RDFS_OP_ZERO:
 		io_pool_submit(s->pool, req);
 		return;
 	case RDFS_OP_VOLUME_INFO:

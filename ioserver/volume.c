@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * volume.c - the I/O server's volume: superblock, block reads, stable and
- * unstable writes with read-modify-write of partial blocks (see volume.h).
+ * unstable writes with read-modify-write of partial blocks, zeroing of blocks
+ * (see volume.h).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@ struct volume {
 	int fd_sync;			/* O_DSYNC: a write returns once durable */
 	bool direct;
 	bool formatted;
+	bool blockdev;
 	uint8_t uuid[VOLUME_UUID_LEN];
 	uint64_t capacity;
 	struct range_lock locks;	/* blocks under a write */
@@ -318,6 +321,7 @@ int volume_open(const struct volume_open_opts *o, struct volume **out)
 	ret = volume_size(v->fd, &st, &size);
 	if (ret)
 		goto err_close;
+	v->blockdev = S_ISBLK(st.st_mode);
 
 	ret = volume_read_sb(v, size, sb);
 	if (ret == -EINVAL && v->direct) {
@@ -470,4 +474,76 @@ int volume_sync(struct volume *v)
 	if (fdatasync(v->fd))
 		return -errno;
 	return 0;
+}
+
+/* Zeros through plain writes: the file system or device offers nothing better. */
+static int write_zeros(struct volume *v, uint64_t off, uint64_t len)
+{
+	const uint64_t piece = 64 * VOLUME_BLOCK_SIZE;
+	uint8_t *zeros = block_alloc(piece / VOLUME_BLOCK_SIZE);
+	int ret = 0;
+
+	if (!zeros)
+		return -ENOMEM;
+	memset(zeros, 0, piece);
+	while (len && !ret) {
+		uint64_t n = len < piece ? len : piece;
+
+		ret = pwrite_full(v->fd, zeros, n, off);
+		off += n;
+		len -= n;
+	}
+	free(zeros);
+	return ret;
+}
+
+/* Errors that mean "this way of zeroing is not offered here", not "it failed". */
+static bool unsupported(int err)
+{
+	return err == EOPNOTSUPP || err == ENOSYS || err == EINVAL || err == ENOTTY;
+}
+
+int volume_zero(struct volume *v, uint64_t first, uint64_t count)
+{
+	struct range_lock_entry held;
+	uint64_t off = block_offset(first), len = count * VOLUME_BLOCK_SIZE;
+	int ret = 0;
+
+	if (count == 0 || first >= v->capacity || count > v->capacity - first)
+		return count == 0 ? -EINVAL : -ERANGE;
+
+	range_lock_acquire(&v->locks, &held, first, first + count);
+	if (fallocate(v->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0)
+		goto sync;
+	if (!unsupported(errno)) {
+		ret = -errno;
+		goto out;
+	}
+	if (fallocate(v->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0)
+		goto sync;
+	if (!unsupported(errno)) {
+		ret = -errno;
+		goto out;
+	}
+	if (v->blockdev) {
+		uint64_t range[2] = { off, len };
+
+		if (ioctl(v->fd, BLKZEROOUT, range) == 0)
+			goto sync;
+		if (!unsupported(errno)) {
+			ret = -errno;
+			goto out;
+		}
+	}
+	ret = write_zeros(v, off, len);
+	if (ret)
+		goto out;
+sync:
+	if (fdatasync(v->fd))
+		ret = -errno;
+out:
+	range_lock_release(&v->locks, &held);
+	return ret;
 }

@@ -113,4 +113,12 @@ int volume_write(struct volume *v, uint64_t first, uint32_t head, const void *da
 /* Make every completed write durable (fdatasync). */
 int volume_sync(struct volume *v);
 
+/*
+ * Make blocks [first, first + count) read as zeros, durably, before returning:
+ * FALLOC_FL_ZERO_RANGE, else punching a hole, else (block devices) BLKZEROOUT,
+ * else writing zeros. Holds the blocks' range lock, so it is ordered against
+ * concurrent writes of those blocks like any other write.
+ */
+int volume_zero(struct volume *v, uint64_t first, uint64_t count);
+
 #endif

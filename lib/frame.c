@@ -98,6 +98,7 @@ static const char *const op_names[RDFS_OP_MAX] = {
 	[RDFS_OP_WRITE]			= "write",
 	[RDFS_OP_IO_COMMIT]		= "io_commit",
 	[RDFS_OP_VOLUME_INFO]		= "volume_info",
+	[RDFS_OP_ZERO]			= "zero",
 };
 
 const char *frame_op_name(unsigned int op)

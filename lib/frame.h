@@ -77,6 +77,7 @@ enum rdfs_op {
 	RDFS_OP_WRITE		= 65,
 	RDFS_OP_IO_COMMIT	= 66,	/* make every earlier unstable WRITE durable */
 	RDFS_OP_VOLUME_INFO	= 67,
+	RDFS_OP_ZERO		= 68,	/* metaserver: make newly allocated blocks read as zeros */
 
 	RDFS_OP_MAX		= 128,
 };

@@ -8,6 +8,11 @@
  * blocks a batch releases are freed only once that batch is durable, so a block
  * is never handed out while a durable record still points at it.
  *
+ * Each map also keeps the server's high-water marks (high_water.c): a block
+ * taken below `high` may hold a freed file's data, so the allocation functions
+ * report how much of a run lies below it, and raise it, under the same mutex
+ * that hands the run out.
+ *
  * One short mutex guards all maps; nothing does I/O under it.
  */
 #include <errno.h>
@@ -126,16 +131,34 @@ int alloc_mark(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count)
 		bit_set(v->bits, b);
 		v->used++;
 	}
+	if (count && block + count > v->high)
+		v->high = block + count;
 out:
 	pthread_mutex_unlock(&a->mu);
 	return ret;
 }
 
-uint64_t alloc_extend(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t want)
+/* Blocks [block, block + n) were just taken: how many lie below the mark; raise it. */
+static uint64_t take_below_high(struct ms_volume *v, uint64_t block, uint64_t n)
+{
+	uint64_t reused = 0;
+
+	if (n == 0)
+		return 0;
+	if (block < v->high)
+		reused = v->high - block < n ? v->high - block : n;
+	if (block + n > v->high)
+		v->high = block + n;
+	return reused;
+}
+
+uint64_t alloc_extend(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t want,
+		      uint64_t *reused)
 {
 	struct ms_volume *v;
 	uint64_t got = 0;
 
+	*reused = 0;
 	pthread_mutex_lock(&a->mu);
 	v = vol_find(a, id);
 	if (v) {
@@ -144,6 +167,7 @@ uint64_t alloc_extend(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t 
 			got++;
 		}
 		v->used += got;
+		*reused = take_below_high(v, block, got);
 	}
 	pthread_mutex_unlock(&a->mu);
 	return got;
@@ -167,12 +191,13 @@ static uint64_t find_free(const struct ms_volume *v, uint64_t from)
 }
 
 int64_t alloc_run(struct ms_alloc *a, uint32_t id, uint64_t want, uint64_t goal,
-		  uint64_t *block)
+		  uint64_t *block, uint64_t *reused)
 {
 	struct ms_volume *v;
 	uint64_t start, n = 0;
 	int64_t ret;
 
+	*reused = 0;
 	pthread_mutex_lock(&a->mu);
 	v = vol_find(a, id);
 	if (!v || v->used >= v->capacity || want == 0) {
@@ -194,6 +219,7 @@ int64_t alloc_run(struct ms_alloc *a, uint32_t id, uint64_t want, uint64_t goal,
 	}
 	v->used += n;
 	v->hint = start + n < v->capacity ? start + n : 0;
+	*reused = take_below_high(v, start, n);
 	*block = start;
 	ret = (int64_t)n;
 out:
@@ -256,4 +282,42 @@ int alloc_copy_bitmap(struct ms_alloc *a, uint32_t id, uint64_t **words, uint64_
 out:
 	pthread_mutex_unlock(&a->mu);
 	return ret;
+}
+
+void alloc_high_water_set(struct ms_alloc *a, uint32_t id, uint64_t mark)
+{
+	struct ms_volume *v;
+
+	pthread_mutex_lock(&a->mu);
+	v = vol_find(a, id);
+	if (v)
+		v->high = v->high_durable = mark;
+	pthread_mutex_unlock(&a->mu);
+}
+
+int alloc_high_water(struct ms_alloc *a, uint32_t id, uint64_t *high, uint64_t *durable)
+{
+	struct ms_volume *v;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&a->mu);
+	v = vol_find(a, id);
+	if (v) {
+		*high = v->high;
+		*durable = v->high_durable;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return ret;
+}
+
+void alloc_high_water_durable(struct ms_alloc *a, uint32_t id, uint64_t mark)
+{
+	struct ms_volume *v;
+
+	pthread_mutex_lock(&a->mu);
+	v = vol_find(a, id);
+	if (v && mark > v->high_durable)
+		v->high_durable = mark;
+	pthread_mutex_unlock(&a->mu);
 }

@@ -9,6 +9,8 @@
  * while that server is up. A hole right after an unwritten extent first tries
  * to extend that extent in place; otherwise allocation starts where the file's
  * previous extent on that server ended, so streamed files stay contiguous.
+ * Allocated blocks that may hold a freed file's data are zeroed on their
+ * servers before the allocation is written (high_water.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -267,14 +269,24 @@ struct alloc_undo {
 	struct ms_ext *e;
 };
 
+static int undo_reserve(struct alloc_undo *u)
+{
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? u->cap * 2 : 16;
+		struct ms_ext *e = realloc(u->e, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		u->e = e;
+		u->cap = cap;
+	}
+	return 0;
+}
+
 static void undo_add(struct alloc_undo *u, uint32_t server, uint64_t block, uint64_t count)
 {
-	struct ms_freelist f = { .n = u->n, .cap = u->cap, .e = u->e };
-
-	freelist_add(&f, server, block, count);
-	u->n = f.n;
-	u->cap = f.cap;
-	u->e = f.e;
+	u->e[u->n++] = (struct ms_ext){ .server_id = server, .block = block,
+					.count = (uint32_t)count };
 }
 
 static void undo_run(struct ms *ms, struct alloc_undo *u)
@@ -287,8 +299,27 @@ struct alloc_ctx {
 	uint32_t up[MAX_UP];
 	int nup;
 	uint64_t goal[MAX_UP];		/* per up server: where this file's last extent ended */
-	struct alloc_undo undo;
+	struct alloc_undo undo;		/* every run taken */
+	struct alloc_undo reused;	/* the parts of them below the high-water mark */
 };
+
+/*
+ * Remember run [block, block + got) of server @sid, @reused of them below the
+ * high-water mark: both lists or neither (forgetting a run would leave it
+ * unzeroed or the mark unraised), else the run is given back and -ENOMEM.
+ */
+static int note_taken(struct ms *ms, struct alloc_ctx *a, uint32_t sid, uint64_t block,
+		      uint64_t got, uint64_t reused)
+{
+	if (undo_reserve(&a->undo) || undo_reserve(&a->reused)) {
+		alloc_free(&ms->alloc, sid, block, got);
+		return -ENOMEM;
+	}
+	undo_add(&a->undo, sid, block, got);
+	if (reused)
+		undo_add(&a->reused, sid, block, reused);
+	return 0;
+}
 
 static int up_index(const struct alloc_ctx *a, uint32_t id)
 {
@@ -325,11 +356,14 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 
 		if (e->off + e->count == from && e->server_id == a->up[si] &&
 		    (e->flags & MS_EXT_UNWRITTEN)) {
+			uint64_t reused;
 			uint64_t got = alloc_extend(&ms->alloc, e->server_id, e->block + e->count,
-						    to - from);
+						    to - from, &reused);
 
 			if (got) {
-				undo_add(&a->undo, e->server_id, e->block + e->count, got);
+				if (note_taken(ms, a, e->server_id, e->block + e->count, got,
+					       reused))
+					return -ENOMEM;
 				e->count += (uint32_t)got;
 				at += (uint32_t)got;
 				*allocated += got;
@@ -342,8 +376,8 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 
 	for (int tries = 0; at < to && tries < a->nup;) {
 		uint32_t sid = a->up[si];
-		uint64_t block;
-		int64_t got = alloc_run(&ms->alloc, sid, to - at, a->goal[si], &block);
+		uint64_t block, reused;
+		int64_t got = alloc_run(&ms->alloc, sid, to - at, a->goal[si], &block, &reused);
 
 		if (got == -ENOSPC) {
 			/* this server is full: spill to the next one */
@@ -357,7 +391,8 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 			alloc_free(&ms->alloc, sid, block, (uint64_t)got);
 			return -ENOMEM;
 		}
-		undo_add(&a->undo, sid, block, (uint64_t)got);
+		if (note_taken(ms, a, sid, block, (uint64_t)got, reused))
+			return -ENOMEM;
 		c->e[c->n] = (struct ms_ext){ .off = at, .count = (uint32_t)got, .server_id = sid,
 					      .block = block, .flags = MS_EXT_UNWRITTEN };
 		note_goal(a, &c->e[c->n]);
@@ -632,6 +667,9 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		if (ret)
 			goto out;
 		ret = alloc_range(ms, a, in, cs, ncs, start / BLK, end / BLK);
+		/* nobody may see a recycled block before it reads as zeros */
+		if (!ret)
+			ret = high_water_zero(ms, a->reused.e, a->reused.n);
 		if (ret) {
 			undo_run(ms, &a->undo);
 			goto out;
@@ -642,7 +680,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 				if (cs[i].dirty)
 					chunk_store(b, ino, &cs[i]);
 			ns_inode_put(b, in);
-			ret = ns_write(ms, b);
+			ret = high_water_write(ms, b, a->undo.e, a->undo.n);
 			leveldb_writebatch_destroy(b);
 			if (ret) {
 				undo_run(ms, &a->undo);
@@ -660,8 +698,10 @@ out:
 	lockset_unlock(&ms->locks, &ls);
 	if (ret)
 		ms_layout_free(out);
-	if (a)
+	if (a) {
 		free(a->undo.e);
+		free(a->reused.e);
+	}
 	free(a);
 	chunks_free(cs, ncs);
 	free(in);

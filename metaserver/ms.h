@@ -19,7 +19,10 @@
  * ancestor chain still while it checks for loops. The allocator, registry,
  * open-file table and session mutexes are leaves: nothing is locked while one
  * of them is held. Inode locks are held across the synced LevelDB write of the
- * operation (never across network I/O).
+ * operation; the only network I/O under one is a LAYOUT's ZERO requests for the
+ * recycled blocks it allocates (no other lock is held then). The high-water
+ * mutex is held, under an inode lock, across the synced write of the rare
+ * allocation that raises a server's high-water mark (high_water.c).
  */
 #ifndef RDFS_MS_H
 #define RDFS_MS_H
@@ -235,6 +238,29 @@ struct ms_server_info {
 int ms_server_list(struct ms *ms, struct ms_server_info **out);
 /* URL of server @id into @buf; -ENOENT when unknown. */
 int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len);
+
+/*
+ * Zeroing recycled blocks. A freed block may still hold the data of the file
+ * it belonged to, and a client writes only the bytes it has, so every block a
+ * LAYOUT allocates must read as zeros first. Blocks at or above a server's
+ * high-water mark were never allocated since its volume was formatted and read
+ * as zeros already; ms_layout() hands the runs below it, before recording the
+ * allocation, to the zeroer, which must make them read as zeros on their I/O
+ * servers, durably, and return 0, or -errno (the LAYOUT then fails with -EIO
+ * and allocates nothing). The zeroer runs on the calling thread with the
+ * file's inode lock held and no other lock. Without a zeroer (the core alone,
+ * as in unit tests) recycled blocks are handed out as they are.
+ */
+struct ms_zero_range {
+	uint32_t server_id;
+	uint64_t block;
+	uint64_t count;
+};
+typedef int (*ms_zero_fn)(void *arg, const struct ms_zero_range *r, size_t n);
+/* Set (or with NULL clear) the zeroer; not while requests run. */
+void ms_set_zeroer(struct ms *ms, ms_zero_fn fn, void *arg);
+/* The high-water mark of server @id (this process's view, for tests): 0 or -ENOENT. */
+int ms_high_water(struct ms *ms, uint32_t id, uint64_t *mark);
 
 /*
  * A copy of the allocation bitmap of server @id (bit b set: block b in use), for

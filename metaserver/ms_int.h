@@ -53,6 +53,9 @@ struct ms_volume {
 	uint64_t used;
 	uint64_t hint;			/* where the next search without a goal starts */
 	uint64_t *bits;
+	/* no block at or above was handed out (this process's view; only grows) */
+	uint64_t high;
+	uint64_t high_durable;		/* the mark in the database ('H' key) */
 };
 
 struct ms_alloc {
@@ -65,16 +68,49 @@ void alloc_init(struct ms_alloc *a);
 void alloc_destroy(struct ms_alloc *a);
 /* Add server @id with @capacity blocks, or resize it. */
 int alloc_set_capacity(struct ms_alloc *a, uint32_t id, uint64_t capacity);
-/* Startup: mark blocks in use. -EEXIST when some were already marked (double use). */
+/*
+ * Startup: mark blocks in use (raising the in-memory high-water mark over them).
+ * -EEXIST when some were already marked (double use).
+ */
 int alloc_mark(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count);
-/* Take up to @want free blocks starting exactly at @block; returns how many (0..want). */
-uint64_t alloc_extend(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t want);
-/* Take one free run of 1..@want blocks at or after @goal (wrapping); -ENOSPC. */
+/*
+ * Take up to @want free blocks starting exactly at @block; returns how many (0..want).
+ * *@reused: how many of them, from @block on, lie below the high-water mark
+ * (they may hold old data and must be zeroed before use).
+ */
+uint64_t alloc_extend(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t want,
+		      uint64_t *reused);
+/* Take one free run of 1..@want blocks at or after @goal (wrapping); -ENOSPC. *@reused as above. */
 int64_t alloc_run(struct ms_alloc *a, uint32_t id, uint64_t want, uint64_t goal,
-		  uint64_t *block);
+		  uint64_t *block, uint64_t *reused);
 void alloc_free(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count);
 int alloc_usage(struct ms_alloc *a, uint32_t id, uint64_t *capacity, uint64_t *free_blocks);
 int alloc_copy_bitmap(struct ms_alloc *a, uint32_t id, uint64_t **words, uint64_t *nblocks);
+/* Set both high-water marks of @id (startup, first registration). */
+void alloc_high_water_set(struct ms_alloc *a, uint32_t id, uint64_t mark);
+int alloc_high_water(struct ms_alloc *a, uint32_t id, uint64_t *high, uint64_t *durable);
+/* The database now holds @mark for @id (only ever raises it). */
+void alloc_high_water_durable(struct ms_alloc *a, uint32_t id, uint64_t mark);
+
+/* ---------------------------------------------------------------- high-water marks (high_water.c) */
+
+/* Startup, after registry_load: each server's mark from the database. */
+int high_water_load(struct ms *ms);
+/* Startup, after layout_rebuild_bitmaps: persist marks the layouts went past. */
+int high_water_settle(struct ms *ms);
+/* Put @id's mark into @b (a new server's registration: 0). */
+void high_water_put(leveldb_writebatch_t *b, uint32_t id, uint64_t mark);
+/*
+ * Write @b, which records the allocation of the @n runs @runs, raising in the
+ * same batch every persisted mark a run reaches. Returns ns_write()'s result.
+ */
+int high_water_write(struct ms *ms, leveldb_writebatch_t *b, const struct ms_ext *runs,
+		     size_t n);
+/*
+ * Have the @n runs @runs (only server_id, block, count are used) zeroed through
+ * the zeroer, if one is set. 0 or -EIO.
+ */
+int high_water_zero(struct ms *ms, const struct ms_ext *runs, size_t n);
 
 /* ---------------------------------------------------------------- registry (registry.c) */
 
@@ -163,6 +199,10 @@ struct ms {
 	atomic_uint_fast64_t next_handle;
 
 	struct ms_alloc alloc;
+	/* held across the synced write of an allocation that raises a high-water mark */
+	pthread_mutex_t high_mu;
+	ms_zero_fn zero;		/* ms_set_zeroer(); NULL: recycled blocks are not zeroed */
+	void *zero_arg;
 	struct ms_registry reg;
 	struct ms_opentab opentab;
 };

@@ -96,6 +96,13 @@ size_t key_server(uint8_t *buf, uint32_t id)
 	return 5;
 }
 
+size_t key_high_water(uint8_t *buf, uint32_t id)
+{
+	key_server(buf, id);
+	buf[0] = MS_TAG_HIGH_WATER;
+	return 5;
+}
+
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 {
 	buf[0] = 1;

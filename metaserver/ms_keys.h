@@ -15,6 +15,8 @@
  *   'L' ino:be64 chunk:be64               chunk record: n * extent record (below)
  *   'O' ino:be64                          empty: ino has nlink 0 and awaits reclaim
  *   'S' server_id:be32                    server record (below)
+ *   'H' server_id:be32                    u64 high-water mark: no block at or above it
+ *                                         was ever allocated on that server
  *   'U' volume_uuid                       u32 server_id
  *
  * Inode record (MS_INODE_FIXED bytes, then for symlinks the target):
@@ -33,6 +35,13 @@
  *
  * Server record: u64 capacity_blocks, then three length-prefixed (u16) byte
  * strings: volume_uuid, url, name.
+ *
+ * The high-water mark is written with the server's first registration (0) and
+ * raised, rounded up, in the write batch of any allocation that reaches it
+ * (layout.c), so blocks below it may hold data of freed files and are zeroed
+ * before reuse, while blocks above it are still as the volume was formatted.
+ * A server record without one (a database older than the mark) counts as
+ * fully used: its mark is its capacity.
  *
  * Nothing else is persisted: allocation bitmaps are rebuilt from the 'L'
  * records at startup, the file count from the 'I' records.
@@ -54,6 +63,7 @@
 #define MS_TAG_ORPHAN		'O'
 #define MS_TAG_SERVER		'S'
 #define MS_TAG_UUID		'U'
+#define MS_TAG_HIGH_WATER	'H'
 
 #define MS_INODE_FIXED		77
 #define MS_DIRENT_VAL		9
@@ -104,6 +114,7 @@ size_t key_xattr(uint8_t *buf, uint64_t ino, const char *name);
 size_t key_layout(uint8_t *buf, uint64_t ino, uint64_t chunk);
 size_t key_orphan(uint8_t *buf, uint64_t ino);
 size_t key_server(uint8_t *buf, uint32_t id);
+size_t key_high_water(uint8_t *buf, uint32_t id);
 size_t key_prefix(uint8_t *buf, char tag, uint64_t id);	/* tag + be64 */
 
 /* Inode records. Encode returns the value length; @buf holds MS_INODE_FIXED + 4096. */

@@ -395,6 +395,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);
 	pthread_mutex_init(&ms->reg.mu, NULL);
+	pthread_mutex_init(&ms->high_mu, NULL);
 	alloc_init(&ms->alloc);
 	opentab_init(&ms->opentab);
 	atomic_store(&ms->next_handle, 1);
@@ -461,7 +462,11 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 
 	ret = registry_load(ms);
 	if (!ret)
+		ret = high_water_load(ms);
+	if (!ret)
 		ret = layout_rebuild_bitmaps(ms);
+	if (!ret)
+		ret = high_water_settle(ms);
 	if (!ret)
 		ret = ms_scan_inodes(ms);
 	if (ret) {
@@ -488,6 +493,7 @@ void ms_close(struct ms *ms)
 	leveldb_writeoptions_destroy(ms->wsync);
 	registry_destroy(&ms->reg);
 	alloc_destroy(&ms->alloc);
+	pthread_mutex_destroy(&ms->high_mu);
 	opentab_destroy(&ms->opentab);
 	locks_destroy(&ms->locks);
 	pthread_mutex_destroy(&ms->rename_mu);

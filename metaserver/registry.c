@@ -195,6 +195,9 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		ukl = 1 + uuid_len;
 		put_le32(idv, tmp.id);
 		leveldb_writebatch_put(b, (char *)k, ukl, (char *)idv, 4);
+		/* a new volume: none of its blocks was ever allocated */
+		if (!s)
+			high_water_put(b, tmp.id, 0);
 		ret = ns_write(ms, b);
 		leveldb_writebatch_destroy(b);
 		if (ret)

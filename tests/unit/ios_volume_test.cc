@@ -375,6 +375,63 @@ TEST_F(VolumeTest, ConcurrentStraddlingWritesAllLand)
 	volume_close(v);
 }
 
+TEST_F(VolumeTest, ZeroMakesWrittenBlocksReadAsZeros)
+{
+	struct volume *v = open_vol(4 * kMiB, false);
+	ASSERT_NE(v, nullptr);
+	std::vector<uint8_t> p = pattern(6 * 4096, 21);
+	AlignedBuf buf(p.size());
+	memcpy(buf.get(), p.data(), p.size());
+	ASSERT_EQ(volume_write(v, 10, 0, buf.get(), p.size(), true), 0);
+
+	ASSERT_EQ(volume_zero(v, 11, 4), 0);
+	std::fill(p.begin() + 4096, p.begin() + 5 * 4096, 0);
+	EXPECT_EQ(read_bytes(v, 10, 0, p.size()), p);
+	for (int i = 0; i < 6; i++)
+		EXPECT_EQ(raw_block(10 + i), std::vector<uint8_t>(p.begin() + i * 4096,
+								  p.begin() + (i + 1) * 4096))
+			<< "block " << 10 + i;
+	EXPECT_EQ(volume_zero(v, 0, 0), -EINVAL);
+	EXPECT_EQ(volume_zero(v, volume_capacity(v) - 1, 2), -ERANGE);
+	EXPECT_EQ(volume_zero(v, volume_capacity(v) - 1, 1), 0);
+	volume_close(v);
+
+	/* Durable: survives a reopen. */
+	v = open_vol(0, false);
+	ASSERT_NE(v, nullptr);
+	EXPECT_EQ(read_bytes(v, 10, 0, p.size()), p);
+	volume_close(v);
+}
+
+TEST_F(VolumeTest, ZeroIsOrderedWithConcurrentPartialWrites)
+{
+	struct volume *v = open_vol(4 * kMiB, false);
+	ASSERT_NE(v, nullptr);
+	/* Writers own bytes [0, 2048) of block 5 and keep rewriting them while another
+	 * thread zeros block 5 again and again: every read-modify-write sees either
+	 * the zeros or nothing of them, so the final bytes are the writers' last. */
+	std::thread zeroer([v]() {
+		for (int i = 0; i < 50; i++)
+			ASSERT_EQ(volume_zero(v, 5, 1), 0);
+	});
+	std::thread writer([v]() {
+		for (int round = 0; round < 200; round++) {
+			uint8_t d[2048];
+			memset(d, round & 0xff, sizeof(d));
+			ASSERT_EQ(volume_write(v, 5, 0, d, sizeof(d), false), 0);
+		}
+	});
+	zeroer.join();
+	writer.join();
+	std::vector<uint8_t> got = read_bytes(v, 5, 0, 4096);
+	/* The first half is all one value (never a torn mix); the second half is zero. */
+	for (int i = 1; i < 2048; i++)
+		ASSERT_EQ(got[i], got[0]) << "byte " << i;
+	for (int i = 2048; i < 4096; i++)
+		ASSERT_EQ(got[i], 0) << "byte " << i;
+	volume_close(v);
+}
+
 TEST_F(VolumeTest, BoundsAndCapacity)
 {
 	struct volume *v = open_vol(VOLUME_DATA_OFFSET + 10 * 4096, false);
@@ -426,6 +483,12 @@ TEST(VolumeTmpfs, BufferedFallbackWorks)
 	ASSERT_EQ(volume_write(v, 1, 10, p.data(), p.size() - 20, true), 0);
 	std::vector<uint8_t> want(p.begin(), p.end() - 20);
 	EXPECT_EQ(read_bytes(v, 1, 10, p.size() - 20), want);
+	/* tmpfs has no ZERO_RANGE everywhere: the fallbacks must still give zeros. */
+	ASSERT_EQ(volume_zero(v, 1, 2), 0);
+	/* blocks 1 and 2 are zeros now; block 3 keeps its bytes [0, 4086) */
+	std::vector<uint8_t> after(2 * 4096, 0);
+	after.insert(after.end(), want.begin() + 2 * 4096 - 10, want.end());
+	EXPECT_EQ(read_bytes(v, 1, 0, 3 * 4096 - 10), after);
 	volume_close(v);
 }
 

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * zero.h - the metaserver's zeroer: ZERO requests to the I/O servers for the
+ * recycled blocks a LAYOUT allocates (see ms_set_zeroer() in ms.h, zero.c).
+ */
+#ifndef RDFS_MS_ZERO_H
+#define RDFS_MS_ZERO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "ms.h"
+
+struct ms_zeroer;
+
+/*
+ * A zeroer for @ms's I/O servers: it connects to each (the URL it registered,
+ * looked up at use) with @secret as role "metaserver" and signs its own
+ * capabilities with @cap_key. Connections are made lazily and kept.
+ */
+int ms_zeroer_create(struct ms *ms, const struct auth_secret *secret,
+		     const struct auth_secret *cap_key, struct ms_zeroer **out);
+/* No zeroing may be in progress (clear it from @ms first). */
+void ms_zeroer_destroy(struct ms_zeroer *z);
+/* The ms_zero_fn: @arg is the struct ms_zeroer. */
+int ms_zeroer_zero(void *arg, const struct ms_zero_range *r, size_t n);
+
+#endif
