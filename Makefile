@@ -142,6 +142,8 @@ install: all
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 deploy/mount.fuse.rdfs $(DESTDIR)/sbin/mount.fuse.rdfs
 	test -e $(DESTDIR)/etc/rdfs/rdfs.conf || install -m 0644 deploy/rdfs.conf.example $(DESTDIR)/etc/rdfs/rdfs.conf
+	install -d $(DESTDIR)/etc/systemd/system
+	install -m 0644 deploy/systemd/*.service $(DESTDIR)/etc/systemd/system/
 
 clean:
 	rm -rf $(BUILD)

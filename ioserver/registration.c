@@ -19,8 +19,10 @@
 
 #define REG_CONNECT_TIMEOUT_MS	3000
 #define REG_CALL_TIMEOUT_MS	5000
+/* Capped low: an I/O server that is not registered serves nothing, so after a
+ * metaserver restart every second of backoff is a second of EIO for clients. */
 #define REG_BACKOFF_MIN_MS	500
-#define REG_BACKOFF_MAX_MS	30000
+#define REG_BACKOFF_MAX_MS	2000
 #define REG_POLL_MS		200
 
 struct registration {
