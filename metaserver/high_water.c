@@ -199,7 +199,8 @@ int high_water_zero(struct ms *ms, const struct ms_ext *runs, size_t n)
 
 		/* runs of neighbouring chunks often continue each other on disk */
 		if (p && p->server_id == runs[i].server_id &&
-		    p->block + p->count == runs[i].block && p->count + runs[i].count <= UINT32_MAX) {
+		    p->block + p->count == runs[i].block &&
+		    p->count + runs[i].count <= UINT32_MAX) {
 			p->count += runs[i].count;
 			continue;
 		}

@@ -24,6 +24,7 @@
 #include "ops.h"
 #include "rpc.h"
 #include "server.h"
+#include "zero.h"
 
 #define QUEUE_LEN	1024
 #define LOOP_TICK_MS	200
@@ -44,6 +45,7 @@ struct ms_server {
 	struct rpc_server *rpc;
 	struct ms_ops_ctx ops;
 	struct auth_secret cap_key;
+	struct ms_zeroer *zeroer;	/* installed in ms while the server exists */
 	volatile sig_atomic_t *stop_flag;
 	atomic_int stop;
 
@@ -130,17 +132,26 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_cond_init(&srv->not_empty, NULL);
 	pthread_cond_init(&srv->not_full, NULL);
+	ret = ms_zeroer_create(ms, o->secret, o->cap_key, &srv->zeroer);
+	if (ret) {
+		free(srv);
+		return ret;
+	}
 	ret = rpc_server_create(o->listen, o->secret, &srv->rpc);
 	if (ret) {
+		ms_zeroer_destroy(srv->zeroer);
 		free(srv);
 		return ret;
 	}
 	srv->threads = calloc(srv->nthreads, sizeof(pthread_t));
 	if (!srv->threads) {
 		rpc_server_destroy(srv->rpc);
+		ms_zeroer_destroy(srv->zeroer);
 		free(srv);
 		return -ENOMEM;
 	}
+	/* every LAYOUT from now on zeroes the recycled blocks it allocates */
+	ms_set_zeroer(ms, ms_zeroer_zero, srv->zeroer);
 	for (int i = 0; i < srv->nthreads; i++) {
 		ret = pthread_create(&srv->threads[i], NULL, worker_main, srv);
 		if (ret) {
@@ -244,6 +255,8 @@ void ms_server_destroy(struct ms_server *srv)
 			pthread_join(srv->threads[i], NULL);
 	}
 	rpc_server_destroy(srv->rpc);
+	ms_set_zeroer(srv->ms, NULL, NULL);
+	ms_zeroer_destroy(srv->zeroer);
 	/* connections still open at shutdown: release their handles now */
 	while (srv->conns) {
 		struct conn_state *cs = srv->conns;

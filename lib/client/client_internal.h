@@ -110,7 +110,6 @@ struct rdfs_inode {
 	int refs;			/* inode_table.lock */
 
 	pthread_mutex_t lock;		/* everything below */
-	pthread_cond_t cond;		/* @padding shrank */
 	pthread_mutex_t append_lock;	/* O_APPEND writes of this client, one at a time */
 	pthread_mutex_t commit_lock;	/* one COMMIT at a time: a flush returns after the one in flight */
 	int open_count;
@@ -124,7 +123,6 @@ struct rdfs_inode {
 	struct range_set uncommitted;	/* file blocks written here, not yet committed */
 	/* written here and committed, where the cached layout may still say unwritten */
 	struct range_set committed;
-	struct range_set padding;	/* fresh blocks a zero-padding write is filling */
 	struct layout_cache layout;
 	uint32_t *unstable;		/* servers holding unstable writes of this file */
 	size_t n_unstable;
@@ -243,7 +241,7 @@ struct io_req {
 	uint32_t length;
 	Rdfs__IoReq msg;
 	uint8_t *buf;			/* READ: destination of @length bytes */
-	struct iovec iov[3];		/* WRITE: head padding, data, tail padding */
+	struct iovec iov[1];		/* WRITE: the data */
 	int niov;
 	int stable;
 	/* filled by io_batch_run() */
@@ -268,7 +266,7 @@ int io_cap_error(int err);
 int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
 		 const struct rdfs_cred *cr, uint64_t size);
 
-/* A zero-filled block for padding writes. */
+/* A zero-filled block: the bytes a truncate cuts off a block (io_zero_tail). */
 extern const uint8_t rdfs_zero_block[RDFS_BLOCK_SIZE];
 
 #endif

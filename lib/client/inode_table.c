@@ -23,10 +23,8 @@ static void inode_free(struct rdfs_inode *in)
 	layout_cache_free(&in->layout);
 	range_set_free(&in->uncommitted);
 	range_set_free(&in->committed);
-	range_set_free(&in->padding);
 	free(in->unstable);
 	pthread_mutex_destroy(&in->lock);
-	pthread_cond_destroy(&in->cond);
 	pthread_mutex_destroy(&in->append_lock);
 	pthread_mutex_destroy(&in->commit_lock);
 	free(in);
@@ -87,12 +85,10 @@ struct rdfs_inode *inode_get(struct inode_table *t, uint64_t ino)
 			in->ino = ino;
 			in->refs = 1;
 			pthread_mutex_init(&in->lock, NULL);
-			pthread_cond_init(&in->cond, NULL);
 			pthread_mutex_init(&in->append_lock, NULL);
 			pthread_mutex_init(&in->commit_lock, NULL);
 			range_set_init(&in->uncommitted);
 			range_set_init(&in->committed);
-			range_set_init(&in->padding);
 			layout_cache_init(&in->layout);
 			*pp = in;
 		}

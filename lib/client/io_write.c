@@ -4,11 +4,11 @@
  * write touches, split by extents, send every WRITE at once, then record the
  * written blocks and the new size for the next COMMIT.
  *
- * Fresh (unwritten) blocks may hold another file's old data, so a write that
- * covers only part of a fresh block that this client has not written sends the
- * whole block, padded with zeros. While such a padding write is in flight, other
- * writes of this client to that block wait for it (else a later partial write
- * could be overwritten by the padding).
+ * A write that covers only part of a block is sent as it is: the metaserver
+ * hands out only blocks that read as zeros (it zeroes recycled ones before
+ * allocating them), and the I/O server does the read-modify-write of the
+ * block, serialized per block, so partial writes of one block from any number
+ * of clients all land.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,35 +19,6 @@
 #include "client_internal.h"
 #include "frame.h"
 
-/* The segment holding file block @b, or NULL. */
-static const struct layout_seg *seg_of(const struct layout_seg *segs, int n, uint64_t b)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (segs[i].start <= b && b < segs[i].end)
-			return &segs[i];
-	return NULL;
-}
-
-/*
- * Under in->lock: decide whether partial block @b needs zero padding and claim it
- * if so. Returns 1 (pad, claimed), 0 (no padding), waiting out other paddings.
- */
-static int pad_claim(struct rdfs_inode *in, const struct layout_seg *segs, int n, uint64_t b)
-{
-	const struct layout_seg *s;
-
-	while (range_set_contains(&in->padding, b, b + 1))
-		pthread_cond_wait(&in->cond, &in->lock);
-	s = seg_of(segs, n, b);
-	if (!s || s->hole || !s->unwritten || inode_block_written_here(in, b, b + 1))
-		return 0;
-	if (range_set_add(&in->padding, b, b + 1))
-		return 0;
-	return 1;
-}
-
 struct write_plan {
 	struct io_req *r;
 	size_t n;
@@ -55,15 +26,12 @@ struct write_plan {
 	uint64_t off;		/* the caller's bytes [off, off + size) */
 	size_t size;
 	const uint8_t *buf;
-	uint64_t wa;		/* bytes sent, padding included: [wa, wb) */
-	uint64_t wb;
 	int stable;
 };
 
 static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a, uint64_t b)
 {
 	struct io_req *r;
-	uint64_t da, db;
 
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? p->cap * 2 : 16;
@@ -82,27 +50,17 @@ static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a
 	r->length = b - a;
 	r->block_count = BLK_UP(r->head + r->length);
 	r->stable = p->stable;
-	/* zeros before the caller's data, the data, zeros after it */
-	da = a > p->off ? a : p->off;
-	db = b < p->off + p->size ? b : p->off + p->size;
-	if (a < da) {
-		r->iov[r->niov].iov_base = (void *)rdfs_zero_block;
-		r->iov[r->niov++].iov_len = da - a;
-	}
-	r->iov[r->niov].iov_base = (void *)(p->buf + (da - p->off));
-	r->iov[r->niov++].iov_len = db - da;
-	if (db < b) {
-		r->iov[r->niov].iov_base = (void *)rdfs_zero_block;
-		r->iov[r->niov++].iov_len = b - db;
-	}
+	r->iov[0].iov_base = (void *)(p->buf + (a - p->off));
+	r->iov[0].iov_len = b - a;
+	r->niov = 1;
 	return 0;
 }
 
-/* WRITEs of bytes [wa, wb) ∩ extent @s, at most RDFS_IO_MAX each. */
+/* WRITEs of the caller's bytes ∩ extent @s, at most RDFS_IO_MAX each. */
 static int plan_extent(struct write_plan *p, const struct layout_seg *s)
 {
-	uint64_t a = s->start * BLK > p->wa ? s->start * BLK : p->wa;
-	uint64_t b = s->end * BLK < p->wb ? s->end * BLK : p->wb;
+	uint64_t a = s->start * BLK > p->off ? s->start * BLK : p->off;
+	uint64_t b = s->end * BLK < p->off + p->size ? s->end * BLK : p->off + p->size;
 	int ret;
 
 	while (a < b) {
@@ -125,30 +83,12 @@ static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uin
 	struct layout_seg *segs = NULL;
 	struct write_plan p = { .off = off, .size = size, .buf = buf };
 	uint64_t bstart = BLK_DOWN(off), bend = BLK_UP(off + size);
-	int pad_head = 0, pad_tail = 0;
 	int n, i, ret = 0;
 
 	n = layout_get(c, in, f, NULL, bstart, bend, bend, 1, &segs);
 	if (n < 0)
 		return n;
 	p.stable = c->opts.write_stable;
-	p.wa = off;
-	p.wb = off + size;
-
-	/* claims go in ascending block order, so two writers cannot wait on each other */
-	pthread_mutex_lock(&in->lock);
-	if (off % BLK || off + size < (bstart + 1) * BLK)
-		pad_head = pad_claim(in, segs, n, bstart);
-	if (bend - 1 != bstart && (off + size) % BLK)
-		pad_tail = pad_claim(in, segs, n, bend - 1);
-	pthread_mutex_unlock(&in->lock);
-	if (pad_head) {
-		p.wa = bstart * BLK;
-		if (bend - 1 == bstart)
-			p.wb = bend * BLK;
-	}
-	if (pad_tail)
-		p.wb = bend * BLK;
 
 	for (i = 0; i < n && ret == 0; i++)
 		ret = plan_extent(&p, &segs[i]);
@@ -156,12 +96,6 @@ static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uin
 		ret = io_batch_run(c, RDFS_OP_WRITE, p.r, p.n);
 
 	pthread_mutex_lock(&in->lock);
-	if (pad_head)
-		range_set_remove(&in->padding, bstart, bstart + 1);
-	if (pad_tail)
-		range_set_remove(&in->padding, bend - 1, bend);
-	if (pad_head || pad_tail)
-		pthread_cond_broadcast(&in->cond);
 	if (ret == 0) {
 		ret = range_set_add(&in->uncommitted, bstart, bend);
 		if (off + size > in->pending_size)
