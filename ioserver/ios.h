@@ -7,8 +7,10 @@
  * main.c is only option parsing around this; the unit tests run the same core
  * in-process on port 0, with a fixed server id instead of a metaserver.
  *
- * Lifecycle: ios_server_create() binds the listeners and starts the disk
- * threads and the registration thread; ios_server_run() is the main loop and
+ * Lifecycle: ios_server_create() binds the listeners, starts the disk
+ * threads, clears the volume's pristine flag (offering the volume as pristine
+ * to the metaserver when it was set, see volume.h) and starts the
+ * registration thread; ios_server_run() is the main loop and
  * returns after ios_server_stop() (any thread, not a signal handler) once every
  * accepted request is answered and the volume is synced; ios_server_destroy()
  * frees the rest. The volume stays the caller's.

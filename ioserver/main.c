@@ -52,6 +52,13 @@ static const char usage_text[] =
 "    capacity); block b lives at byte 1 MiB + b * 4096. The volume is opened with\n"
 "    O_DIRECT when the file system allows it (else buffered, with a warning).\n"
 "\n"
+"    A volume this server created itself (--create-size) is marked pristine: its\n"
+"    blocks read as zeros, so the metaserver it first registers with does not\n"
+"    zero them before their first use. The mark is cleared when the server\n"
+"    starts serving. Any other volume (--format of an existing file or device,\n"
+"    or one served before) has each block zeroed by the metaserver that first\n"
+"    sees it before the block's first use (a ZERO request to this server).\n"
+"\n"
 "OPTIONS\n"
 "    --config FILE        INI configuration file (default " DEFAULT_CONFIG ";\n"
 "                         a missing default file is fine, a missing given one is\n"
@@ -326,11 +333,12 @@ static int open_volume(const struct rdfs_config *cfg, struct volume **vol)
 	}
 
 	format_uuid(volume_uuid(*vol), uuid);
-	log_info("%s volume %s: %llu blocks of 4 KiB (%llu MiB), uuid %s%s",
+	log_info("%s volume %s: %llu blocks of 4 KiB (%llu MiB), uuid %s%s%s",
 		 volume_was_formatted(*vol) ? "formatted" : "opened", path,
 		 (unsigned long long)volume_capacity(*vol),
 		 (unsigned long long)(volume_capacity(*vol) / 256), uuid,
-		 volume_is_direct(*vol) ? ", O_DIRECT" : "");
+		 volume_is_direct(*vol) ? ", O_DIRECT" : "",
+		 volume_is_pristine(*vol) ? ", pristine" : "");
 	if (!volume_is_direct(*vol))
 		log_warn("volume %s: the file system refuses O_DIRECT; using buffered I/O", path);
 	return 0;

@@ -32,6 +32,7 @@ struct registration {
 	char *name;
 	uint8_t uuid[VOLUME_UUID_LEN];
 	uint64_t capacity_blocks;
+	bool pristine;			/* until the first successful REGISTER */
 	int ping_interval_ms;
 	struct server_id *id;
 
@@ -88,6 +89,7 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	req.volume_uuid.len = VOLUME_UUID_LEN;
 	req.capacity_blocks = r->capacity_blocks;
 	req.name = r->name;
+	req.pristine = r->pristine;
 
 	ret = rpc_call_start(c, RDFS_OP_REGISTER, &req.base, NULL, 0, &pending);
 	if (!ret)
@@ -118,8 +120,11 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 		log_warn("metaserver changed this server's id from %u to %u", old_id,
 			 reply->server_id);
 	server_id_set(r->id, reply->server_id);
-	log_info("registered with metaserver %s as server %u (url %s, %llu blocks)",
-		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks);
+	log_info("registered with metaserver %s as server %u (url %s, %llu blocks%s)",
+		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks,
+		 r->pristine ? ", pristine" : "");
+	/* from now on clients may have written to it */
+	r->pristine = false;
 	rdfs__register_reply__free_unpacked(reply, NULL);
 	return 0;
 }
@@ -210,6 +215,7 @@ int registration_start(const struct registration_opts *o, struct registration **
 	r->secret = o->secret;
 	memcpy(r->uuid, o->volume_uuid, VOLUME_UUID_LEN);
 	r->capacity_blocks = o->capacity_blocks;
+	r->pristine = o->pristine;
 	r->ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : 5000;
 	r->id = o->id;
 

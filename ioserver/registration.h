@@ -3,7 +3,7 @@
  * registration.h - keep this I/O server registered with the metaserver.
  *
  * A thread connects (rpc role "ioserver"), sends REGISTER{url, volume_uuid,
- * capacity_blocks, name}, publishes the returned server id, then holds the
+ * capacity_blocks, name, pristine}, publishes the returned server id, then holds the
  * connection open with periodic PINGs: the metaserver counts the server as up
  * while that connection lives. When it breaks the thread reconnects and
  * registers again, backing off exponentially. The id, once known, stays
@@ -13,6 +13,7 @@
 #ifndef RDFS_IOS_REGISTRATION_H
 #define RDFS_IOS_REGISTRATION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "auth.h"
@@ -27,6 +28,11 @@ struct registration_opts {
 	const char *name;
 	const uint8_t *volume_uuid;		/* VOLUME_UUID_LEN bytes */
 	uint64_t capacity_blocks;
+	/*
+	 * The volume reads as zeros everywhere: said in every REGISTER until one
+	 * succeeds, never after (the metaserver only heeds it for a volume new to it).
+	 */
+	bool pristine;
 	int ping_interval_ms;
 	struct server_id *id;			/* set on every successful REGISTER */
 };

@@ -195,7 +195,8 @@ int ios_server_id(const struct ios_server *s, uint32_t *id)
 	return server_id_get(&s->id, id);
 }
 
-static int ios_start_registration(struct ios_server *s, const struct ios_options *o)
+static int ios_start_registration(struct ios_server *s, const struct ios_options *o,
+				  bool pristine)
 {
 	struct registration_opts ro = {0};
 	char name[IOS_URL_MAX];
@@ -217,6 +218,7 @@ static int ios_start_registration(struct ios_server *s, const struct ios_options
 	ro.name = name;
 	ro.volume_uuid = volume_uuid(s->vol);
 	ro.capacity_blocks = volume_capacity(s->vol);
+	ro.pristine = pristine;
 	ro.ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : IOS_DEFAULT_PING_MS;
 	ro.id = &s->id;
 	return registration_start(&ro, &s->reg);
@@ -228,6 +230,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	const char *urls[IOS_MAX_LISTENERS + 1];
 	struct io_pool_opts po = {0};
 	struct ios_server *s;
+	bool pristine = false;
 	int ret;
 
 	ret = split_urls(o->listen ? o->listen : IOS_DEFAULT_LISTEN, listen_buf,
@@ -266,8 +269,24 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	if (ret)
 		goto err_rpc;
 
+	/*
+	 * The pristine flag leaves the superblock before anyone can write to the
+	 * volume or a metaserver hears of it, not after the first registration:
+	 * a crash between a REGISTER and the clearing could leave a volume with
+	 * data that a fresh metaserver database takes for zeros. This process
+	 * still knows the volume is untouched until its first registration
+	 * succeeds and says so; a restart before then merely has every block
+	 * zeroed before its first use.
+	 */
+	if (volume_is_pristine(s->vol)) {
+		ret = volume_clear_pristine(s->vol);
+		if (ret)
+			log_warn("cannot clear the volume's pristine flag (%s); it is offered as not pristine",
+				 strerror(-ret));
+		pristine = ret == 0;
+	}
 	if (o->metaserver) {
-		ret = ios_start_registration(s, o);
+		ret = ios_start_registration(s, o, pristine);
 		if (ret)
 			goto err_pool;
 	}

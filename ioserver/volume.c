@@ -29,6 +29,8 @@
 #define SB_OFF_DATA_OFFSET	40
 #define SB_OFF_CHECKSUM		48
 #define SB_CHECKSUM_LEN		8
+#define SB_OFF_FLAGS		56
+#define SB_OFF_FLAGS_CHECK	60
 
 _Static_assert(sizeof(VOLUME_MAGIC) - 1 == 8, "the magic fills its 8-byte field");
 _Static_assert(SB_OFF_UUID + VOLUME_UUID_LEN == SB_OFF_CAPACITY, "uuid field size");
@@ -42,6 +44,7 @@ struct volume {
 	bool direct;
 	bool formatted;
 	bool blockdev;
+	bool pristine;
 	uint8_t uuid[VOLUME_UUID_LEN];
 	uint64_t capacity;
 	struct range_lock locks;	/* blocks under a write */
@@ -141,7 +144,22 @@ static int sb_checksum(const uint8_t *sb, uint8_t out[SB_CHECKSUM_LEN])
 	return 0;
 }
 
-static int volume_format(struct volume *v, uint64_t size)
+/* The flags word and its check: the check is what makes a damaged word read as 0. */
+static void sb_put_flags(uint8_t *sb, uint32_t flags)
+{
+	put_le32(sb + SB_OFF_FLAGS, flags);
+	put_le32(sb + SB_OFF_FLAGS_CHECK, ~flags);
+}
+
+static uint32_t sb_get_flags(const uint8_t *sb)
+{
+	uint32_t flags = get_le32(sb + SB_OFF_FLAGS);
+
+	return get_le32(sb + SB_OFF_FLAGS_CHECK) == ~flags ? flags : 0;
+}
+
+/* Write a new superblock; @pristine: the caller knows every data block reads as zeros. */
+static int volume_format(struct volume *v, uint64_t size, bool pristine)
 {
 	uint8_t *sb;
 	int ret;
@@ -164,6 +182,7 @@ static int volume_format(struct volume *v, uint64_t size)
 	ret = sb_checksum(sb, sb + SB_OFF_CHECKSUM);
 	if (ret)
 		goto out;
+	sb_put_flags(sb, pristine ? VOLUME_FLAG_PRISTINE : 0);
 	ret = pwrite_full(v->fd, sb, VOLUME_BLOCK_SIZE, 0);
 	if (!ret && fdatasync(v->fd))
 		ret = -errno;
@@ -171,6 +190,7 @@ static int volume_format(struct volume *v, uint64_t size)
 		memcpy(v->uuid, sb + SB_OFF_UUID, VOLUME_UUID_LEN);
 		v->capacity = get_le64(sb + SB_OFF_CAPACITY);
 		v->formatted = true;
+		v->pristine = pristine;
 	}
 out:
 	free(sb);
@@ -199,6 +219,7 @@ static int volume_parse_sb(struct volume *v, const uint8_t *sb, uint64_t size)
 		return -EUCLEAN;
 	memcpy(v->uuid, sb + SB_OFF_UUID, VOLUME_UUID_LEN);
 	v->capacity = capacity;
+	v->pristine = sb_get_flags(sb) & VOLUME_FLAG_PRISTINE;
 	return 0;
 }
 
@@ -337,8 +358,9 @@ int volume_open(const struct volume_open_opts *o, struct volume **out)
 		goto err_close;
 
 	ret = ret == 1 ? volume_parse_sb(v, sb, size) : -EMEDIUMTYPE;
+	/* only a sparse file made just now is known to read as zeros */
 	if (ret == -EMEDIUMTYPE && (created || o->format))
-		ret = volume_format(v, size);
+		ret = volume_format(v, size, created);
 	if (ret)
 		goto err_close;
 
@@ -386,6 +408,33 @@ bool volume_is_direct(const struct volume *v)
 bool volume_was_formatted(const struct volume *v)
 {
 	return v->formatted;
+}
+
+bool volume_is_pristine(const struct volume *v)
+{
+	return v->pristine;
+}
+
+int volume_clear_pristine(struct volume *v)
+{
+	uint8_t *sb;
+	int ret;
+
+	if (!v->pristine)
+		return 0;
+	sb = block_alloc(1);
+	if (!sb)
+		return -ENOMEM;
+	ret = pread_full(v->fd, sb, VOLUME_BLOCK_SIZE, 0);
+	if (!ret) {
+		sb_put_flags(sb, sb_get_flags(sb) & ~VOLUME_FLAG_PRISTINE);
+		/* O_DSYNC: durable when it returns; one sector, so it lands whole */
+		ret = pwrite_full(v->fd_sync, sb, VOLUME_BLOCK_SIZE, 0);
+	}
+	if (!ret)
+		v->pristine = false;
+	free(sb);
+	return ret;
 }
 
 int volume_check_io(const struct volume *v, uint64_t first, uint64_t count, uint32_t head,

@@ -17,8 +17,18 @@
  *   32  u64     capacity_blocks  data blocks (the superblock area not counted)
  *   40  u64     data_offset      1 MiB
  *   48  u8[8]   checksum         first 8 bytes of SHA-256 over bytes [0, 48)
+ *   56  u32     flags            VOLUME_FLAG_*
+ *   60  u32     flags_check      ~flags; when it does not match, flags count as 0
  *
- * The rest of the first MiB is reserved and zero.
+ * The rest of the first MiB is reserved and zero. The flags lie outside the
+ * checksum so volumes formatted before they existed (zeros there: no flags)
+ * still open; a damaged flags word reads as no flags, the safe meaning.
+ *
+ * VOLUME_FLAG_PRISTINE: every data block reads as zeros. Set only when
+ * volume_open creates the sparse file itself (never for --format of an
+ * existing file or device, whose blocks may hold anything); cleared for good
+ * before the volume is first offered to a metaserver, which then trusts
+ * blocks it never allocated to read as zeros (see ms_register()).
  *
  * I/O goes through O_DIRECT when the file system allows it, so block-aligned
  * requests move between the caller's aligned buffer and the disk without the
@@ -42,6 +52,7 @@
 #define VOLUME_BLOCK_SIZE	4096u
 #define VOLUME_DATA_OFFSET	(1ull << 20)
 #define VOLUME_UUID_LEN		16
+#define VOLUME_FLAG_PRISTINE	1u
 
 struct volume;
 
@@ -78,6 +89,13 @@ uint64_t volume_capacity(const struct volume *v);	/* data blocks */
 bool volume_is_direct(const struct volume *v);
 /* True when volume_open formatted the volume in this call. */
 bool volume_was_formatted(const struct volume *v);
+/* True while the superblock says every data block reads as zeros (see above). */
+bool volume_is_pristine(const struct volume *v);
+/*
+ * Clear the pristine flag in the superblock, durably; 0 or -errno (the
+ * volume then still counts as pristine). Not concurrently with itself.
+ */
+int volume_clear_pristine(struct volume *v);
 
 /*
  * Validate an I/O request: bytes [head, head + length) of blocks

@@ -4,8 +4,20 @@
  * the open table counts the handles of each inode over all sessions, so an
  * unlinked file lives (as an orphan, nlink 0) until its last handle is gone.
  *
- * The open count of an inode only changes under that inode's lock, which is
- * also what unlink holds when it decides between purging and orphaning.
+ * The open table also holds back the blocks a truncate (SETATTR, O_TRUNC)
+ * takes from a file that is open: a client with the file open may have cached
+ * a layout naming them, with capabilities that stay valid for minutes, and
+ * must not read or overwrite another file's data through it once the
+ * allocator hands them out again. They return to the allocator when the
+ * file's last handle goes. Only memory knows them: after a crash no handle
+ * exists, the layouts no longer name them, so the rebuilt maps find them
+ * free, and the persisted high-water mark, which covers every block a layout
+ * ever named, still has them zeroed before their next use.
+ *
+ * The open count of an inode, and its deferred blocks, only change under that
+ * inode's lock, which is also what unlink holds when it decides between
+ * purging and orphaning, and what a truncate holds when it decides between
+ * freeing and deferring.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +42,7 @@ void opentab_destroy(struct ms_opentab *t)
 
 		for (; e; e = next) {
 			next = e->next;
+			free(e->deferred);
 			free(e);
 		}
 	}
@@ -57,9 +70,10 @@ uint32_t opentab_count(struct ms_opentab *t, uint64_t ino)
 	return n;
 }
 
-void opentab_inc(struct ms_opentab *t, uint64_t ino)
+int opentab_inc(struct ms_opentab *t, uint64_t ino)
 {
 	struct ms_openent **p;
+	int ret = 0;
 
 	pthread_mutex_lock(&t->mu);
 	p = opentab_slot(t, ino);
@@ -70,14 +84,20 @@ void opentab_inc(struct ms_opentab *t, uint64_t ino)
 	}
 	if (*p)
 		(*p)->count++;
+	else
+		ret = -ENOMEM;
 	pthread_mutex_unlock(&t->mu);
+	return ret;
 }
 
-uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino)
+uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino, struct ms_ext **deferred,
+		     size_t *ndeferred)
 {
 	struct ms_openent **p, *e;
 	uint32_t n = 0;
 
+	*deferred = NULL;
+	*ndeferred = 0;
 	pthread_mutex_lock(&t->mu);
 	p = opentab_slot(t, ino);
 	e = *p;
@@ -85,11 +105,46 @@ uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino)
 		n = --e->count;
 		if (n == 0) {
 			*p = e->next;
+			*deferred = e->deferred;
+			*ndeferred = e->ndeferred;
 			free(e);
 		}
 	}
 	pthread_mutex_unlock(&t->mu);
 	return n;
+}
+
+int opentab_defer(struct ms_opentab *t, uint64_t ino, const struct ms_ext *ext, size_t n)
+{
+	struct ms_openent *e;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->mu);
+	e = *opentab_slot(t, ino);
+	if (e && e->count) {
+		ret = 1;
+		if (e->ndeferred + n > e->deferred_cap) {
+			size_t cap = e->deferred_cap ? e->deferred_cap : 16;
+			struct ms_ext *grown;
+
+			while (cap < e->ndeferred + n)
+				cap *= 2;
+			grown = realloc(e->deferred, cap * sizeof(*grown));
+			if (!grown) {
+				/* never free them early: leak them until the next start */
+				log_warn("inode %llu: out of memory; %zu freed extents stay used until restart",
+					 (unsigned long long)ino, n);
+				goto out;
+			}
+			e->deferred = grown;
+			e->deferred_cap = cap;
+		}
+		memcpy(e->deferred + e->ndeferred, ext, n * sizeof(*ext));
+		e->ndeferred += n;
+	}
+out:
+	pthread_mutex_unlock(&t->mu);
+	return ret;
 }
 
 struct ms_session *ms_session_new(struct ms *ms, const char *role)
@@ -109,6 +164,11 @@ uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t 
 
 	if (!h)
 		return 0;
+	/* an untracked handle would let its file's blocks be reused under it */
+	if (opentab_inc(&ms->opentab, ino)) {
+		free(h);
+		return 0;
+	}
 	h->id = atomic_fetch_add(&ms->next_handle, 1);
 	h->ino = ino;
 	h->flags = flags;
@@ -116,7 +176,6 @@ uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t 
 	h->next = s->handles;
 	s->handles = h;
 	pthread_mutex_unlock(&s->mu);
-	opentab_inc(&ms->opentab, ino);
 	return h->id;
 }
 
@@ -137,18 +196,23 @@ int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flag
 	return ret;
 }
 
-/* Drop one open of @ino; reclaim the inode if it was its last and it has no links. */
+/*
+ * Drop one open of @ino. At its last: its deferred blocks go back to the
+ * allocator, and the inode is reclaimed if it has no links.
+ */
 static int inode_close(struct ms *ms, uint64_t ino)
 {
 	struct ms_lockset ls;
 	struct ms_inode in;
+	struct ms_ext *deferred;
+	size_t ndeferred;
 	int ret = 0;
 
 	lockset_init(&ls);
 	lockset_add(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
-	if (opentab_dec(&ms->opentab, ino) == 0 && ns_inode_get(ms, ino, &in) == 0 &&
-	    in.nlink == 0) {
+	if (opentab_dec(&ms->opentab, ino, &deferred, &ndeferred) == 0 &&
+	    ns_inode_get(ms, ino, &in) == 0 && in.nlink == 0) {
 		leveldb_writebatch_t *b = leveldb_writebatch_create();
 		struct ms_freelist f = { 0 };
 
@@ -158,6 +222,10 @@ static int inode_close(struct ms *ms, uint64_t ino)
 		leveldb_writebatch_destroy(b);
 		freelist_release(ms, &f, ret == 0);
 	}
+	/* no layout names them any more, and no handle is left that saw one that did */
+	for (size_t i = 0; i < ndeferred; i++)
+		alloc_free(&ms->alloc, deferred[i].server_id, deferred[i].block, deferred[i].count);
+	free(deferred);
 	lockset_unlock(&ms->locks, &ls);
 	return ret;
 }

@@ -7,7 +7,9 @@
  * was formatted: blocks at or above it still read as the zeros of a fresh
  * (sparse) volume, blocks below it may hold a freed file's data and are zeroed
  * (through the zeroer, zero.c in the server) before an allocation that reuses
- * them is recorded.
+ * them is recorded. Only a volume its I/O server vouched for as pristine at
+ * its first registration starts at 0; any other starts at its capacity, so
+ * each of its blocks is zeroed before its first use (registry.c).
  *
  * The mark in the database must never fall behind a block any durable layout
  * has pointed at, or a restart would hand that block out unzeroed once freed.

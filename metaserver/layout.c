@@ -153,6 +153,7 @@ int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
 
 	if (cs == 0)
 		return -EIO;
+	f->ino = in->ino;
 	it = leveldb_create_iterator(ms->db, ms->ropts);
 	for (leveldb_iter_seek(it, (char *)k, key_layout(k, in->ino, keep / cs));
 	     leveldb_iter_valid(it); leveldb_iter_next(it)) {

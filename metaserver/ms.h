@@ -98,8 +98,14 @@ void ms_close(struct ms *ms);
 
 /*
  * A session is one peer connection: its role ("client", "ioserver", "tool")
- * and its open handles. Closing it releases every handle (an unlinked file is
- * reclaimed at its last release) and marks a server it registered down.
+ * and its open handles. Closing it releases every handle and marks a server it
+ * registered down.
+ *
+ * While a file has open handles (of any session) its blocks stay out of the
+ * allocator's reach, since a client may hold a layout of it with capabilities
+ * valid for minutes: an unlinked file is reclaimed at its last release, and
+ * blocks a truncate (SETATTR or O_TRUNC) takes from it return to the
+ * allocator only then (in memory: a restart finds them free).
  */
 struct ms_session *ms_session_new(struct ms *ms, const char *role);
 void ms_session_close(struct ms *ms, struct ms_session *s);
@@ -220,9 +226,16 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	      uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
 	      uint64_t handle, struct ms_attr *out);
 
-/* I/O-server registry. Only an "ioserver" session may register (-EPERM). */
+/*
+ * I/O-server registry. Only an "ioserver" session may register (-EPERM).
+ * @pristine only counts at the first registration of @uuid: the I/O server
+ * vouches that every block of the volume reads as zeros, so the server's
+ * high-water mark starts at 0; otherwise it starts at the capacity and every
+ * block is zeroed before its first use. A known uuid keeps its mark.
+ */
 int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void *uuid,
-		size_t uuid_len, uint64_t capacity_blocks, const char *name, uint32_t *id);
+		size_t uuid_len, uint64_t capacity_blocks, const char *name, int pristine,
+		uint32_t *id);
 
 struct ms_server_info {
 	uint32_t id;

@@ -157,6 +157,9 @@ struct ms_session {
 struct ms_openent {
 	uint64_t ino;
 	uint32_t count;
+	/* blocks freed from the file while it was open: see opentab_defer() */
+	size_t ndeferred, deferred_cap;
+	struct ms_ext *deferred;
 	struct ms_openent *next;
 };
 
@@ -168,9 +171,24 @@ struct ms_opentab {
 void opentab_init(struct ms_opentab *t);
 void opentab_destroy(struct ms_opentab *t);
 uint32_t opentab_count(struct ms_opentab *t, uint64_t ino);
-void opentab_inc(struct ms_opentab *t, uint64_t ino);
-/* Returns the count left. */
-uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino);
+/* 0 or -ENOMEM. */
+int opentab_inc(struct ms_opentab *t, uint64_t ino);
+/*
+ * Drop one open of @ino; returns the count left. When that is 0, *@deferred
+ * (malloc'ed, or NULL) and *@ndeferred are the blocks opentab_defer() held
+ * back, for the caller to free into the allocator.
+ */
+uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino, struct ms_ext **deferred,
+		     size_t *ndeferred);
+/*
+ * Blocks @e[0..@n) left the layout of @ino by a durable batch. While @ino has
+ * open handles a client may still hold a layout naming them, with capabilities
+ * valid for minutes, so they are kept from the allocator until the last handle
+ * goes: returns 1 (held back, or when memory runs out leaked until the next
+ * start rebuilds the maps), or 0 when @ino is not open. The caller holds the
+ * inode lock of @ino, so no handle can appear or go meanwhile.
+ */
+int opentab_defer(struct ms_opentab *t, uint64_t ino, const struct ms_ext *e, size_t n);
 
 /* Register a handle for @ino (the caller holds the inode lock). */
 uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t flags);
@@ -239,13 +257,18 @@ int ns_lock_entry(struct ms *ms, uint64_t parent, const char *name, int parent_e
 /* Read directory @ino: -ENOENT (also when removed), -ENOTDIR. */
 int ns_get_dir(struct ms *ms, uint64_t ino, struct ms_inode *dir);
 
-/* Blocks to return to the allocator once a batch freeing them is durable. */
+/*
+ * Blocks of one inode to return to the allocator once a batch freeing them is
+ * durable (or, while the inode is open, to its deferred list: opentab_defer).
+ */
 struct ms_freelist {
 	size_t n, cap;
 	struct ms_ext *e;
+	uint64_t ino;			/* whose blocks they are (0: none yet) */
 	uint64_t inodes;		/* inodes purged, for the file count */
 };
 void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64_t count);
+/* With @commit the caller still holds the inode lock of f->ino. */
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit);
 
 /*

@@ -222,7 +222,7 @@ void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64
 
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 {
-	if (commit)
+	if (commit && f->n && !(f->ino && opentab_defer(&ms->opentab, f->ino, f->e, f->n)))
 		for (size_t i = 0; i < f->n; i++)
 			alloc_free(&ms->alloc, f->e[i].server_id, f->e[i].block, f->e[i].count);
 	if (commit && f->inodes)
@@ -230,6 +230,7 @@ void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 	free(f->e);
 	f->e = NULL;
 	f->n = f->cap = 0;
+	f->ino = 0;
 	f->inodes = 0;
 }
 
@@ -283,6 +284,7 @@ int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino, struct 
 
 	leveldb_writebatch_delete(b, (char *)k, key_inode(k, ino));
 	leveldb_writebatch_delete(b, (char *)k, key_orphan(k, ino));
+	f->ino = ino;
 	f->inodes++;
 	ret = delete_prefixed(ms, b, MS_TAG_LAYOUT, ino, f);
 	if (!ret)

@@ -555,7 +555,7 @@ static void op_register(struct op_call *c)
 	int ret;
 
 	ret = ms_register(c->ctx->ms, c->s, m->url, m->volume_uuid.data, m->volume_uuid.len,
-			  m->capacity_blocks, m->name, &r.server_id);
+			  m->capacity_blocks, m->name, m->pristine, &r.server_id);
 	if (ret == -EPERM)
 		rpc_server_reply_error(c->req, ret, "REGISTER is for I/O-server connections only");
 	else

@@ -2,7 +2,9 @@
 /*
  * registry.c - the I/O servers: a stable id per volume uuid (persisted), the
  * URL, name and capacity each last registered with, and whether its
- * registration connection is alive (up). Registrations are rare, so the one
+ * registration connection is alive (up). A volume's first registration also
+ * sets its high-water mark (high_water.c): 0 for a volume its I/O server
+ * vouches is pristine, else the capacity. Registrations are rare, so the one
  * registry mutex is also held across their small synced write; the hot paths
  * only copy the up list under it.
  */
@@ -152,12 +154,19 @@ void registry_session_closed(struct ms_registry *r, struct ms_session *s)
 }
 
 int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const void *uuid,
-		size_t uuid_len, uint64_t capacity_blocks, const char *name, uint32_t *id)
+		size_t uuid_len, uint64_t capacity_blocks, const char *name, int pristine,
+		uint32_t *id)
 {
 	struct ms_registry *r = &ms->reg;
 	struct ms_ioserver *s = NULL, tmp = { 0 };
 	uint8_t k[MS_KEY_MAX], v[8 + 6 + 64 + 256 + 256];
 	leveldb_writebatch_t *b;
+	/*
+	 * A new volume reads as zeros only when its I/O server created it sparse
+	 * and never registered it; any other (an old file or device formatted in
+	 * place, a volume of a lost database) may hold data in every block.
+	 */
+	uint64_t mark = pristine ? 0 : capacity_blocks;
 	int ret = 0;
 
 	if (strcmp(sess->role, "ioserver") != 0)
@@ -195,9 +204,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		ukl = 1 + uuid_len;
 		put_le32(idv, tmp.id);
 		leveldb_writebatch_put(b, (char *)k, ukl, (char *)idv, 4);
-		/* a new volume: none of its blocks was ever allocated */
 		if (!s)
-			high_water_put(b, tmp.id, 0);
+			high_water_put(b, tmp.id, mark);
 		ret = ns_write(ms, b);
 		leveldb_writebatch_destroy(b);
 		if (ret)
@@ -206,6 +214,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	ret = alloc_set_capacity(&ms->alloc, tmp.id, capacity_blocks);
 	if (ret)
 		goto out;
+	if (!s)
+		alloc_high_water_set(&ms->alloc, tmp.id, mark);
 	tmp.up = sess;
 	if (s) {
 		*s = tmp;
@@ -214,8 +224,10 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		goto out;
 	}
 	*id = tmp.id;
-	log_info("I/O server %u (%s, %s) registered, %llu blocks", tmp.id, tmp.name, tmp.url,
-		 (unsigned long long)capacity_blocks);
+	log_info("I/O server %u (%s, %s) registered, %llu blocks%s", tmp.id, tmp.name, tmp.url,
+		 (unsigned long long)capacity_blocks,
+		 s ? "" : pristine ? ", new pristine volume" :
+		 ", new volume of unknown content: each block is zeroed before its first use");
 out:
 	pthread_mutex_unlock(&r->mu);
 	return ret;

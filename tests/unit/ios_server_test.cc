@@ -719,7 +719,7 @@ public:
 		rpc_server_destroy(srv_);
 	}
 	std::string url() const { return rpc_server_url(srv_, 0); }
-	std::atomic<int> registers{0}, pings{0}, closed{0};
+	std::atomic<int> registers{0}, pings{0}, closed{0}, pristine_registers{0};
 	std::string reg_url, reg_name, reg_role;
 	std::vector<uint8_t> reg_uuid;
 	uint64_t reg_capacity = 0;
@@ -747,6 +747,8 @@ private:
 					reg_uuid.assign(r->volume_uuid.data,
 							r->volume_uuid.data + r->volume_uuid.len);
 					reg_capacity = r->capacity_blocks;
+					if (r->pristine)
+						pristine_registers++;
 					rdfs__register_req__free_unpacked(r, nullptr);
 				}
 				Rdfs__RegisterReply rep = RDFS__REGISTER_REPLY__INIT;
@@ -789,8 +791,18 @@ TEST_F(IoServerTest, NotRegisteredYetGetsEagain)
 	EXPECT_EQ(r.message, "not registered yet");
 	uint32_t id;
 	EXPECT_EQ(ios_server_id(server, &id), -EAGAIN);
+	/* The flag leaves the disk before any metaserver hears of the volume. */
+	EXPECT_FALSE(volume_is_pristine(vol));
 	/* The small ops work regardless. */
 	EXPECT_EQ(rpc_call(client, RDFS_OP_PING, nullptr, nullptr, nullptr, 5000), 0);
+}
+
+TEST_F(IoServerTest, ServingWithoutAMetaserverAlsoEndsPristine)
+{
+	ASSERT_TRUE(volume_is_pristine(vol));
+	start();
+	/* clients may write with a fixed id too: the blocks are no longer known zeros */
+	EXPECT_FALSE(volume_is_pristine(vol));
 }
 
 TEST_F(IoServerTest, RegistersKeepsPingingAndReregisters)
@@ -807,6 +819,9 @@ TEST_F(IoServerTest, RegistersKeepsPingingAndReregisters)
 	EXPECT_EQ(ms->reg_name, "test-ios");
 	EXPECT_EQ(ms->reg_capacity, volume_capacity(vol));
 	EXPECT_EQ(ms->reg_uuid, std::vector<uint8_t>(volume_uuid(vol), volume_uuid(vol) + 16));
+	/* The volume was created here: offered as pristine, once, and no longer marked so. */
+	EXPECT_EQ(ms->pristine_registers, 1);
+	EXPECT_FALSE(volume_is_pristine(vol));
 	/* The registration connection stays open (rpc answers its PINGs itself). */
 	usleep(300 * 1000);
 	EXPECT_EQ(ms->closed, 0);
@@ -822,6 +837,7 @@ TEST_F(IoServerTest, RegistersKeepsPingingAndReregisters)
 	ms.reset();
 	ms = std::make_unique<FakeMetaserver>(&secret, 42, ms_url.c_str());
 	EXPECT_TRUE(wait_for([&]() { return ms->registers >= 1; }, 20000));
+	EXPECT_EQ(ms->pristine_registers, 0) << "clients may have written since";
 	/* Serving never stopped. */
 	EXPECT_EQ(io_call(client, RDFS_OP_READ, cap.get(), 0, 1, 0, 4096).status, 0);
 	stop();

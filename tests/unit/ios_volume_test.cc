@@ -212,6 +212,91 @@ TEST_F(VolumeTest, CreateSizeTooSmallLeavesNoFile)
 	volume_close(v);
 }
 
+/* Bytes [off, off + len) of the volume file, read or overwritten behind the volume's back. */
+static std::vector<uint8_t> file_bytes(const std::string &path, off_t off, size_t len)
+{
+	std::vector<uint8_t> b(len);
+	int fd = open(path.c_str(), O_RDONLY);
+	EXPECT_GE(fd, 0);
+	EXPECT_EQ(pread(fd, b.data(), len, off), (ssize_t)len);
+	close(fd);
+	return b;
+}
+
+static void file_poke(const std::string &path, off_t off, const std::vector<uint8_t> &b)
+{
+	int fd = open(path.c_str(), O_RDWR);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(pwrite(fd, b.data(), b.size(), off), (ssize_t)b.size());
+	close(fd);
+}
+
+TEST_F(VolumeTest, CreatedVolumeIsPristineUntilClearedDurably)
+{
+	struct volume *v = open_vol(8 * kMiB, false);
+	ASSERT_NE(v, nullptr);
+	EXPECT_TRUE(volume_is_pristine(v));
+	volume_close(v);
+
+	/* the flag is on disk: a reopen still sees it */
+	v = open_vol(0, false);
+	ASSERT_NE(v, nullptr);
+	EXPECT_TRUE(volume_is_pristine(v));
+	std::vector<uint8_t> identity = file_bytes(path, 0, 56);
+	ASSERT_EQ(volume_clear_pristine(v), 0);
+	EXPECT_FALSE(volume_is_pristine(v));
+	EXPECT_EQ(volume_clear_pristine(v), 0) << "clearing twice is fine";
+	/* nothing else of the superblock changed */
+	EXPECT_EQ(file_bytes(path, 0, 56), identity);
+	volume_close(v);
+
+	v = open_vol(0, true);
+	ASSERT_NE(v, nullptr);
+	EXPECT_FALSE(volume_is_pristine(v)) << "cleared, but not durably";
+	EXPECT_FALSE(volume_was_formatted(v));
+	volume_close(v);
+}
+
+TEST_F(VolumeTest, FormatOfAnExistingFileIsNeverPristine)
+{
+	/* even one that holds only zeros: nothing says it always did */
+	write_file(path, std::vector<uint8_t>(4 * kMiB, 0));
+	struct volume *v = open_vol(0, true);
+	ASSERT_NE(v, nullptr);
+	EXPECT_TRUE(volume_was_formatted(v));
+	EXPECT_FALSE(volume_is_pristine(v));
+	volume_close(v);
+	v = open_vol(0, false);
+	ASSERT_NE(v, nullptr);
+	EXPECT_FALSE(volume_is_pristine(v));
+	volume_close(v);
+}
+
+TEST_F(VolumeTest, DamagedOrMissingFlagsReadAsNotPristine)
+{
+	struct volume *v = open_vol(4 * kMiB, false);
+	ASSERT_NE(v, nullptr);
+	ASSERT_TRUE(volume_is_pristine(v));
+	volume_close(v);
+
+	/* a flipped bit in the check word */
+	std::vector<uint8_t> flags = file_bytes(path, 56, 8);
+	std::vector<uint8_t> bad = flags;
+	bad[4] ^= 0x01;
+	file_poke(path, 56, bad);
+	v = open_vol(0, false);
+	ASSERT_NE(v, nullptr);
+	EXPECT_FALSE(volume_is_pristine(v));
+	volume_close(v);
+
+	/* a volume from before the flags existed (zeros there) still opens */
+	file_poke(path, 56, std::vector<uint8_t>(8, 0));
+	v = open_vol(0, false);
+	ASSERT_NE(v, nullptr);
+	EXPECT_FALSE(volume_is_pristine(v));
+	volume_close(v);
+}
+
 TEST_F(VolumeTest, CorruptSuperblockIsRefusedEvenWithFormat)
 {
 	struct volume *v = open_vol(4 * kMiB, false);

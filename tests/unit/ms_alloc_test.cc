@@ -47,12 +47,12 @@ TEST_F(MsAllocTest, RegisterOnlyFromIoservers)
 {
 	uint32_t id;
 
-	EXPECT_EQ(ms_register(ms, sess, "tcp://x:1", "u", 1, 100, "n", &id), -EPERM);
+	EXPECT_EQ(ms_register(ms, sess, "tcp://x:1", "u", 1, 100, "n", 1, &id), -EPERM);
 	uint32_t a = add_server("uuid-a", 1000), b = add_server("uuid-b", 1000);
 	EXPECT_NE(a, b);
 	/* the same volume keeps its id, with a new URL and capacity */
 	struct ms_session *s = ms_session_new(ms, "ioserver");
-	ASSERT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", &id), 0);
+	ASSERT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", 1, &id), 0);
 	EXPECT_EQ(id, a);
 	struct ms_server_info *si = nullptr;
 	int n = ms_server_list(ms, &si);

@@ -174,14 +174,19 @@ protected:
 		return names;
 	}
 
-	/* Register an I/O server with @blocks blocks; its session stays open (up). */
-	uint32_t add_server(const char *uuid, uint64_t blocks, struct ms_session **out = nullptr)
+	/*
+	 * Register an I/O server with @blocks blocks, a pristine volume unless
+	 * told otherwise; its session stays open (up).
+	 */
+	uint32_t add_server(const char *uuid, uint64_t blocks, struct ms_session **out = nullptr,
+			    bool pristine = true)
 	{
 		struct ms_session *s = ms_session_new(ms, "ioserver");
 		uint32_t id = 0;
 		std::string url = std::string("tcp://127.0.0.1:71") + uuid;
 
-		EXPECT_EQ(ms_register(ms, s, url.c_str(), uuid, strlen(uuid), blocks, uuid, &id), 0);
+		EXPECT_EQ(ms_register(ms, s, url.c_str(), uuid, strlen(uuid), blocks, uuid,
+				      pristine, &id), 0);
 		if (out)
 			*out = s;
 		else

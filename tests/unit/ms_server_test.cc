@@ -166,6 +166,7 @@ TEST_F(MsServerTest, RegisterLayoutAndCapabilities)
 	reg.volume_uuid.len = 16;
 	reg.capacity_blocks = 100000;
 	reg.name = (char *)"vol0";
+	reg.pristine = 1;	/* no I/O server listens there to zero blocks */
 	EXPECT_EQ(rpc_call(cl, RDFS_OP_REGISTER, &reg.base, &rdfs__register_reply__descriptor,
 			   (ProtobufCMessage **)&rr, 5000), -EPERM);
 	ASSERT_EQ(rpc_call(io, RDFS_OP_REGISTER, &reg.base, &rdfs__register_reply__descriptor,
