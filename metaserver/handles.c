@@ -197,10 +197,41 @@ int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flag
 }
 
 /*
- * Drop one open of @ino. At its last: its deferred blocks go back to the
- * allocator, and the inode is reclaimed if it has no links.
+ * The last handle of regular file @in is gone: free the unwritten blocks past
+ * its end that the writers preallocated, in one batch. The caller holds the
+ * inode lock and the open count is 0, so they are freed at once (no handle
+ * is left that may hold a layout naming them). A failure only keeps them
+ * allocated until the file is truncated or removed.
  */
-static int inode_close(struct ms *ms, uint64_t ino)
+static void inode_trim_prealloc(struct ms *ms, struct ms_inode *in)
+{
+	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	struct ms_freelist f = { 0 };
+	uint64_t blocks = in->blocks;
+	int ret;
+
+	ret = layout_trim_unwritten(ms, b, in, &f);
+	if (!ret && in->blocks != blocks) {
+		ns_inode_put(b, in);
+		ret = ns_write(ms, b);
+	}
+	leveldb_writebatch_destroy(b);
+	if (ret)
+		log_warn("inode %llu: cannot free its preallocated blocks: %s",
+			 (unsigned long long)in->ino, strerror(-ret));
+	freelist_release(ms, &f, ret == 0 && in->blocks != blocks);
+}
+
+/*
+ * Drop one open of @ino. At its last: its deferred blocks go back to the
+ * allocator, the inode is reclaimed if it has no links, else, with @trim, the
+ * unwritten blocks past its end (speculative preallocation) are freed.
+ *
+ * A broken connection does not trim: its client may reconnect and COMMIT
+ * writes it made into those blocks (the size only grows at COMMIT), so they
+ * stay until the file's next last release, truncate or removal.
+ */
+static int inode_close(struct ms *ms, uint64_t ino, int trim)
 {
 	struct ms_lockset ls;
 	struct ms_inode in;
@@ -212,15 +243,19 @@ static int inode_close(struct ms *ms, uint64_t ino)
 	lockset_add(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
 	if (opentab_dec(&ms->opentab, ino, &deferred, &ndeferred) == 0 &&
-	    ns_inode_get(ms, ino, &in) == 0 && in.nlink == 0) {
-		leveldb_writebatch_t *b = leveldb_writebatch_create();
-		struct ms_freelist f = { 0 };
+	    ns_inode_get(ms, ino, &in) == 0) {
+		if (in.nlink == 0) {
+			leveldb_writebatch_t *b = leveldb_writebatch_create();
+			struct ms_freelist f = { 0 };
 
-		ret = ns_inode_purge(ms, b, ino, &f);
-		if (!ret)
-			ret = ns_write(ms, b);
-		leveldb_writebatch_destroy(b);
-		freelist_release(ms, &f, ret == 0);
+			ret = ns_inode_purge(ms, b, ino, &f);
+			if (!ret)
+				ret = ns_write(ms, b);
+			leveldb_writebatch_destroy(b);
+			freelist_release(ms, &f, ret == 0);
+		} else if (trim && S_ISREG(in.mode)) {
+			inode_trim_prealloc(ms, &in);
+		}
 	}
 	/* no layout names them any more, and no handle is left that saw one that did */
 	for (size_t i = 0; i < ndeferred; i++)
@@ -247,7 +282,7 @@ int ms_release(struct ms *ms, struct ms_session *s, uint64_t handle)
 		return -EBADF;
 	ino = h->ino;
 	free(h);
-	return inode_close(ms, ino);
+	return inode_close(ms, ino, 1);
 }
 
 void ms_session_close(struct ms *ms, struct ms_session *s)
@@ -262,7 +297,7 @@ void ms_session_close(struct ms *ms, struct ms_session *s)
 	pthread_mutex_unlock(&s->mu);
 	for (; h; h = next) {
 		next = h->next;
-		if (inode_close(ms, h->ino))
+		if (inode_close(ms, h->ino, 0))
 			log_warn("inode %llu: reclaim at close failed; it is reclaimed at restart",
 				 (unsigned long long)h->ino);
 		free(h);

@@ -141,8 +141,9 @@ static void chunks_free(struct chunk *cs, size_t n)
 
 /* ---------------------------------------------------------------- truncate */
 
-int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
-		    struct ms_freelist *f)
+/* Remove the blocks of @in past byte @size (with @unwritten_only, only unwritten ones). */
+static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
+		      int unwritten_only, struct ms_freelist *f)
 {
 	uint64_t cs = in->chunk_size / BLK, keep = (size + BLK - 1) / BLK;
 	uint8_t k[MS_KEY_MAX];
@@ -161,7 +162,7 @@ int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
 		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
 		const char *v;
 		uint64_t base;
-		int j = 0;
+		int j = 0, changed = 0;
 
 		if (kl != plen + 8 || memcmp(key, k, plen))
 			break;
@@ -175,11 +176,13 @@ int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
 			struct ms_ext e = c.e[i];
 			uint64_t s = base + e.off;
 
-			if (s + e.count <= keep) {
+			if (s + e.count <= keep ||
+			    (unwritten_only && !(e.flags & MS_EXT_UNWRITTEN))) {
 				c.e[j++] = e;
 			} else if (s >= keep) {
 				freelist_add(f, e.server_id, e.block, e.count);
 				in->blocks -= e.count;
+				changed = 1;
 			} else {
 				uint32_t cut = (uint32_t)(keep - s);
 
@@ -187,14 +190,30 @@ int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
 				in->blocks -= e.count - cut;
 				e.count = cut;
 				c.e[j++] = e;
+				changed = 1;
 			}
 		}
-		c.n = j;
-		chunk_store(b, in->ino, &c);
+		/* a trim that finds nothing to free writes nothing */
+		if (changed) {
+			c.n = j;
+			chunk_store(b, in->ino, &c);
+		}
 	}
 	leveldb_iter_destroy(it);
 	free(c.e);
 	return ret;
+}
+
+int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
+		    struct ms_freelist *f)
+{
+	return layout_cut(ms, b, in, size, 0, f);
+}
+
+int layout_trim_unwritten(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
+			  struct ms_freelist *f)
+{
+	return layout_cut(ms, b, in, in->size, 1, f);
 }
 
 int layout_rebuild_bitmaps(struct ms *ms)

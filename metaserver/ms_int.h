@@ -285,6 +285,12 @@ int ns_inode_unlinked(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 /* Remove the blocks of @in past byte @size into @b/@f, updating in->blocks. */
 int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
 		    struct ms_freelist *f);
+/*
+ * Remove the unwritten blocks of @in past its size (rounded up to a block) into
+ * @b/@f, updating in->blocks: what the writers' speculative preallocation left.
+ */
+int layout_trim_unwritten(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
+			  struct ms_freelist *f);
 /* Startup: mark every layout record's blocks in the allocator. */
 int layout_rebuild_bitmaps(struct ms *ms);
 

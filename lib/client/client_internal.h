@@ -26,6 +26,15 @@
 #define RDFS_CAP_MARGIN_NS	(10LL * 1000000000LL)
 /* Read layouts ahead of the request, so sequential reads rarely ask the metaserver. */
 #define RDFS_LAYOUT_READAHEAD	(64ull << 20)
+/*
+ * Speculative preallocation: a write that allocates at or past the end of the
+ * file asks for at least this much, doubling while the stream goes on, up to
+ * the max; the metaserver frees what is left past EOF at the last release.
+ */
+#define RDFS_PREALLOC_MIN	(4ull << 20)
+#define RDFS_PREALLOC_MAX	(64ull << 20)
+/* How far a write may start from where the last one ended and still continue the stream. */
+#define RDFS_STREAM_SLACK	(4ull << 20)
 /* Longest a call waits for a lost metaserver to come back, unless opts say otherwise. */
 #define RDFS_RECONNECT_MS	10000
 /* Connection attempts to an I/O server give up after this (a dead server fails fast). */
@@ -126,6 +135,8 @@ struct rdfs_inode {
 	struct layout_cache layout;
 	uint32_t *unstable;		/* servers holding unstable writes of this file */
 	size_t n_unstable;
+	uint64_t stream_end;		/* end byte of the last write at EOF; 0: none yet */
+	uint64_t prealloc_window;	/* bytes the next allocation at EOF asks for; 0: min */
 };
 
 #define INODE_BUCKETS	256
@@ -173,6 +184,7 @@ struct rdfs_client {
 	struct rdfs_peer **ios;
 	size_t n_ios;
 	struct inode_table itab;
+	struct rdfs_client_stats stats;	/* atomic counters */
 };
 
 void peer_init(struct rdfs_peer *p, const char *url, uint32_t server_id);

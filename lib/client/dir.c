@@ -32,7 +32,7 @@ static int dir_fetch(struct rdfs_dir *d)
 	Rdfs__ReaddirReq req = RDFS__READDIR_REQ__INIT;
 	Rdfs__ReaddirReply *rep = NULL;
 	Rdfs__Cred cred;
-	size_t i;
+	size_t i, before = d->n;
 	int ret;
 
 	cred_to_pb(&d->cred, &cred);
@@ -73,8 +73,11 @@ static int dir_fetch(struct rdfs_dir *d)
 		e->type = (mode_t)de->type << 12;
 		d->n++;
 	}
-	/* an empty page that is not the end would loop forever */
-	d->eof = rep->eof || rep->n_entries == 0;
+	/*
+	 * A page that adds nothing (empty, or only names we refuse) would be
+	 * asked for again, after the same name, forever.
+	 */
+	d->eof = rep->eof || d->n == before;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return 0;
 }

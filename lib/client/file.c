@@ -203,7 +203,10 @@ static int file_commit(struct rdfs_file *f)
 	ret = range_set_merge(&snap, &in->uncommitted);
 	req.size = in->pending_size;
 	req.mtime_ns = in->mtime_ns;
-	in->dirty = 0;
+	/*
+	 * dirty stays set until the COMMIT is done: a getattr or open answered
+	 * meanwhile may predate it, and must not take its size for ours.
+	 */
 	pthread_mutex_unlock(&in->lock);
 	if (ret)
 		goto fail;
@@ -244,6 +247,9 @@ static int file_commit(struct rdfs_file *f)
 		range_set_remove(&in->uncommitted, snap.r[i].start, snap.r[i].end);
 	range_set_merge(&in->committed, &snap);
 	in->commits++;
+	/* writes (or a truncate) that came in during the COMMIT are for the next one */
+	in->dirty = in->uncommitted.n || in->pending_size != req.size ||
+		    in->mtime_ns != req.mtime_ns;
 	if (req.size > in->ms_size)
 		in->ms_size = req.size;
 	if (rep->attr && rep->attr->ino == in->ino && !in->dirty && rep->attr->size >= in->ms_size)

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "client_internal.h"
 #include "frame.h"
@@ -49,12 +50,21 @@ static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
 	return rpc_errno(ret);
 }
 
-static int io_finish(struct rdfs_client *c, uint16_t op, struct io_req *r)
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int io_finish(uint16_t op, struct io_req *r, int64_t deadline)
 {
 	struct rpc_reply reply;
+	int64_t left = deadline - mono_ms();
 	int ret;
 
-	ret = rpc_call_wait(r->pending, c->opts.timeout_ms, &reply);
+	ret = rpc_call_wait(r->pending, left > 0 ? (int)left : 0, &reply);
 	r->pending = NULL;
 	peer_put(r->peer, r->conn);
 	r->conn = NULL;
@@ -78,6 +88,7 @@ static int io_finish(struct rdfs_client *c, uint16_t op, struct io_req *r)
 
 int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n)
 {
+	int64_t deadline;
 	int first_err = 0;
 	size_t i;
 
@@ -86,11 +97,16 @@ int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t
 		reqs[i].conn = NULL;
 		reqs[i].status = io_start(c, op, &reqs[i]);
 	}
+	/*
+	 * The calls run in parallel, so they share one timeout: waiting a full
+	 * timeout for each in turn would stall n times as long on a hung server.
+	 */
+	deadline = mono_ms() + c->opts.timeout_ms;
 	for (i = 0; i < n; i++) {
 		struct io_req *r = &reqs[i];
 
 		if (r->pending)
-			r->status = io_finish(c, op, r);
+			r->status = io_finish(op, r, deadline);
 		if (r->status && !first_err) {
 			first_err = r->status;
 			log_debug("%s of blocks %llu+%u on server %u: %s", frame_op_name(op),

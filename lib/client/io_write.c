@@ -9,6 +9,10 @@
  * allocating them), and the I/O server does the read-modify-write of the
  * block, serialized per block, so partial writes of one block from any number
  * of clients all land.
+ *
+ * Writes that allocate at the end of the file preallocate ahead of themselves
+ * (like XFS's speculative preallocation), so a stream pays one LAYOUT per
+ * window rather than one per write: see stream_note().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +79,72 @@ static int plan_extent(struct write_plan *p, const struct layout_seg *s)
 	return 0;
 }
 
+/*
+ * Under in->lock: note the write [off, end) at the end of the file and return
+ * how many blocks an allocation for it should ask for from its first block
+ * (0: just what it touches). A write that continues the last one (give or
+ * take RDFS_STREAM_SLACK, as a multi-threaded writer reorders a little) is a
+ * stream: each of its allocations asks for the window, which then doubles. A
+ * first write or a jump starts over, so sparse writes stay sparse. The extra
+ * blocks are unwritten, so nobody reads them as data, and the metaserver frees
+ * what is left of them past EOF at the file's last release.
+ */
+static uint64_t stream_note(struct rdfs_inode *in, uint64_t off, uint64_t end, int allocating)
+{
+	uint64_t w;
+
+	if (!in->stream_end || off > in->stream_end + RDFS_STREAM_SLACK ||
+	    off + RDFS_STREAM_SLACK < in->stream_end) {
+		in->stream_end = end;
+		in->prealloc_window = 0;
+		return 0;
+	}
+	if (end > in->stream_end)
+		in->stream_end = end;
+	if (!allocating)
+		return 0;
+	w = in->prealloc_window ? in->prealloc_window : RDFS_PREALLOC_MIN;
+	in->prealloc_window = w * 2 < RDFS_PREALLOC_MAX ? w * 2 : RDFS_PREALLOC_MAX;
+	return BLK_UP(w);
+}
+
+/*
+ * The segments of blocks [bstart, bend) with write rights, allocating what is
+ * missing: exactly that inside the file, ahead of the write at its end.
+ */
+static int write_layout(struct rdfs_file *f, uint64_t off, size_t size, struct layout_seg **segs)
+{
+	struct rdfs_client *c = f->c;
+	struct rdfs_inode *in = f->in;
+	uint64_t bstart = BLK_DOWN(off), bend = BLK_UP(off + size), fetch_end = bend;
+	int n;
+
+	pthread_mutex_lock(&in->lock);
+	n = layout_cache_lookup(&in->layout, bstart, bend, 1, cap_now_ns(), segs);
+	if (off + size >= inode_size(in)) {
+		uint64_t want = bstart + stream_note(in, off, off + size, n == -ENOENT);
+
+		if (want > fetch_end)
+			fetch_end = want;
+	}
+	pthread_mutex_unlock(&in->lock);
+	if (n != -ENOENT)
+		return n;
+
+	n = layout_get(c, in, f, NULL, bstart, bend, fetch_end, 1, segs);
+	if (n == -ENOSPC && fetch_end > bend) {
+		/* too little space for the window: the write alone may still fit */
+		pthread_mutex_lock(&in->lock);
+		in->prealloc_window = 0;
+		pthread_mutex_unlock(&in->lock);
+		return layout_get(c, in, f, NULL, bstart, bend, bend, 1, segs);
+	}
+	if (n >= 0 && fetch_end > bend)
+		__atomic_add_fetch(&c->stats.prealloc_bytes, (fetch_end - bend) * BLK,
+				   __ATOMIC_RELAXED);
+	return n;
+}
+
 /* One attempt at writing [off, off + size). */
 static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
 {
@@ -85,7 +155,7 @@ static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uin
 	uint64_t bstart = BLK_DOWN(off), bend = BLK_UP(off + size);
 	int n, i, ret = 0;
 
-	n = layout_get(c, in, f, NULL, bstart, bend, bend, 1, &segs);
+	n = write_layout(f, off, size, &segs);
 	if (n < 0)
 		return n;
 	p.stable = c->opts.write_stable;

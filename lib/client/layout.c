@@ -275,6 +275,9 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	req.offset = start * BLK;
 	req.length = (end - start) * BLK;
 	req.allocate = allocate;
+	__atomic_add_fetch(&c->stats.layout_fetches, 1, __ATOMIC_RELAXED);
+	if (allocate)
+		__atomic_add_fetch(&c->stats.layout_allocs, 1, __ATOMIC_RELAXED);
 	if (f)
 		ret = ms_file_call(f, RDFS_OP_LAYOUT, &req.base, &req.handle,
 				   &rdfs__layout_reply__descriptor, &rep, MS_IDEMPOTENT);
@@ -306,6 +309,13 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	ret = layout_cache_insert(&in->layout, rep);
 	pthread_mutex_unlock(&in->lock);
 	return ret;
+}
+
+void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out)
+{
+	out->layout_fetches = __atomic_load_n(&c->stats.layout_fetches, __ATOMIC_RELAXED);
+	out->layout_allocs = __atomic_load_n(&c->stats.layout_allocs, __ATOMIC_RELAXED);
+	out->prealloc_bytes = __atomic_load_n(&c->stats.prealloc_bytes, __ATOMIC_RELAXED);
 }
 
 int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,

@@ -210,4 +210,12 @@ struct rdfs_extent_info {
 int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, uint64_t off,
 		uint64_t len, struct rdfs_extent_info *out, int max);
 
+/* What this client asked of the metaserver since it started (for tests and tuning). */
+struct rdfs_client_stats {
+	uint64_t layout_fetches;	/* LAYOUT requests sent */
+	uint64_t layout_allocs;		/* of them with allocate */
+	uint64_t prealloc_bytes;	/* allocation asked for beyond what writes touched */
+};
+void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out);
+
 #endif

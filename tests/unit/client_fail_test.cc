@@ -2,15 +2,20 @@
 //
 // client_fail_test.cc - the client when servers die: a killed I/O server makes
 // I/O fail with EIO (not hang) and works again once the server is back; a
-// restarted metaserver is reconnected to and open files keep working.
+// restarted metaserver is reconnected to and open files keep working. Also
+// servers that hang, answer late or send what the client must refuse.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 
+#include <atomic>
+
 #include "client_cluster.h"
 
 extern "C" {
+#include "client_internal.h"
 #include "rdfs_client.h"
+#include "rpc.h"
 }
 
 using rdfs_test::Cluster;
@@ -130,6 +135,152 @@ TEST(ClientFail, FailedCommitKeepsWritesForTheNextFlush)
 	EXPECT_EQ(rdfs_release(f), 0);
 	rdfs_client_close(c2);
 	rdfs_client_close(c);
+}
+
+// A hung (not dead) I/O server: its connection stays up, nothing is answered.
+// The READs of one call are in flight together, so the call fails after one
+// RPC timeout, not one timeout per READ in turn.
+TEST(ClientFail, HungIoServerFailsAReadWithinOneTimeout)
+{
+	Cluster cl;
+	ASSERT_TRUE(cl.start(1)) << cl.dir;
+	struct rdfs_client_opts o = cl.opts();
+	struct rdfs_client *c = nullptr;
+
+	o.timeout_ms = 2000;
+	ASSERT_EQ(rdfs_client_open(&o, &c), 0);
+	// 32 MiB: at least 8 READs of at most 4 MiB, all to the one server
+	auto data = pattern(32 << 20, 5);
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+	ASSERT_EQ(rdfs_create(c, &root, RDFS_ROOT_INO, "hung", 0644, O_RDWR | O_CREAT, &st, &f), 0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_flush(f), 0);
+
+	ASSERT_EQ(kill(cl.ios_pids[0], SIGSTOP), 0);
+	std::vector<uint8_t> buf(data.size());
+	auto t0 = std::chrono::steady_clock::now();
+	EXPECT_EQ(rdfs_pread(f, buf.data(), buf.size(), 0), -EIO);
+	auto waited = std::chrono::steady_clock::now() - t0;
+	// one timeout is 2 s; a timeout per READ would be 16 s or more
+	EXPECT_LT(waited, std::chrono::seconds(8));
+
+	// the late replies of the timed-out READs are dropped; reads work again
+	ASSERT_EQ(kill(cl.ios_pids[0], SIGCONT), 0);
+	ASSERT_EQ(rdfs_pread(f, buf.data(), buf.size(), 0), (ssize_t)data.size());
+	EXPECT_EQ(buf, data);
+	EXPECT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(c);
+}
+
+// While a COMMIT is on its way, an attribute reply the metaserver produced
+// before it (a getattr answered first) must not shrink this client's view of
+// its own writes: reads would stop short and the kernel would see the file shrink.
+TEST(ClientFail, AttrFromBeforeAnInFlightCommitKeepsOurSize)
+{
+	Cluster cl;
+	ASSERT_TRUE(cl.start(1)) << cl.dir;
+	struct rdfs_client *c = cl.client();
+	ASSERT_NE(c, nullptr);
+	auto data = pattern(100, 6);
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+	ASSERT_EQ(rdfs_create(c, &root, RDFS_ROOT_INO, "inflight", 0644, O_RDWR | O_CREAT, &st, &f),
+		  0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+
+	// hold the COMMIT in flight: the metaserver takes it but does not answer yet
+	ASSERT_EQ(kill(cl.ms_pid, SIGSTOP), 0);
+	int flushed = 1;
+	std::thread flusher([&] { flushed = rdfs_flush(f); });
+	usleep(300000);
+
+	// the reply of a getattr the metaserver answered before the COMMIT
+	Rdfs__Attr old = RDFS__ATTR__INIT;
+	old.ino = rdfs_file_ino(f);
+	old.mode = S_IFREG | 0644;
+	old.nlink = 1;
+	old.size = 0;
+	attr_note(c, &old, &st);
+	EXPECT_EQ(st.st_size, (off_t)data.size());
+	EXPECT_EQ(rdfs_file_size(f), data.size());
+
+	ASSERT_EQ(kill(cl.ms_pid, SIGCONT), 0);
+	flusher.join();
+	EXPECT_EQ(flushed, 0);
+	EXPECT_EQ(rdfs_file_size(f), data.size());
+	std::vector<uint8_t> buf(data.size());
+	ASSERT_EQ(rdfs_pread(f, buf.data(), buf.size(), 0), (ssize_t)data.size());
+	EXPECT_EQ(buf, data);
+	EXPECT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(c);
+}
+
+// A metaserver whose READDIR pages hold only names the client refuses (over
+// NAME_MAX): the stream must end, not ask for the same page after the same
+// name again and again. This one gives up (eof) at its third page.
+TEST(ClientFail, ReaddirPageOfRefusedNamesEndsTheStream)
+{
+	struct auth_secret secret;
+	const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
+	struct rpc_server *srv = nullptr;
+	std::atomic<bool> stop{false};
+	std::atomic<int> pages{0};
+
+	auth_secret_from_bytes(&secret, "0123456789abcdef0123", 20);
+	ASSERT_EQ(rpc_server_create(urls, &secret, &srv), 0);
+	std::thread fake([&] {
+		struct rpc_request req;
+		std::string name(RDFS_NAME_MAX + 1, 'x');
+
+		while (!stop) {
+			if (rpc_server_next(srv, &req, 100) != RPC_SRV_REQUEST) {
+				rpc_request_done(&req);
+				continue;
+			}
+			if (req.msg->hdr.opcode != RDFS_OP_READDIR) {
+				rpc_server_reply(&req, -ENOSYS, nullptr, nullptr, 0);
+				rpc_request_done(&req);
+				continue;
+			}
+			Rdfs__Dirent de = RDFS__DIRENT__INIT;
+			Rdfs__Dirent *dep = &de;
+			Rdfs__ReaddirReply rep = RDFS__READDIR_REPLY__INIT;
+
+			de.name.data = (uint8_t *)name.data();
+			de.name.len = name.size();
+			de.ino = 5;
+			de.type = S_IFREG >> 12;
+			rep.entries = &dep;
+			rep.n_entries = 1;
+			rep.eof = ++pages >= 3;
+			rpc_server_reply(&req, 0, &rep.base, nullptr, 0);
+			rpc_request_done(&req);
+		}
+	});
+
+	struct rdfs_client_opts o = {};
+	struct rdfs_client *c = nullptr;
+	struct rdfs_dir *d = nullptr;
+	struct rdfs_dirent ent;
+
+	o.metaserver_url = rpc_server_url(srv, 0);
+	o.secret = secret;
+	o.timeout_ms = 5000;
+	EXPECT_EQ(rdfs_client_open(&o, &c), 0);
+	if (c) {
+		EXPECT_EQ(rdfs_opendir(c, &root, RDFS_ROOT_INO, &d), 0);
+		if (d) {
+			EXPECT_EQ(rdfs_readdir_at(d, 0, &ent), 0);
+			rdfs_closedir(d);
+		}
+		rdfs_client_close(c);
+	}
+	EXPECT_EQ(pages.load(), 1);
+	stop = true;
+	rpc_server_wake(srv);
+	fake.join();
+	rpc_server_destroy(srv);
 }
 
 TEST(ClientFail, WrongSecretIsRefused)
