@@ -15,10 +15,12 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+# CFLAGS/CXXFLAGS are the user's (optimisation, sanitizers); what the code
+# needs to compile at all is kept apart so `make CFLAGS=...` cannot drop it.
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) -fno-strict-aliasing
 CXXFLAGS ?= -O1 -g
-CXXFLAGS += -std=c++17 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wno-unused-parameter
+RDFS_CFLAGS   := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) -fno-strict-aliasing
+RDFS_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wno-unused-parameter
 CPPFLAGS += -Ilib -Ilib/client -I$(BUILD)/gen $(PKG_CFLAGS)
 
 GEN      := $(BUILD)/gen
@@ -56,11 +58,11 @@ $(call obj,$(ALL_C)): $(PB_H)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RDFS_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/gen/rdfs.pb-c.o: $(PB_C)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -w -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RDFS_CFLAGS) $(CFLAGS) -w -c $< -o $@
 
 $(LIBRDFS): $(call obj,$(LIB_SRCS)) $(BUILD)/obj/gen/rdfs.pb-c.o
 	@mkdir -p $(dir $@)
@@ -77,19 +79,19 @@ $(LIBIOS): $(call obj,$(IOS_SRCS))
 
 $(BUILD)/bin/rdfs-metaserver: $(call obj,metaserver/main.c) $(LIBMS) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/rdfs-ioserver: $(call obj,ioserver/main.c) $(LIBIOS) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/rdfs-fuse: $(call obj,$(FUSE_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/rdfs: $(call obj,$(TOOL_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/rdfs-ior: $(call obj,$(wildcard bench/*.c)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@
@@ -102,22 +104,22 @@ UNIT_BINS := $(BUILD)/tests/test_lib $(BUILD)/tests/test_metaserver \
 
 $(BUILD)/obj/tests/%.o: tests/%.cc $(PB_H)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(RDFS_CXXFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
 tobj = $(patsubst tests/%.cc,$(BUILD)/obj/tests/%.o,$(wildcard tests/unit/$(1)_*.cc))
 
 $(BUILD)/tests/test_lib: $(call tobj,lib) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
 $(BUILD)/tests/test_metaserver: $(call tobj,ms) $(LIBMS) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
 $(BUILD)/tests/test_ioserver: $(call tobj,ios) $(LIBIOS) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
 $(BUILD)/tests/test_client: $(call tobj,client) $(LIBCLIENT) $(LIBMS) $(LIBIOS) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CXX) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
 
 deps:
 	@deploy/install-deps

@@ -54,6 +54,15 @@ void rpc_reply_release(struct rpc_reply *r)
 	r->msg = NULL;
 }
 
+/*
+ * A reply's status as the caller may use it: 0 or -errno. Anything else from
+ * the wire would pass for a count or a success in callers that test ret < 0.
+ */
+static int wire_status(int32_t status)
+{
+	return status <= 0 && status >= -4095 ? status : -EPROTO;
+}
+
 static void pending_free(struct rpc_pending *p)
 {
 	free(p->body);
@@ -250,7 +259,7 @@ static int client_handshake(struct rpc_client *c, const struct auth_secret *secr
 		return -EPROTO;
 	}
 	if (m->hdr.status) {
-		err = m->hdr.status;
+		err = wire_status(m->hdr.status);
 		xport_msg_free(m);
 		return err;
 	}
@@ -455,7 +464,7 @@ int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply
 	}
 	if (p->done) {
 		if (p->msg) {
-			reply->status = p->msg->hdr.status;
+			reply->status = wire_status(p->msg->hdr.status);
 			reply->msg = p->msg;
 			p->msg = NULL;
 		} else {

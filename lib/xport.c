@@ -394,8 +394,13 @@ int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeo
 
 			p->handler(p, eps[i].events);
 		}
-		if (n == 0 && wait_ms == 0 && timeout_ms >= 0) {
-			/* Nothing ready; one last look at what the handlers or others queued. */
+		if (timeout_ms >= 0 && (timeout_ms == 0 || now_ms() >= deadline)) {
+			/*
+			 * Out of time: one last look at what the handlers or others
+			 * queued. Checked even when fds were ready, so a peer that keeps
+			 * an fd ready without producing events cannot hold us past the
+			 * deadline.
+			 */
 			reap_run(ctx);
 			pthread_mutex_lock(&ctx->lock);
 			n = ctx->cq_len || ctx->reap_head;

@@ -85,6 +85,7 @@ struct tcp_conn {
 struct tcp_listener {
 	struct xport_listener base;
 	struct xport_poll poll;
+	int spare_fd;			/* given up to accept (and drop) a peer at EMFILE */
 };
 
 static struct tcp_conn *tcp_conn_of(struct xport_conn *c)
@@ -656,7 +657,11 @@ static void tcp_conn_close(struct xport_conn *conn, int flush)
 	pthread_mutex_lock(&c->lock);
 	if (flush && !atomic_load(&c->base.closing))
 		c->close_when_sent = 1;
-	if (c->close_when_sent && c->txq_head)
+	/*
+	 * Only a flushing close waits for the queue: a hard close after an
+	 * earlier close_when_sent must not wait on a peer that stopped reading.
+	 */
+	if (flush && c->close_when_sent && c->txq_head)
 		tcp_update_poll_locked(c);	/* tcp_flush() closes when done */
 	else
 		tcp_close_locked(c, 0);
@@ -839,6 +844,24 @@ static void tcp_accept_handler(struct xport_poll *p, uint32_t events)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if ((errno == EMFILE || errno == ENFILE) && l->spare_fd >= 0) {
+				/*
+				 * The peer would wait in the backlog, and the level-triggered
+				 * listener spin, until an fd frees up: hang up on it instead.
+				 */
+				int err = errno;
+
+				close(l->spare_fd);
+				fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
+				if (fd >= 0)
+					close(fd);
+				l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+				if (fd < 0)
+					return;	/* nobody was waiting after all */
+				log_warn("%s: accept: %s; dropped a connection", l->base.url,
+					 strerror(err));
+				continue;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				log_warn("%s: accept: %s", l->base.url, strerror(errno));
 			return;
@@ -916,8 +939,11 @@ static int tcp_listen(struct xport_ctx *ctx, const char *hostport, struct xport_
 			 node ? host : "0.0.0.0", bound_port);
 	l->poll.fd = fd;
 	l->poll.handler = tcp_accept_handler;
+	l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	err = xport_poll_add(ctx, &l->poll, EPOLLIN);
 	if (err) {
+		if (l->spare_fd >= 0)
+			close(l->spare_fd);
 		free(l);
 		goto err_close;
 	}
@@ -934,6 +960,8 @@ static void tcp_listener_free(struct xport_listener *base)
 
 	xport_poll_del(base->ctx, &l->poll);
 	close(l->poll.fd);
+	if (l->spare_fd >= 0)
+		close(l->spare_fd);
 	free(l);
 }
 

@@ -44,6 +44,7 @@ const struct auth_secret kSecret = secret_of("the cluster secret, 32 bytes ok!")
  *   STATFS           -> held: never answered (for timeouts)
  *   RMDIR            -> the server closes the connection
  *   VOLUME_INFO      -> 1 MiB of 0x5a sent zero-copy from a worker thread
+ *   READLINK         -> a reply whose header status is +5 (not 0 or -errno)
  */
 class TestServer {
 public:
@@ -158,6 +159,19 @@ private:
 			}).join();
 			break;
 		}
+		case RDFS_OP_READLINK: {
+			struct rdfs_frame_hdr h = {};
+
+			/* rpc_server_reply() fixes the sign: craft the header by hand */
+			h.magic = RDFS_FRAME_MAGIC;
+			h.version = RDFS_FRAME_VERSION;
+			h.flags = RDFS_FRAME_REPLY;
+			h.opcode = m->hdr.opcode;
+			h.tag = m->hdr.tag;
+			h.status = 5;
+			EXPECT_EQ(0, xport_post_send(req->conn, &h, nullptr, nullptr, 0, nullptr));
+			break;
+		}
 		default:
 			rpc_server_reply(req, -ENOSYS, nullptr, nullptr, 0);
 			break;
@@ -235,6 +249,23 @@ TEST(Rpc, ServerErrorsCarryStatusAndMessage)
 	EXPECT_STREQ("no such entry", e->message);
 	rdfs__error__free_unpacked(e, nullptr);
 	rpc_reply_release(&r);
+	rpc_client_close(c);
+}
+
+/* A status that is not 0 or -errno must not reach callers that test ret < 0. */
+TEST(Rpc, PositiveReplyStatusIsEproto)
+{
+	TestServer srv;
+	struct rpc_client *c;
+	ProtobufCMessage *resp = nullptr;
+	uint64_t ino = 0;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	EXPECT_EQ(-EPROTO, rpc_call(c, RDFS_OP_READLINK, nullptr, &rdfs__readlink_reply__descriptor,
+				    &resp, 10000));
+	EXPECT_EQ(nullptr, resp);
+	EXPECT_EQ(0, getattr(c, 7, &ino));	/* the connection is fine */
+	EXPECT_EQ(7u, ino);
 	rpc_client_close(c);
 }
 

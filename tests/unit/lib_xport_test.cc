@@ -6,8 +6,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -555,6 +557,107 @@ TEST(Xport, CloseCancelsQueuedOwnedSendsThenReportsClosed)
 	EXPECT_GE(cancelled, 3);
 	xport_conn_put(conn);
 	xport_ctx_destroy(cctx);
+	xport_ctx_destroy(ctx);
+}
+
+/*
+ * A hard close after close_when_sent must not wait for a peer that never reads:
+ * the handshake timeout relies on it to drop a rejected peer that stalls.
+ */
+TEST(Xport, HardCloseOverridesCloseWhenSent)
+{
+	struct xport_ctx *ctx, *cctx;
+	struct xport_listener *l;
+	struct xport_conn *conn;
+	struct xport_event ev;
+	std::vector<uint8_t> big(RDFS_MAX_DATA);
+	struct iovec iov = { big.data(), big.size() };
+	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, 1, 0, big.size());
+	int tokens[4], sends = 0, closed = 0;
+
+	ASSERT_EQ(0, xport_ctx_create(&ctx));
+	ASSERT_EQ(0, xport_listen(ctx, "tcp://127.0.0.1:0", &l));
+	ASSERT_EQ(0, xport_ctx_create(&cctx));
+	ASSERT_EQ(0, xport_connect(cctx, xport_listener_url(l), 2000, &conn));
+	/* 64 MiB to a peer that reads nothing: most of it stays queued. */
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(0, xport_post_send(conn, &h, nullptr, &iov, 1, &tokens[i]));
+	xport_conn_close_when_sent(conn);
+	xport_conn_close(conn);
+	while (!closed && xport_test(cctx, &ev, 1, 2000) == 1) {
+		if (ev.type == XPORT_EV_SEND)
+			sends++;
+		else if (ev.type == XPORT_EV_CLOSED)
+			closed = 1;
+	}
+	EXPECT_EQ(1, closed);
+	EXPECT_EQ(4, sends);
+	xport_conn_put(conn);
+	xport_ctx_destroy(cctx);
+	xport_ctx_destroy(ctx);
+}
+
+/*
+ * Out of file descriptors, a listener hangs up on the peer it cannot accept:
+ * otherwise the peer waits in the backlog and the level-triggered listener
+ * keeps the progress thread spinning. Once descriptors are back it accepts.
+ */
+TEST(Xport, AcceptAtFdLimitHangsUpOnThePeer)
+{
+	struct xport_ctx *ctx;
+	struct xport_listener *l;
+	struct xport_event ev[8];
+	struct rlimit old, low;
+	std::vector<int> filler;
+	char byte;
+	int fd, port, d, dropped = 0, accepted = 0;
+
+	ASSERT_EQ(0, xport_ctx_create(&ctx));
+	ASSERT_EQ(0, xport_listen(ctx, "tcp://127.0.0.1:0", &l));
+	port = atoi(strrchr(xport_listener_url(l), ':') + 1);
+	fd = raw_connect(port);
+	ASSERT_GE(fd, 0);
+
+	/* use up every descriptor under a low limit */
+	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
+	d = dup(fd);
+	ASSERT_GE(d, 0);
+	close(d);
+	low = old;
+	low.rlim_cur = (rlim_t)d + 32;
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+	while ((d = dup(fd)) >= 0)
+		filler.push_back(d);
+	EXPECT_EQ(EMFILE, errno);
+
+	for (int i = 0; i < 40 && !dropped; i++) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+
+		EXPECT_EQ(0, xport_test(ctx, ev, 8, 50));
+		if (poll(&pfd, 1, 0) == 1)
+			dropped = recv(fd, &byte, 1, 0) <= 0;
+	}
+	for (int f : filler)
+		close(f);
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &old));
+	EXPECT_TRUE(dropped);
+	close(fd);
+
+	/* still serving */
+	fd = raw_connect(port);
+	for (int i = 0; i < 40 && !accepted; i++) {
+		int n = xport_test(ctx, ev, 8, 50);
+
+		for (int j = 0; j < n; j++) {
+			if (ev[j].type == XPORT_EV_ACCEPT) {
+				accepted++;
+				xport_conn_close(ev[j].conn);
+				xport_conn_put(ev[j].conn);
+			}
+		}
+	}
+	EXPECT_EQ(1, accepted);
+	close(fd);
 	xport_ctx_destroy(ctx);
 }
 
