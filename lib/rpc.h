@@ -13,6 +13,8 @@
  * thread with rpc_server_reply(). A connection whose requests the application
  * holds in large numbers (over 1024, or 64 MiB) is not read from until some are
  * rpc_request_done(): flow control, so one fast peer cannot exhaust memory.
+ * Likewise a connection with more than RPC_SERVER_TX_QUEUE_MAX reply bytes
+ * queued (its peer does not read them) is not read from until half have gone.
  */
 #ifndef RDFS_RPC_H
 #define RDFS_RPC_H
@@ -84,6 +86,14 @@ int rpc_call(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
 /* ------------------------------------------------------------------ server */
 
 struct rpc_server;
+
+/*
+ * Reply bytes queued for one peer before we stop reading its requests (reading
+ * resumes at half). Replies are never dropped, so this bounds intake instead: a
+ * peer that never reads costs us this plus the replies to requests already read.
+ * Four maximal (16 MiB) replies, so a peer that does read streams at full speed.
+ */
+#define RPC_SERVER_TX_QUEUE_MAX	(64ull << 20)
 
 struct rpc_request {
 	struct xport_conn *conn;	/* holds a reference until rpc_request_done() */

@@ -267,6 +267,7 @@ static void server_accept(struct rpc_server *s, struct xport_conn *conn)
 	pthread_mutex_init(&ss->inflight_lock, NULL);
 	ss->deadline_ms = rpc_mono_ms() + s->handshake_ms;
 	xport_conn_set_rx_limits(conn, RPC_PREAUTH_BODY, 0);
+	xport_conn_set_tx_limit(conn, RPC_SERVER_TX_QUEUE_MAX);
 	xport_conn_set_user(conn, ss);
 	xport_conn_set_user_free(conn, session_free);
 

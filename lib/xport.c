@@ -504,6 +504,16 @@ void xport_conn_pause_rx(struct xport_conn *conn, int paused)
 	conn->ops->conn_pause_rx(conn, paused);
 }
 
+void xport_conn_set_tx_limit(struct xport_conn *conn, size_t max)
+{
+	conn->ops->conn_set_tx_limit(conn, max);
+}
+
+size_t xport_conn_queued_bytes(struct xport_conn *conn)
+{
+	return conn->ops->conn_queued_bytes(conn);
+}
+
 void xport_conn_get(struct xport_conn *conn)
 {
 	atomic_fetch_add(&conn->refcnt, 1);

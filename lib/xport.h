@@ -134,6 +134,16 @@ void xport_conn_set_rx_limits(struct xport_conn *conn, uint32_t max_body, uint32
  * instead of by our memory. Any thread.
  */
 void xport_conn_pause_rx(struct xport_conn *conn, int paused);
+/*
+ * Stop reading from @conn while more than @max bytes posted on it wait to be
+ * sent, and read again once they drain to @max / 2 (0, the default: no bound).
+ * What is queued is always sent; the bound is on intake, so a peer that sends
+ * requests but never reads the replies cannot make us queue without limit.
+ * Any thread.
+ */
+void xport_conn_set_tx_limit(struct xport_conn *conn, size_t max);
+/* Bytes posted on @conn that the network has not taken yet. Any thread. */
+size_t xport_conn_queued_bytes(struct xport_conn *conn);
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
 

@@ -48,6 +48,9 @@ struct xport_ops {
 	void (*conn_close)(struct xport_conn *conn, int flush);
 	/* Any thread: stop or resume delivering this connection's messages. */
 	void (*conn_pause_rx)(struct xport_conn *conn, int paused);
+	/* Any thread: see xport_conn_set_tx_limit() and xport_conn_queued_bytes(). */
+	void (*conn_set_tx_limit)(struct xport_conn *conn, size_t max);
+	size_t (*conn_queued_bytes)(struct xport_conn *conn);
 	/* Progress thread (or ctx destroy): run the close arranged by conn_close now. */
 	void (*conn_reap)(struct xport_conn *conn);
 	void (*conn_free)(struct xport_conn *conn);

@@ -6,6 +6,9 @@
  * when nothing is queued before it; what the socket does not take is queued and
  * the progress thread flushes the queue on EPOLLOUT. Unowned posts (user == NULL)
  * copy their unsent remainder so the caller may reuse its buffers at once.
+ * With a tx limit set (servers), a connection whose queue grows past it is not
+ * read from until the queue drains: the queue is bounded by what the peer may
+ * ask for, never by dropping what was asked.
  *
  * Receive side (progress thread only, no lock): a small staging buffer collects
  * headers; once a header is validated the body and data buffers are allocated and
@@ -71,6 +74,9 @@ struct tcp_conn {
 	uint32_t poll_events;
 	atomic_int close_when_sent;	/* read unlocked by tcp_rx() */
 	int rx_paused;			/* xport_conn_pause_rx() */
+	size_t tx_queued;		/* bytes in txq not yet written */
+	size_t tx_limit;		/* xport_conn_set_tx_limit(); 0: none */
+	int tx_throttled;		/* not reading: tx_queued went over tx_limit */
 	int reaped;			/* fd closed, CLOSED reported */
 	int close_status;
 
@@ -225,6 +231,24 @@ static void tx_cancel_all_locked(struct tcp_conn *c, int status)
 		tx_complete(c, tx, status);
 	}
 	c->txq_tail = NULL;
+	c->tx_queued = 0;
+}
+
+/*
+ * Under c->lock: whether we may read. A peer that does not read our replies
+ * holds back its own requests once tx_limit bytes are queued, and may send
+ * again when the queue has drained to half of it.
+ */
+static int tcp_rx_allowed_locked(struct tcp_conn *c)
+{
+	if (c->tx_limit && !c->tx_throttled && c->tx_queued > c->tx_limit) {
+		c->tx_throttled = 1;
+		log_debug("%s: %zu bytes unsent; pausing its input", c->base.peer, c->tx_queued);
+	} else if (c->tx_throttled && (!c->tx_limit || c->tx_queued <= c->tx_limit / 2)) {
+		c->tx_throttled = 0;
+	}
+	return !atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused &&
+	       !c->tx_throttled;
 }
 
 static void tcp_update_poll_locked(struct tcp_conn *c)
@@ -233,7 +257,7 @@ static void tcp_update_poll_locked(struct tcp_conn *c)
 
 	if (c->reaped)
 		return;
-	if (!atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused)
+	if (tcp_rx_allowed_locked(c))
 		want |= EPOLLIN;
 	if (c->txq_head)
 		want |= EPOLLOUT;
@@ -275,6 +299,7 @@ static int tcp_flush_locked(struct tcp_conn *c)
 			return 0;
 		if (n < 0)
 			return (int)n;
+		c->tx_queued -= (size_t)n;
 		while ((tx = c->txq_head)) {
 			size_t left = iov_total(tx->iov + tx->cur, tx->niov - tx->cur);
 
@@ -434,6 +459,7 @@ static int tcp_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	else
 		c->txq_head = tx;
 	c->txq_tail = tx;
+	c->tx_queued += iov_total(tx->iov + tx->cur, tx->niov - tx->cur);
 	tcp_update_poll_locked(c);
 out:
 	pthread_mutex_unlock(&c->lock);
@@ -544,10 +570,15 @@ static void tcp_rx(struct tcp_conn *c)
 	struct iovec iov[2];
 	size_t want, len, got, total = 0;
 	ssize_t n;
-	int niov, budget, err;
+	int niov, budget, err, may_read;
 
 	for (budget = 0; budget < TCP_RX_BUDGET && total < TCP_RX_BYTES_BUDGET; budget++) {
-		if (atomic_load(&c->base.closing) || c->close_when_sent)
+		/* A reply to what we just read may have paused us from another thread. */
+		pthread_mutex_lock(&c->lock);
+		tcp_update_poll_locked(c);
+		may_read = !c->reaped && (c->poll_events & EPOLLIN);
+		pthread_mutex_unlock(&c->lock);
+		if (!may_read)
 			return;
 		/* What is left after parsing is a partial header: move it to the front. */
 		if (c->rx_start) {
@@ -603,14 +634,37 @@ static void tcp_rx(struct tcp_conn *c)
 	}
 }
 
+/*
+ * EPOLLHUP or EPOLLERR on a connection we are not reading from (paused, or
+ * closing once sent): epoll reports these whether asked or not, and reading
+ * would hand the application requests it asked not to get. After a hangup
+ * (reset, or both directions shut) nothing we queue can arrive, so close now,
+ * or the level-triggered hangup would spin the progress thread.
+ */
+static void tcp_hangup(struct tcp_conn *c, uint32_t events)
+{
+	socklen_t sl = sizeof(int);
+	int err = 0;
+
+	if (getsockopt(c->poll.fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0)
+		err = errno;
+	if (err)
+		tcp_fail(c, -err);
+	else if (events & EPOLLHUP)
+		tcp_fail(c, -ECONNRESET);
+}
+
 static void tcp_conn_handler(struct xport_poll *p, uint32_t events)
 {
 	struct tcp_conn *c = (struct tcp_conn *)((uint8_t *)p - offsetof(struct tcp_conn, poll));
 
 	if (c->reaped)
 		return;
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+	/* EPOLLIN is only reported while we asked for it, i.e. may read. */
+	if (events & EPOLLIN)
 		tcp_rx(c);
+	else if (events & (EPOLLHUP | EPOLLERR))
+		tcp_hangup(c, events);
 	if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 		tcp_flush(c);
 }
@@ -690,6 +744,27 @@ static void tcp_conn_pause_rx(struct xport_conn *conn, int paused)
 	c->rx_paused = paused;
 	tcp_update_poll_locked(c);
 	pthread_mutex_unlock(&c->lock);
+}
+
+static void tcp_conn_set_tx_limit(struct xport_conn *conn, size_t max)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+
+	pthread_mutex_lock(&c->lock);
+	c->tx_limit = max;
+	tcp_update_poll_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static size_t tcp_conn_queued_bytes(struct xport_conn *conn)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+	size_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->tx_queued;
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 static void tcp_conn_reap(struct xport_conn *conn)
@@ -973,6 +1048,8 @@ const struct xport_ops xport_tcp_ops = {
 	.post_send	= tcp_post_send,
 	.conn_close	= tcp_conn_close,
 	.conn_pause_rx	= tcp_conn_pause_rx,
+	.conn_set_tx_limit = tcp_conn_set_tx_limit,
+	.conn_queued_bytes = tcp_conn_queued_bytes,
 	.conn_reap	= tcp_conn_reap,
 	.conn_free	= tcp_conn_free,
 };

@@ -3,14 +3,18 @@
  * lib_rpc_test.cc - authenticated request/reply over real loopback sockets:
  * the handshake (good and wrong secrets, impostor servers, requests before
  * authentication), tag matching under concurrency, bulk data, error replies,
- * and what callers see when a connection breaks.
+ * what callers see when a connection breaks, and flow control against peers
+ * that outrun the server or never read its replies.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -773,6 +777,254 @@ TEST(Rpc, PeerThatOutrunsTheServerIsHeldBackThenServed)
 	stop = true;
 	loop.join();
 	rpc_server_destroy(srv);
+}
+
+/* Run the handshake by hand on a raw peer, as @role. True when the server accepts it. */
+bool raw_authenticate(RawPeer &peer, const char *role)
+{
+	uint8_t nc[AUTH_NONCE_LEN], mac[AUTH_MAC_LEN], buf[256];
+	Rdfs__AuthResponse resp = RDFS__AUTH_RESPONSE__INIT;
+	int closed;
+
+	struct xport_msg *m = peer.recv(&closed);
+	if (!m || m->hdr.opcode != RDFS_OP_AUTH_CHALLENGE) {
+		xport_msg_free(m);
+		return false;
+	}
+	Rdfs__AuthChallenge *ch = rdfs__auth_challenge__unpack(nullptr, m->hdr.body_len, m->body);
+	xport_msg_free(m);
+	if (!ch || ch->nonce.len != AUTH_NONCE_LEN || auth_random(nc, sizeof(nc))) {
+		if (ch)
+			rdfs__auth_challenge__free_unpacked(ch, nullptr);
+		return false;
+	}
+	auth_client_proof(&kSecret, ch->nonce.data, nc, role, mac);
+	rdfs__auth_challenge__free_unpacked(ch, nullptr);
+	resp.mac.data = mac;
+	resp.mac.len = sizeof(mac);
+	resp.client_nonce.data = nc;
+	resp.client_nonce.len = sizeof(nc);
+	resp.role = (char *)role;
+	size_t n = rdfs__auth_response__pack(&resp, buf);
+	struct rdfs_frame_hdr h = req_hdr(RDFS_OP_AUTH_RESPONSE, 1, n);
+	if (xport_post_send(peer.conn, &h, buf, nullptr, 0, nullptr))
+		return false;
+	m = peer.recv(&closed);
+	bool ok = m && m->hdr.opcode == RDFS_OP_AUTH_RESULT && m->hdr.status == 0;
+	xport_msg_free(m);
+	return ok;
+}
+
+/* The reply data for request @tag: the tag, then a byte pattern of it. */
+void fill_reply(std::vector<uint8_t> &d, uint32_t tag)
+{
+	for (size_t i = 0; i < d.size(); i++)
+		d[i] = (uint8_t)(tag * 7 + i / 4096);
+	memcpy(d.data(), &tag, sizeof(tag));
+}
+
+/*
+ * A server that answers every READ at once with 1 MiB (fill_reply of its tag)
+ * and records, for peers with role "client", how many it answered and what was
+ * then queued for them.
+ */
+class BulkReplyServer {
+public:
+	static constexpr size_t kReply = 1u << 20;
+
+	BulkReplyServer()
+	{
+		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
+
+		EXPECT_EQ(0, rpc_server_create(urls, &kSecret, &srv_));
+		url_ = rpc_server_url(srv_, 0);
+		thread_ = std::thread([this] { run(); });
+	}
+	~BulkReplyServer()
+	{
+		stop_ = true;
+		rpc_server_wake(srv_);
+		thread_.join();
+		rpc_server_destroy(srv_);
+	}
+	const std::string &url() const { return url_; }
+
+	std::mutex mu;
+	std::condition_variable cv;
+	int handled = 0;		/* under mu, as are the rest */
+	int closed = 0;
+	size_t last_queued = 0, max_queued = 0;
+
+	/* Liveness guard only: a server that never gets there fails, not hangs. */
+	template <class Pred> bool wait(std::unique_lock<std::mutex> &g, Pred pred)
+	{
+		return cv.wait_for(g, std::chrono::seconds(60), pred);
+	}
+
+	/*
+	 * Send READs on @peer one at a time, never reading the replies, until the
+	 * server has more than the bound queued for it. Returns how many were sent.
+	 */
+	int fill_queue(RawPeer &peer, int max)
+	{
+		int sent = 0;
+
+		while (sent < max) {
+			struct rdfs_frame_hdr h = req_hdr(RDFS_OP_READ, ++sent, 0);
+
+			EXPECT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
+			std::unique_lock<std::mutex> g(mu);
+			if (!wait(g, [&] { return handled == sent; })) {
+				ADD_FAILURE() << "request " << sent << " never answered";
+				return max;
+			}
+			if (last_queued > RPC_SERVER_TX_QUEUE_MAX)
+				return sent;
+		}
+		return sent;
+	}
+
+private:
+	void run()
+	{
+		std::vector<uint8_t> data(kReply);
+		struct rpc_request req;
+
+		while (!stop_) {
+			enum rpc_server_event e = rpc_server_next(srv_, &req, -1);
+
+			if (e == RPC_SRV_CLOSED) {
+				bool raw = strcmp(req.role, "client") == 0;
+
+				rpc_request_done(&req);
+				std::lock_guard<std::mutex> g(mu);
+				closed += raw;
+				cv.notify_all();
+			}
+			if (e != RPC_SRV_REQUEST)
+				continue;
+			Rdfs__IoReply out = RDFS__IO_REPLY__INIT;
+			struct iovec iov = { data.data(), data.size() };
+			bool raw = strcmp(req.role, "client") == 0;
+
+			fill_reply(data, req.msg->hdr.tag);
+			out.length = kReply;
+			EXPECT_EQ(0, rpc_server_reply(&req, 0, &out.base, &iov, 1));
+			size_t q = xport_conn_queued_bytes(req.conn);
+			rpc_request_done(&req);
+			std::lock_guard<std::mutex> g(mu);
+			if (raw) {
+				handled++;
+				last_queued = q;
+				max_queued = std::max(max_queued, q);
+			}
+			cv.notify_all();
+		}
+	}
+
+	struct rpc_server *srv_ = nullptr;
+	std::string url_;
+	std::thread thread_;
+	std::atomic<bool> stop_{false};
+};
+
+/* A "tool" client gets its 1 MiB READ replies intact. */
+void expect_bulk_client_served(const std::string &url)
+{
+	const size_t kReply = BulkReplyServer::kReply;
+	std::vector<uint8_t> want(kReply);
+	struct rpc_client *c;
+
+	ASSERT_EQ(0, rpc_client_connect(url.c_str(), &kSecret, "tool", 5000, &c));
+	for (int i = 0; i < 3; i++) {
+		struct rpc_pending *p;
+		struct rpc_reply r;
+
+		ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_READ, nullptr, nullptr, 0, &p));
+		ASSERT_EQ(0, rpc_call_wait(p, 30000, &r));
+		EXPECT_EQ(0, r.status);
+		if (r.msg->hdr.data_len == kReply) {
+			fill_reply(want, r.msg->hdr.tag);
+			EXPECT_EQ(0, memcmp(want.data(), r.msg->data, kReply));
+		} else {
+			ADD_FAILURE() << "data_len " << r.msg->hdr.data_len;
+		}
+		rpc_reply_release(&r);
+	}
+	rpc_client_close(c);
+}
+
+TEST(Rpc, PeerThatDoesNotReadRepliesIsHeldBackThenGetsThemAll)
+{
+	const size_t kReply = BulkReplyServer::kReply;
+	const int n = 128;	/* 128 MiB of replies: well over the bound plus socket buffers */
+	BulkReplyServer srv;
+	RawPeer peer(srv.url());
+	ASSERT_TRUE(raw_authenticate(peer, "client"));
+
+	int sent = srv.fill_queue(peer, n);
+	ASSERT_LT(sent, n);
+	/* Pipeline the rest: the server must not read them while the replies pile up. */
+	for (int tag = sent + 1; tag <= n; tag++) {
+		struct rdfs_frame_hdr h = req_hdr(RDFS_OP_READ, tag, 0);
+
+		EXPECT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
+	}
+	/* Meanwhile another client is served normally, with bulk data too. */
+	expect_bulk_client_served(srv.url());
+	{
+		std::lock_guard<std::mutex> g(srv.mu);
+		/* The intake stayed closed: nothing more was read from the raw peer... */
+		EXPECT_EQ(sent, srv.handled);
+		/* ...so what is queued for it never grew past the bound plus one reply. */
+		EXPECT_LE(srv.max_queued, RPC_SERVER_TX_QUEUE_MAX + kReply + 4096);
+	}
+
+	/* Now the peer reads: every reply arrives, in order, intact. */
+	std::vector<uint8_t> want(kReply);
+	for (int tag = 1; tag <= n; tag++) {
+		int closed;
+		struct xport_msg *m = peer.recv(&closed);
+
+		ASSERT_NE(nullptr, m) << "reply " << tag << " missing, closed " << closed;
+		EXPECT_EQ(RDFS_OP_READ, m->hdr.opcode);
+		EXPECT_TRUE(m->hdr.flags & RDFS_FRAME_REPLY);
+		EXPECT_EQ((uint32_t)tag, m->hdr.tag);
+		EXPECT_EQ(0, m->hdr.status);
+		ASSERT_EQ(kReply, m->hdr.data_len);
+		Rdfs__IoReply *io = rdfs__io_reply__unpack(nullptr, m->hdr.body_len, m->body);
+		ASSERT_NE(nullptr, io);
+		EXPECT_EQ(kReply, io->length);
+		rdfs__io_reply__free_unpacked(io, nullptr);
+		fill_reply(want, tag);
+		EXPECT_EQ(0, memcmp(want.data(), m->data, kReply)) << "reply " << tag;
+		xport_msg_free(m);
+	}
+	std::lock_guard<std::mutex> g(srv.mu);
+	EXPECT_EQ(n, srv.handled);
+}
+
+TEST(Rpc, HeldBackPeerThatHangsUpIsCleanedUp)
+{
+	const int n = 128;
+	BulkReplyServer srv;
+	{
+		RawPeer peer(srv.url());
+		ASSERT_TRUE(raw_authenticate(peer, "client"));
+		int sent = srv.fill_queue(peer, n);
+		ASSERT_LT(sent, n);
+		for (int tag = sent + 1; tag <= n; tag++) {
+			struct rdfs_frame_hdr h = req_hdr(RDFS_OP_READ, tag, 0);
+
+			EXPECT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
+		}
+		/* Closing with replies unread resets the connection. */
+	}
+	{
+		std::unique_lock<std::mutex> g(srv.mu);
+		EXPECT_TRUE(srv.wait(g, [&] { return srv.closed == 1; }));
+	}
+	expect_bulk_client_served(srv.url());
 }
 
 } // namespace
