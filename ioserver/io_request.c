@@ -44,6 +44,7 @@ struct io_pool {
 	struct volume *vol;
 	const struct auth_secret *cap_key;
 	const struct server_id *id;
+	uint64_t verifier;
 
 	pthread_mutex_t mutex;
 	pthread_cond_t not_empty;	/* workers wait for items */
@@ -146,12 +147,13 @@ static int worker_buf_reserve(struct io_worker *w, size_t len)
 	return 0;
 }
 
-static void io_reply_length(struct rpc_request *req, uint32_t length, const struct iovec *data,
-			    int niov)
+static void io_reply_length(struct io_pool *p, struct rpc_request *req, uint32_t length,
+			    const struct iovec *data, int niov)
 {
 	Rdfs__IoReply reply = RDFS__IO_REPLY__INIT;
 
 	reply.length = length;
+	reply.verifier = p->verifier;
 	rpc_server_reply(req, 0, &reply.base, data, niov);
 }
 
@@ -162,7 +164,7 @@ static void io_read(struct io_worker *w, struct rpc_request *req, const Rdfs__Io
 	int ret;
 
 	if (!io->length) {
-		io_reply_length(req, 0, NULL, 0);
+		io_reply_length(w->pool, req, 0, NULL, 0);
 		return;
 	}
 	ret = worker_buf_reserve(w, n * RDFS_BLOCK_SIZE);
@@ -180,7 +182,7 @@ static void io_read(struct io_worker *w, struct rpc_request *req, const Rdfs__Io
 	}
 	iov.iov_base = (uint8_t *)w->buf + io->head;
 	iov.iov_len = io->length;
-	io_reply_length(req, io->length, &iov, 1);
+	io_reply_length(w->pool, req, io->length, &iov, 1);
 }
 
 static void io_write(struct io_worker *w, struct rpc_request *req, const Rdfs__IoReq *io)
@@ -200,7 +202,7 @@ static void io_write(struct io_worker *w, struct rpc_request *req, const Rdfs__I
 							       : "volume write failed");
 		return;
 	}
-	io_reply_length(req, io->length, NULL, 0);
+	io_reply_length(w->pool, req, io->length, NULL, 0);
 }
 
 /*
@@ -219,7 +221,7 @@ static void io_zero(struct io_worker *w, struct rpc_request *req, const Rdfs__Io
 							       : "zeroing blocks failed");
 		return;
 	}
-	io_reply_length(req, 0, NULL, 0);
+	io_reply_length(w->pool, req, 0, NULL, 0);
 }
 
 static void io_commit(struct io_worker *w, struct rpc_request *req)
@@ -231,7 +233,8 @@ static void io_commit(struct io_worker *w, struct rpc_request *req)
 		rpc_server_reply_error(req, ret, "volume sync failed");
 		return;
 	}
-	rpc_server_reply(req, 0, NULL, NULL, 0);
+	/* the verifier tells the client whether its unstable writes predate a restart */
+	io_reply_length(w->pool, req, 0, NULL, 0);
 }
 
 /* Handle one request and reply to it (exactly once). */
@@ -393,6 +396,7 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 	p->vol = o->vol;
 	p->cap_key = o->cap_key;
 	p->id = o->id;
+	p->verifier = o->verifier;
 	p->nworkers = o->threads;
 	p->queue_max = o->threads * IO_QUEUE_PER_THREAD;
 	pthread_mutex_init(&p->mutex, NULL);

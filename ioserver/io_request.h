@@ -11,6 +11,8 @@
 #ifndef RDFS_IOS_IO_REQUEST_H
 #define RDFS_IOS_IO_REQUEST_H
 
+#include <stdint.h>
+
 #include "auth.h"
 #include "rpc.h"
 #include "server_id.h"
@@ -23,6 +25,7 @@ struct io_pool_opts {
 	const struct auth_secret *cap_key;
 	const struct server_id *id;
 	int threads;
+	uint64_t verifier;	/* boot verifier carried by every IoReply */
 };
 
 int io_pool_create(const struct io_pool_opts *o, struct io_pool **out);

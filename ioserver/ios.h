@@ -61,4 +61,10 @@ const char *ios_server_advertise_url(const struct ios_server *s);
 /* 0 and the metaserver-assigned (or fixed) id, -EAGAIN before the first registration. */
 int ios_server_id(const struct ios_server *s, uint32_t *id);
 
+/*
+ * The boot verifier, random for each ios_server_create(), sent in every WRITE
+ * and IO_COMMIT reply.
+ */
+uint64_t ios_server_verifier(const struct ios_server *s);
+
 #endif

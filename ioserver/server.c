@@ -34,6 +34,7 @@ struct ios_server {
 	struct registration *reg;
 	struct server_id id;
 	char advertise[IOS_URL_MAX];
+	uint64_t verifier;		/* boot verifier (ios_server_verifier) */
 	atomic_bool stopping;
 };
 
@@ -190,6 +191,11 @@ const char *ios_server_advertise_url(const struct ios_server *s)
 	return s->advertise;
 }
 
+uint64_t ios_server_verifier(const struct ios_server *s)
+{
+	return s->verifier;
+}
+
 int ios_server_id(const struct ios_server *s, uint32_t *id)
 {
 	return server_id_get(&s->id, id);
@@ -265,6 +271,14 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	po.cap_key = o->cap_key;
 	po.id = &s->id;
 	po.threads = o->io_threads > 0 ? o->io_threads : IOS_DEFAULT_IO_THREADS;
+	/*
+	 * A fresh boot verifier per start: unstable writes acknowledged by an
+	 * earlier process may be gone, and a client learns so by the change.
+	 */
+	ret = auth_random(&s->verifier, sizeof(s->verifier));
+	if (ret)
+		goto err_rpc;
+	po.verifier = s->verifier;
 	ret = io_pool_create(&po, &s->pool);
 	if (ret)
 		goto err_rpc;

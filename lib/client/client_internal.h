@@ -112,6 +112,17 @@ int layout_cache_lookup(struct layout_cache *lc, uint64_t start, uint64_t end, i
 
 /* ---------------------------------------------------------------- inodes */
 
+/*
+ * An I/O server holding unstable writes not yet IO_COMMITted, with the boot
+ * verifier its WRITE replies carried: an IO_COMMIT under another verifier (or
+ * WRITEs under two) means the server restarted and the writes may be lost.
+ */
+struct unstable_server {
+	uint32_t server_id;
+	uint64_t verifier;
+	int mixed;			/* WRITEs saw different verifiers */
+};
+
 /* What this client knows of one file, shared by all of its opens here. */
 struct rdfs_inode {
 	uint64_t ino;
@@ -133,8 +144,14 @@ struct rdfs_inode {
 	/* written here and committed, where the cached layout may still say unwritten */
 	struct range_set committed;
 	struct layout_cache layout;
-	uint32_t *unstable;		/* servers holding unstable writes of this file */
+	struct unstable_server *unstable; /* servers holding unstable writes of this file */
 	size_t n_unstable;
+	/*
+	 * Bumped when an IO_COMMIT shows unstable writes were lost; each open
+	 * remembers the value it started with, so its fsync and close report the
+	 * loss until the file is opened anew (rdfs_file.lost_epoch).
+	 */
+	uint64_t lost_epoch;
 	uint64_t stream_end;		/* end byte of the last write at EOF; 0: none yet */
 	uint64_t prealloc_window;	/* bytes the next allocation at EOF asks for; 0: min */
 };
@@ -161,7 +178,12 @@ uint64_t inode_size(const struct rdfs_inode *in);
 void inode_truncate_state(struct rdfs_inode *in, uint64_t size);
 /* Under in->lock: forget the layout and what it implies (close-to-open). */
 void inode_drop_layout(struct rdfs_inode *in);
-int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id);
+/*
+ * Under in->lock: @server_id holds unstable writes whose WRITE replies carried
+ * @verifier (merged with what is noted for it; @mixed: already inconsistent).
+ */
+int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id, uint64_t verifier,
+			int mixed);
 
 /* ---------------------------------------------------------------- client */
 
@@ -173,6 +195,7 @@ struct rdfs_file {
 	pthread_mutex_t lock;		/* handle, handle_gen */
 	uint64_t handle;
 	uint64_t handle_gen;		/* metaserver connection the handle belongs to */
+	uint64_t lost_epoch;		/* in->lost_epoch at open: differs once writes were lost */
 };
 
 struct rdfs_client {
@@ -257,6 +280,7 @@ struct io_req {
 	int niov;
 	int stable;
 	/* filled by io_batch_run() */
+	uint64_t verifier;		/* WRITE: the server's boot verifier */
 	struct rpc_reply reply;		/* READ without @buf: the reply, holding the data */
 	int status;
 	struct rdfs_peer *peer;
@@ -271,6 +295,11 @@ struct io_req {
  * its own fate (-EKEYEXPIRED/-EACCES/-EBADMSG: capability refused).
  */
 int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n);
+/*
+ * The boot verifier of a WRITE or IO_COMMIT reply (0 from a server without
+ * one); -EIO if the body is undecodable.
+ */
+int io_reply_verifier(const struct rpc_reply *reply, uint64_t *verifier);
 /* 1 if @err means the capability was refused (refetch the layout and retry). */
 int io_cap_error(int err);
 

@@ -38,6 +38,7 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 	pthread_mutex_init(&f->lock, NULL);
 
 	pthread_mutex_lock(&in->lock);
+	f->lost_epoch = in->lost_epoch;
 	in->open_count++;
 	if ((flags & O_ACCMODE) != O_RDONLY)
 		in->write_opens++;
@@ -273,6 +274,17 @@ fail:
 	return ret == -ENOMEM ? ret : (ret == -ENOSPC || ret == -EDQUOT ? ret : -EIO);
 }
 
+/* 1 if writes of @f's inode were lost since @f was opened. */
+static int file_lost_writes(struct rdfs_file *f)
+{
+	int lost;
+
+	pthread_mutex_lock(&f->in->lock);
+	lost = f->lost_epoch != f->in->lost_epoch;
+	pthread_mutex_unlock(&f->in->lock);
+	return lost;
+}
+
 int rdfs_flush(struct rdfs_file *f)
 {
 	int ret;
@@ -284,15 +296,55 @@ int rdfs_flush(struct rdfs_file *f)
 	pthread_mutex_lock(&f->in->commit_lock);
 	ret = file_commit(f);
 	pthread_mutex_unlock(&f->in->commit_lock);
+	/* writes lost at an I/O server's restart are reported at close too */
+	if (ret == 0 && file_lost_writes(f))
+		ret = -EIO;
 	return ret;
 }
 
-/* IO_COMMIT on every server that holds unstable writes of @f's inode. */
+/*
+ * IO_COMMIT on server @u->server_id: 0 once the writes noted in @u are durable,
+ * -ESTALE if the server restarted since (they may be lost), else -errno.
+ */
+static int server_io_commit(struct rdfs_client *c, const struct unstable_server *u)
+{
+	struct rdfs_peer *p = ios_peer(c, u->server_id, NULL);
+	Rdfs__IoReply *rep = NULL;
+	struct rdfs_conn *cn;
+	int ret, attempt;
+
+	if (!p)
+		return -ENOMEM;
+	/* a connection that broke since its last use (a restart, say) is replaced once */
+	for (attempt = 0; attempt < 2; attempt++) {
+		ret = peer_get(c, p, RDFS_IOS_CONNECT_MS, 0, &cn);
+		if (ret)
+			return ret;
+		ret = rpc_call(cn->rpc, RDFS_OP_IO_COMMIT, NULL, &rdfs__io_reply__descriptor,
+			       (ProtobufCMessage **)&rep, c->opts.timeout_ms);
+		peer_put(p, cn);
+		if (ret != -ENOTCONN)
+			break;
+	}
+	if (ret)
+		return ret;
+	if (u->mixed || rep->verifier != u->verifier)
+		ret = -ESTALE;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return ret;
+}
+
+/*
+ * IO_COMMIT on every server that holds unstable writes of @f's inode. A server
+ * that restarted since some of them was acknowledged may have lost them: the
+ * client no longer has the data, so the inode is marked as having lost writes
+ * (NFS's write verifier), and every open of it from before reports -EIO.
+ */
 static int file_io_commit(struct rdfs_file *f)
 {
 	struct rdfs_client *c = f->c;
 	struct rdfs_inode *in = f->in;
-	uint32_t *servers;
+	struct unstable_server *servers;
 	size_t n, i;
 	int ret = 0;
 
@@ -304,21 +356,22 @@ static int file_io_commit(struct rdfs_file *f)
 	pthread_mutex_unlock(&in->lock);
 
 	for (i = 0; i < n; i++) {
-		struct rdfs_peer *p = ios_peer(c, servers[i], NULL);
-		struct rdfs_conn *cn;
-		int r;
+		struct unstable_server *u = &servers[i];
+		int r = server_io_commit(c, u);
 
-		r = p ? peer_get(c, p, RDFS_IOS_CONNECT_MS, 0, &cn) : -ENOMEM;
-		if (r == 0) {
-			r = rpc_call(cn->rpc, RDFS_OP_IO_COMMIT, NULL, NULL, NULL,
-				     c->opts.timeout_ms);
-			peer_put(p, cn);
-		}
-		if (r) {
-			log_warn("I/O server %u cannot commit inode %llu: %s", servers[i],
-				 (unsigned long long)in->ino, strerror(-r));
+		if (r == -ESTALE) {
+			log_error("I/O server %u restarted before committing unstable writes of inode %llu: they may be lost",
+				  u->server_id, (unsigned long long)in->ino);
 			pthread_mutex_lock(&in->lock);
-			inode_note_unstable(in, servers[i]);
+			in->lost_epoch++;
+			pthread_mutex_unlock(&in->lock);
+			ret = -EIO;
+		} else if (r) {
+			log_warn("I/O server %u cannot commit inode %llu: %s", u->server_id,
+				 (unsigned long long)in->ino, strerror(-r));
+			/* the next fsync tries again, still knowing the verifier */
+			pthread_mutex_lock(&in->lock);
+			inode_note_unstable(in, u->server_id, u->verifier, u->mixed);
 			pthread_mutex_unlock(&in->lock);
 			ret = -EIO;
 		}
@@ -335,6 +388,8 @@ int rdfs_fsync(struct rdfs_file *f, int datasync)
 	ret = file_io_commit(f);
 	if (ret)
 		return ret;
+	if (file_lost_writes(f))
+		return -EIO;
 	return rdfs_flush(f);
 }
 

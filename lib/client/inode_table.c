@@ -156,18 +156,27 @@ void inode_drop_layout(struct rdfs_inode *in)
 	range_set_clear(&in->committed);
 }
 
-int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id)
+int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id, uint64_t verifier,
+			int mixed)
 {
-	uint32_t *grown;
+	struct unstable_server *grown;
 	size_t i;
 
-	for (i = 0; i < in->n_unstable; i++)
-		if (in->unstable[i] == server_id)
-			return 0;
+	for (i = 0; i < in->n_unstable; i++) {
+		struct unstable_server *u = &in->unstable[i];
+
+		if (u->server_id != server_id)
+			continue;
+		if (mixed || u->verifier != verifier)
+			u->mixed = 1;
+		return 0;
+	}
 	grown = realloc(in->unstable, (in->n_unstable + 1) * sizeof(*grown));
 	if (!grown)
 		return -ENOMEM;
 	in->unstable = grown;
-	in->unstable[in->n_unstable++] = server_id;
+	in->unstable[in->n_unstable++] = (struct unstable_server){
+		.server_id = server_id, .verifier = verifier, .mixed = mixed,
+	};
 	return 0;
 }

@@ -17,6 +17,22 @@ int io_cap_error(int err)
 	return err == -EKEYEXPIRED || err == -EACCES || err == -EBADMSG;
 }
 
+int io_reply_verifier(const struct rpc_reply *reply, uint64_t *verifier)
+{
+	Rdfs__IoReply *rep;
+
+	/* an empty body is a server without verifiers: 0, as an unset field */
+	*verifier = 0;
+	if (!reply->msg->hdr.body_len)
+		return 0;
+	rep = rdfs__io_reply__unpack(NULL, reply->msg->hdr.body_len, reply->msg->body);
+	if (!rep)
+		return -EIO;
+	*verifier = rep->verifier;
+	rdfs__io_reply__free_unpacked(rep, NULL);
+	return 0;
+}
+
 static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
 {
 	const struct iovec *iov = op == RDFS_OP_WRITE ? r->iov : NULL;
@@ -81,6 +97,8 @@ static int io_finish(uint16_t op, struct io_req *r, int64_t deadline)
 		} else {
 			memcpy(r->buf, reply.msg->data, r->length);
 		}
+	} else if (ret == 0) {
+		ret = io_reply_verifier(&reply, &r->verifier);
 	}
 	rpc_reply_release(&reply);
 	return ret;

@@ -154,6 +154,7 @@ static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uin
 	struct write_plan p = { .off = off, .size = size, .buf = buf };
 	uint64_t bstart = BLK_DOWN(off), bend = BLK_UP(off + size);
 	int n, i, ret = 0;
+	size_t j;
 
 	n = write_layout(f, off, size, &segs);
 	if (n < 0)
@@ -173,8 +174,9 @@ static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uin
 		in->mtime_ns = cap_now_ns();
 		in->dirty = 1;
 		if (!p.stable)
-			for (i = 0; i < n && ret == 0; i++)
-				ret = inode_note_unstable(in, segs[i].server_id);
+			for (j = 0; j < p.n && ret == 0; j++)
+				ret = inode_note_unstable(in, p.r[j].seg->server_id,
+							  p.r[j].verifier, 0);
 	}
 	pthread_mutex_unlock(&in->lock);
 

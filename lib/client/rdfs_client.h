@@ -165,10 +165,17 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 /*
  * Commit size/mtime/written ranges to the metaserver (close-to-open point), if
  * this client has uncommitted writes to the file (a read-only @f commits nothing).
- * A failed commit returns -EIO and keeps the writes pending for the next flush.
+ * A failed commit returns -EIO and keeps the writes pending for the next flush;
+ * -EIO also once rdfs_fsync() found writes of this open lost (see there).
  */
 int rdfs_flush(struct rdfs_file *f);
-/* flush + make every I/O server that holds data of this file commit it. */
+/*
+ * flush + make every I/O server that holds data of this file commit it. With
+ * unstable writes (write_stable 0), an I/O server that restarted since
+ * acknowledging some of them (its boot verifier changed) may have lost them:
+ * -EIO, and this open's later fsyncs and flushes report -EIO too; an open
+ * made afterwards starts clean. Nothing is resent: the data is not kept.
+ */
 int rdfs_fsync(struct rdfs_file *f, int datasync);
 /*
  * flush, then drop the open handle (an unlinked file is freed at its last
