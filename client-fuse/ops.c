@@ -66,15 +66,6 @@ static void req_cred(fuse_req_t req, struct rdfs_cred *cr)
 }
 
 /*
- * FUSE passes names of up to 1024 bytes; POSIX file systems stop at NAME_MAX,
- * and the error must be the same in every operation that takes a name.
- */
-static int name_ok(const char *name)
-{
-	return strnlen(name, NAME_MAX + 1) <= NAME_MAX;
-}
-
-/*
  * A file this client has open for writing may have grown (or shrunk) past
  * what the metaserver knows until the next commit; report the client's view so
  * the kernel never trims its own cached size to a stale one.
@@ -175,10 +166,6 @@ static void rdfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int ret;
 
-	if (!name_ok(name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	ret = rdfs_lookup(req_fs(req)->client, &cr, parent, name, &st);
 	reply_entry(req, ret, &st);
@@ -302,10 +289,6 @@ static void rdfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	struct stat st;
 	int ret;
 
-	if (!name_ok(name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	ret = rdfs_mknod(req_fs(req)->client, &cr, parent, name, mode, rdev, &st);
 	reply_entry(req, ret, &st);
@@ -317,10 +300,6 @@ static void rdfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	struct stat st;
 	int ret;
 
-	if (!name_ok(name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	ret = rdfs_mkdir(req_fs(req)->client, &cr, parent, name, (mode & 07777) | S_IFDIR, &st);
 	reply_entry(req, ret, &st);
@@ -330,10 +309,6 @@ static void rdfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct rdfs_cred cr;
 
-	if (!name_ok(name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	reply_status(req, rdfs_unlink(req_fs(req)->client, &cr, parent, name));
 }
@@ -342,10 +317,6 @@ static void rdfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct rdfs_cred cr;
 
-	if (!name_ok(name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	reply_status(req, rdfs_rmdir(req_fs(req)->client, &cr, parent, name));
 }
@@ -357,10 +328,6 @@ static void rdfs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t paren
 	struct stat st;
 	int ret;
 
-	if (!name_ok(name) || strnlen(target, PATH_MAX) >= PATH_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	ret = rdfs_symlink(req_fs(req)->client, &cr, parent, name, target, &st);
 	reply_entry(req, ret, &st);
@@ -371,10 +338,6 @@ static void rdfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct rdfs_cred cr;
 
-	if (!name_ok(name) || !name_ok(newname)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	/* RENAME_WHITEOUT is for overlay file systems' upper layers only. */
 	if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
 		fuse_reply_err(req, EINVAL);
@@ -392,10 +355,6 @@ static void rdfs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct stat st;
 	int ret;
 
-	if (!name_ok(newname)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	ret = rdfs_link(req_fs(req)->client, &cr, ino, newparent, newname, &st);
 	reply_entry(req, ret, &st);
@@ -612,10 +571,6 @@ static void rdfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, 
 	struct stat st;
 	int ret;
 
-	if (!name_ok(name)) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
 	req_cred(req, &cr);
 	ret = rdfs_create(fs->client, &cr, parent, name, mode, fi->flags, &st, &f);
 	if (ret < 0) {

@@ -255,6 +255,8 @@ void cred_to_pb(const struct rdfs_cred *cr, Rdfs__Cred *pb);
 void attr_to_stat(const Rdfs__Attr *a, struct stat *st);
 /* Update the inode state of @ino (if known here) from @a; adjust st_size to the pending size. */
 void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st);
+/* 0, or the errno every operation taking a directory entry name reports for @name. */
+int name_check(const char *name);
 
 /* ---------------------------------------------------------------- layouts and I/O */
 

@@ -90,13 +90,39 @@ static int file_trunc(struct rdfs_file *f, struct stat *st)
 	return rdfs_setattr(f->c, &f->cred, f->in->ino, &zero, RDFS_SET_SIZE, f, st);
 }
 
+/* The open file an OPEN or open-creating MKNOD reply (@rep, freed here) describes. */
+static int file_open_reply(struct rdfs_client *c, const struct rdfs_cred *cr,
+			   ProtobufCMessage *rep, const Rdfs__Attr *attr, uint64_t handle,
+			   int flags, uint64_t gen, struct stat *st, struct rdfs_file **out)
+{
+	struct rdfs_file *f;
+	int ret;
+
+	if (!attr) {
+		protobuf_c_message_free_unpacked(rep, NULL);
+		return -EPROTO;
+	}
+	ret = file_new(c, cr, attr, flags, handle, gen, &f);
+	if (ret == 0)
+		attr_note(c, attr, st);
+	protobuf_c_message_free_unpacked(rep, NULL);
+	if (ret)
+		return ret;
+	ret = file_trunc(f, st);
+	if (ret) {
+		rdfs_release(f);
+		return ret;
+	}
+	*out = f;
+	return 0;
+}
+
 int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, int flags,
 	      struct stat *st, struct rdfs_file **out)
 {
 	Rdfs__OpenReq req = RDFS__OPEN_REQ__INIT;
 	Rdfs__OpenReply *rep = NULL;
 	Rdfs__Cred cred;
-	struct rdfs_file *f;
 	struct stat tmp;
 	uint64_t gen = 0;
 	int ret;
@@ -110,23 +136,7 @@ int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, i
 	ret = ms_call_gen(c, RDFS_OP_OPEN, &req.base, &rdfs__open_reply__descriptor, &rep, 0, &gen);
 	if (ret)
 		return ret;
-	if (!rep->attr) {
-		protobuf_c_message_free_unpacked(&rep->base, NULL);
-		return -EPROTO;
-	}
-	ret = file_new(c, cr, rep->attr, flags, rep->handle, gen, &f);
-	if (ret == 0)
-		attr_note(c, rep->attr, st);
-	protobuf_c_message_free_unpacked(&rep->base, NULL);
-	if (ret)
-		return ret;
-	ret = file_trunc(f, st);
-	if (ret) {
-		rdfs_release(f);
-		return ret;
-	}
-	*out = f;
-	return 0;
+	return file_open_reply(c, cr, &rep->base, rep->attr, rep->handle, flags, gen, st, out);
 }
 
 int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
@@ -135,16 +145,12 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 	Rdfs__MknodReq req = RDFS__MKNOD_REQ__INIT;
 	Rdfs__EntryReply *rep = NULL;
 	Rdfs__Cred cred;
-	struct rdfs_file *f;
 	struct stat tmp;
 	uint64_t gen = 0;
-	size_t len = strlen(name);
-	int ret;
+	int ret = name_check(name);
 
-	if (len == 0)
-		return -ENOENT;
-	if (len > RDFS_NAME_MAX)
-		return -ENAMETOOLONG;
+	if (ret)
+		return ret;
 	if (!st)
 		st = &tmp;
 	if (!(mode & S_IFMT))
@@ -163,24 +169,8 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 			  &gen);
 	if (ret)
 		return ret;
-	if (!rep->attr) {
-		protobuf_c_message_free_unpacked(&rep->base, NULL);
-		return -EPROTO;
-	}
-	flags &= ~(O_CREAT | O_EXCL);
-	ret = file_new(c, cr, rep->attr, flags, rep->handle, gen, &f);
-	if (ret == 0)
-		attr_note(c, rep->attr, st);
-	protobuf_c_message_free_unpacked(&rep->base, NULL);
-	if (ret)
-		return ret;
-	ret = file_trunc(f, st);
-	if (ret) {
-		rdfs_release(f);
-		return ret;
-	}
-	*out = f;
-	return 0;
+	return file_open_reply(c, cr, &rep->base, rep->attr, rep->handle,
+			       flags & ~(O_CREAT | O_EXCL), gen, st, out);
 }
 
 /* COMMIT this client's writes of @f's inode, if it has any. Under in->commit_lock. */

@@ -101,7 +101,7 @@ static int entry_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage
 	return ret;
 }
 
-static int name_check(const char *name)
+int name_check(const char *name)
 {
 	size_t len = strlen(name);
 

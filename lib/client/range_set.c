@@ -143,13 +143,6 @@ int range_set_merge(struct range_set *s, const struct range_set *from)
 	return 0;
 }
 
-void range_set_move(struct range_set *s, struct range_set *from)
-{
-	range_set_free(s);
-	*s = *from;
-	range_set_init(from);
-}
-
 int range_set_contains(const struct range_set *s, uint64_t start, uint64_t end)
 {
 	size_t i;

@@ -28,8 +28,6 @@ int range_set_add(struct range_set *s, uint64_t start, uint64_t end);
 int range_set_remove(struct range_set *s, uint64_t start, uint64_t end);
 /* Merge every range of @from into @s. */
 int range_set_merge(struct range_set *s, const struct range_set *from);
-/* Move @from's ranges into an empty @s, leaving @from empty. */
-void range_set_move(struct range_set *s, struct range_set *from);
 /* 1 if every point of [start, end) is in @s. */
 int range_set_contains(const struct range_set *s, uint64_t start, uint64_t end);
 /* 1 if some point of [start, end) is in @s. */

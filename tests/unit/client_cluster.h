@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 extern "C" {
 #include "auth.h"
 #include "rdfs_client.h"
@@ -220,6 +222,32 @@ public:
 
 private:
 	std::string vol_size;
+};
+
+// A test suite sharing one cluster of Suite::servers I/O servers with
+// Suite::volume_size volumes; each test gets its own client.
+template <class Suite> class ClusterSuite : public ::testing::Test {
+protected:
+	static inline Cluster *cluster;
+	struct rdfs_client *c = nullptr;
+
+	static void SetUpTestSuite()
+	{
+		cluster = new Cluster();
+		ASSERT_TRUE(cluster->start(Suite::servers, Suite::volume_size))
+			<< "cluster in " << cluster->dir;
+	}
+	static void TearDownTestSuite()
+	{
+		delete cluster;
+		cluster = nullptr;
+	}
+	void SetUp() override
+	{
+		c = cluster->client();
+		ASSERT_NE(c, nullptr);
+	}
+	void TearDown() override { rdfs_client_close(c); }
 };
 
 } // namespace rdfs_test

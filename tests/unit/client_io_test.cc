@@ -17,35 +17,18 @@ extern "C" {
 #include "rdfs_client.h"
 }
 
-using rdfs_test::Cluster;
 using rdfs_test::pattern;
 
 namespace {
 
 const struct rdfs_cred root = {};
 
-class ClientIo : public ::testing::Test {
+class ClientIo : public rdfs_test::ClusterSuite<ClientIo> {
+public:
+	static constexpr int servers = 2;
+	static constexpr const char *volume_size = "512m";
+
 protected:
-	static Cluster *cluster;
-	struct rdfs_client *c = nullptr;
-
-	static void SetUpTestSuite()
-	{
-		cluster = new Cluster();
-		ASSERT_TRUE(cluster->start(2)) << "cluster in " << cluster->dir;
-	}
-	static void TearDownTestSuite()
-	{
-		delete cluster;
-		cluster = nullptr;
-	}
-	void SetUp() override
-	{
-		c = cluster->client();
-		ASSERT_NE(c, nullptr);
-	}
-	void TearDown() override { rdfs_client_close(c); }
-
 	std::string unique(const char *base)
 	{
 		static int n;
@@ -95,8 +78,6 @@ protected:
 		return out;
 	}
 };
-
-Cluster *ClientIo::cluster;
 
 TEST_F(ClientIo, BytesSurviveForEveryBoundarySize)
 {

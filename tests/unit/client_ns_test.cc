@@ -15,34 +15,16 @@ extern "C" {
 #include "rdfs_client.h"
 }
 
-using rdfs_test::Cluster;
-
 namespace {
 
 const struct rdfs_cred root = {};
 
-class ClientNs : public ::testing::Test {
+class ClientNs : public rdfs_test::ClusterSuite<ClientNs> {
+public:
+	static constexpr int servers = 2;
+	static constexpr const char *volume_size = "64m";
+
 protected:
-	static Cluster *cluster;
-	struct rdfs_client *c = nullptr;
-
-	static void SetUpTestSuite()
-	{
-		cluster = new Cluster();
-		ASSERT_TRUE(cluster->start(2, "64m")) << cluster->dir;
-	}
-	static void TearDownTestSuite()
-	{
-		delete cluster;
-		cluster = nullptr;
-	}
-	void SetUp() override
-	{
-		c = cluster->client();
-		ASSERT_NE(c, nullptr);
-	}
-	void TearDown() override { rdfs_client_close(c); }
-
 	std::string tool(const std::string &args, int *status)
 	{
 		std::string conf = cluster->dir + "/empty.conf";
@@ -62,8 +44,6 @@ protected:
 		return out;
 	}
 };
-
-Cluster *ClientNs::cluster;
 
 TEST_F(ClientNs, DirectoryStreamKeepsIndexesAcrossPages)
 {

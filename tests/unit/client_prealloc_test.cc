@@ -23,28 +23,12 @@ namespace {
 const struct rdfs_cred root = {};
 const size_t MiB = 1 << 20;
 
-class ClientPrealloc : public ::testing::Test {
+class ClientPrealloc : public rdfs_test::ClusterSuite<ClientPrealloc> {
+public:
+	static constexpr int servers = 2;
+	static constexpr const char *volume_size = "512m";
+
 protected:
-	static Cluster *cluster;
-	struct rdfs_client *c = nullptr;
-
-	static void SetUpTestSuite()
-	{
-		cluster = new Cluster();
-		ASSERT_TRUE(cluster->start(2)) << "cluster in " << cluster->dir;
-	}
-	static void TearDownTestSuite()
-	{
-		delete cluster;
-		cluster = nullptr;
-	}
-	void SetUp() override
-	{
-		c = cluster->client();
-		ASSERT_NE(c, nullptr);
-	}
-	void TearDown() override { rdfs_client_close(c); }
-
 	struct rdfs_file *create(const char *name)
 	{
 		struct rdfs_file *f = nullptr;
@@ -103,8 +87,6 @@ protected:
 		return st.st_blocks;
 	}
 };
-
-Cluster *ClientPrealloc::cluster;
 
 TEST_F(ClientPrealloc, StreamingWriteAllocatesAheadAndReleaseTrims)
 {
