@@ -89,12 +89,15 @@ static void *block_alloc(uint64_t nblocks)
 	return p;
 }
 
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+/* @is_write selects pwrite over pread; either way all of @len or an error. */
+static int pio_full(int fd, void *buf, size_t len, uint64_t off, int is_write)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		char *p = (char *)buf + done;
+		ssize_t n = is_write ? pwrite(fd, p, len - done, (off_t)(off + done)) :
+				    pread(fd, p, len - done, (off_t)(off + done));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -109,23 +112,14 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	return pio_full(fd, buf, len, off, 0);
+}
+
 static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
-	}
-	return 0;
+	return pio_full(fd, (void *)buf, len, off, 1);
 }
 
 static uint64_t block_offset(uint64_t block)

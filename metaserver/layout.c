@@ -282,6 +282,17 @@ static int may_access(const struct ms_inode *in, struct ms_session *s, const str
 	return perm_check(in, cr, MAY_WRITE);
 }
 
+/* may_access() for a regular file whose chunk size the layout code can work with. */
+static int file_access(const struct ms_inode *in, struct ms_session *s, const struct ms_cred *cr,
+		       uint64_t h, int write, int *handle_write)
+{
+	if (S_ISDIR(in->mode))
+		return -EISDIR;
+	if (!S_ISREG(in->mode) || in->chunk_size < BLK || in->chunk_size % BLK)
+		return -EINVAL;
+	return may_access(in, s, cr, h, write, handle_write);
+}
+
 /* ---------------------------------------------------------------- allocation */
 
 struct alloc_undo {
@@ -617,15 +628,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)
 		goto out;
-	if (S_ISDIR(in->mode)) {
-		ret = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(in->mode) || in->chunk_size < BLK || in->chunk_size % BLK) {
-		ret = -EINVAL;
-		goto out;
-	}
-	ret = may_access(in, s, cr, handle, allocate, &hw);
+	ret = file_access(in, s, cr, handle, allocate, &hw);
 	if (ret)
 		goto out;
 	cpb = in->chunk_size / BLK;
@@ -813,15 +816,7 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)
 		goto out;
-	if (S_ISDIR(in->mode)) {
-		ret = -EISDIR;
-		goto out;
-	}
-	if (!S_ISREG(in->mode) || in->chunk_size < BLK) {
-		ret = -EINVAL;
-		goto out;
-	}
-	ret = may_access(in, s, cr, handle, 1, &hw);
+	ret = file_access(in, s, cr, handle, 1, &hw);
 	if (ret)
 		goto out;
 

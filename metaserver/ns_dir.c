@@ -110,6 +110,33 @@ static uint32_t pick_stripe_start(struct ms *ms, uint64_t ino)
 }
 
 /*
+ * Load directory @parent into @dir and check that @cr may add @name to it.
+ * -EEXIST, with the inode the name points to in *@existing, if it is taken.
+ */
+static int dir_may_add(struct ms *ms, const struct ms_cred *cr, uint64_t parent,
+		       const char *name, struct ms_inode *dir, uint64_t *existing)
+{
+	uint64_t other;
+	uint32_t type;
+	int ret;
+
+	ret = ns_get_dir(ms, parent, dir);
+	if (ret)
+		return ret;
+	ret = perm_check(dir, cr, MAY_EXEC);
+	if (ret)
+		return ret;
+	ret = ns_dirent_get(ms, parent, name, &other, &type);
+	if (ret == 0) {
+		*existing = other;
+		return -EEXIST;
+	}
+	if (ret != -ENOENT)
+		return ret;
+	return perm_check(dir, cr, MAY_WRITE | MAY_EXEC);
+}
+
+/*
  * Create @name in @parent from template @tmpl (mode, rdev, target). On -EEXIST
  * *@existing is the inode the name points to. With @open a handle of @s is
  * opened on the new inode before the locks are dropped.
@@ -122,8 +149,7 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	struct ms_lockset ls;
 	struct ms_inode dir;
 	leveldb_writebatch_t *b;
-	uint64_t ino, other;
-	uint32_t type;
+	uint64_t ino;
 	int64_t now;
 	int ret;
 
@@ -146,21 +172,7 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 		lockset_add_shared(&ls, parent);	/* only its times change */
 	lockset_add(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
-	ret = ns_get_dir(ms, parent, &dir);
-	if (ret)
-		goto out;
-	ret = perm_check(&dir, cr, MAY_EXEC);
-	if (ret)
-		goto out;
-	ret = ns_dirent_get(ms, parent, name, &other, &type);
-	if (ret == 0) {
-		*existing = other;
-		ret = -EEXIST;
-		goto out;
-	}
-	if (ret != -ENOENT)
-		goto out;
-	ret = perm_check(&dir, cr, MAY_WRITE | MAY_EXEC);
+	ret = dir_may_add(ms, cr, parent, name, &dir, existing);
 	if (ret)
 		goto out;
 	if (S_ISDIR(tmpl->mode) && dir.nlink >= MS_LINK_MAX) {
@@ -314,7 +326,6 @@ int ms_link(struct ms *ms, const struct ms_cred *cr, uint64_t ino, uint64_t newp
 	struct ms_inode *in = NULL, dir;
 	leveldb_writebatch_t *b;
 	uint64_t other;
-	uint32_t type;
 	int64_t now;
 	int ret;
 
@@ -334,20 +345,7 @@ int ms_link(struct ms *ms, const struct ms_cred *cr, uint64_t ino, uint64_t newp
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)
 		goto out;
-	ret = ns_get_dir(ms, newparent, &dir);
-	if (ret)
-		goto out;
-	ret = perm_check(&dir, cr, MAY_EXEC);
-	if (ret)
-		goto out;
-	ret = ns_dirent_get(ms, newparent, newname, &other, &type);
-	if (ret == 0) {
-		ret = -EEXIST;
-		goto out;
-	}
-	if (ret != -ENOENT)
-		goto out;
-	ret = perm_check(&dir, cr, MAY_WRITE | MAY_EXEC);
+	ret = dir_may_add(ms, cr, newparent, newname, &dir, &other);
 	if (ret)
 		goto out;
 	if (S_ISDIR(in->mode)) {

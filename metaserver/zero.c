@@ -82,6 +82,14 @@ int ms_zeroer_create(struct ms *ms, const struct auth_secret *secret,
 	return 0;
 }
 
+static void conn_close(struct zero_conn *c)
+{
+	if (c) {
+		rpc_client_close(c->rpc);
+		free(c);
+	}
+}
+
 void ms_zeroer_destroy(struct ms_zeroer *z)
 {
 	if (!z)
@@ -90,21 +98,12 @@ void ms_zeroer_destroy(struct ms_zeroer *z)
 		struct zero_conn *c = z->conns;
 
 		z->conns = c->next;
-		rpc_client_close(c->rpc);
-		free(c);
+		conn_close(c);
 	}
 	pthread_mutex_destroy(&z->mu);
 	memset(&z->secret, 0, sizeof(z->secret));
 	memset(&z->cap_key, 0, sizeof(z->cap_key));
 	free(z);
-}
-
-static void conn_close(struct zero_conn *c)
-{
-	if (c) {
-		rpc_client_close(c->rpc);
-		free(c);
-	}
 }
 
 static void conn_put(struct ms_zeroer *z, struct zero_conn *c)
