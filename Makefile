@@ -4,6 +4,10 @@
 #   make test       install dependencies, build, run unit + integration tests
 #   make demo       install dependencies, build, run a local cluster + workload
 #   make install    install programs, mount helper and config template (PREFIX, DESTDIR)
+#   make test-vm    the qemu guest suite alone (RDMA over Soft-RoCE, kernel client)
+#   make bench      side-by-side comparison (bench/compare; FULL=1 for the long matrix)
+#   make bench-sweep  request-size sweep against one I/O server (QUICK=1: short)
+#   make bench-vm   RDMA benchmarks inside the qemu guest
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -12,7 +16,7 @@ CXX     ?= g++
 
 PKGS     := libprotobuf-c fuse3 liburing openssl inih
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread -lrdmacm -libverbs
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 # CFLAGS/CXXFLAGS are the user's (optimisation, sanitizers); what the code
@@ -36,16 +40,22 @@ MS_SRCS     := $(filter-out metaserver/main.c,$(wildcard metaserver/*.c))
 IOS_SRCS    := $(filter-out ioserver/main.c,$(wildcard ioserver/*.c))
 FUSE_SRCS   := $(wildcard client-fuse/*.c)
 TOOL_SRCS   := $(wildcard tools/rdfs/*.c)
+# bench/ior: rdfs-bench (IOR/mdtest); its main.c apart so unit tests link the rest.
+BENCH_SRCS  := $(filter-out bench/ior/main.c,$(wildcard bench/ior/*.c))
+SWEEP_SRCS  := $(wildcard bench/sweep/*.c)
 
 LIBRDFS   := $(BUILD)/lib/librdfs.a
 LIBCLIENT := $(BUILD)/lib/librdfs-client.a
 LIBMS     := $(BUILD)/lib/libmetaserver.a
 LIBIOS    := $(BUILD)/lib/libioserver.a
+LIBBENCH  := $(BUILD)/lib/libbench.a
 
 BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdfs-fuse \
-        $(BUILD)/bin/rdfs $(BUILD)/bin/rdfs-ior
+        $(BUILD)/bin/rdfs $(BUILD)/bin/rdfs-bench \
+        $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
-.PHONY: all deps test test-unit test-integration demo install clean
+.PHONY: all deps test test-unit test-integration test-vm demo install clean \
+        bench bench-sweep bench-vm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -53,7 +63,7 @@ $(PB_C) $(PB_H): $(PROTO)
 	protoc-c --c_out=$(GEN) --proto_path=proto $(PROTO)
 
 ALL_C := $(LIB_SRCS) $(CLIENT_SRCS) $(MS_SRCS) $(IOS_SRCS) $(FUSE_SRCS) $(TOOL_SRCS) \
-         metaserver/main.c ioserver/main.c $(wildcard bench/*.c)
+         metaserver/main.c ioserver/main.c $(wildcard bench/ior/*.c) $(SWEEP_SRCS)
 $(call obj,$(ALL_C)): $(PB_H)
 
 $(BUILD)/obj/%.o: %.c
@@ -76,6 +86,9 @@ $(LIBMS): $(call obj,$(MS_SRCS))
 $(LIBIOS): $(call obj,$(IOS_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+$(LIBBENCH): $(call obj,$(BENCH_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/bin/rdfs-metaserver: $(call obj,metaserver/main.c) $(LIBMS) $(LIBRDFS)
 	@mkdir -p $(dir $@)
@@ -89,9 +102,12 @@ $(BUILD)/bin/rdfs-fuse: $(call obj,$(FUSE_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 $(BUILD)/bin/rdfs: $(call obj,$(TOOL_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BUILD)/bin/rdfs-ior: $(call obj,$(wildcard bench/*.c)) $(LIBCLIENT) $(LIBRDFS)
+$(BUILD)/bin/rdfs-bench: $(call obj,$(wildcard bench/ior/main.c)) $(LIBBENCH) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+$(BUILD)/bin/rdfs-sweep: $(call obj,$(SWEEP_SRCS)) $(LIBCLIENT) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@
@@ -100,7 +116,8 @@ $(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
 # One googletest binary per part, so each links only the part it tests.
 GTEST_LIBS := -lgtest -lgtest_main -lpthread
 UNIT_BINS := $(BUILD)/tests/test_lib $(BUILD)/tests/test_metaserver \
-             $(BUILD)/tests/test_ioserver $(BUILD)/tests/test_client
+             $(BUILD)/tests/test_ioserver $(BUILD)/tests/test_client \
+             $(if $(wildcard tests/unit/bench_*.cc),$(BUILD)/tests/test_bench)
 
 $(BUILD)/obj/tests/%.o: tests/%.cc $(PB_H)
 	@mkdir -p $(dir $@)
@@ -121,13 +138,35 @@ $(BUILD)/tests/test_client: $(call tobj,client) $(LIBCLIENT) $(LIBMS) $(LIBIOS) 
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS)
 
+$(BUILD)/tests/test_bench: $(call tobj,bench) $(LIBBENCH) $(LIBCLIENT) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(GTEST_LIBS) -lm
+
 deps:
 	@deploy/install-deps
 
+# The guest suite runs last: host suites fail faster and explain more.
 test: deps
+	@deploy/install-deps --vm
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) test-unit
 	$(MAKE) test-integration
+	$(MAKE) test-vm
+
+test-vm: all
+	@deploy/install-deps --vm
+	tests/vm/run-suite
+
+bench-sweep: all
+	bench/sweep/run $(if $(QUICK),--quick)
+
+bench: all
+	@deploy/install-deps --bench
+	bench/compare $(if $(FULL),--full)
+
+bench-vm: all
+	@deploy/install-deps --vm
+	tests/vm/bench
 
 test-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --gtest_brief=1; done

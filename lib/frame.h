@@ -26,6 +26,17 @@
 #define RDFS_FRAME_VERSION	1
 #define RDFS_FRAME_HDR_LEN	24
 #define RDFS_FRAME_REPLY	0x01
+/*
+ * A partial reply (only with RDFS_FRAME_REPLY): it carries bulk data only
+ * (body_len 0, status 0) and more frames with the same tag follow; the frame
+ * without this flag ends the reply and carries its status and body. This is how
+ * an I/O server puts each unit of a READ on the wire the moment the disk has
+ * it (gmblock's synchronized send), and how a failure after some units were
+ * sent still reaches the client as a status. Partial frames of one reply are in
+ * order; frames of different replies may interleave. The data of all frames of
+ * one reply together is bounded by RDFS_MAX_DATA.
+ */
+#define RDFS_FRAME_MORE		0x02
 
 /* Largest protobuf body: a readdir page or a 64 KiB xattr value, with margin. */
 #define RDFS_MAX_BODY		(1u << 20)

@@ -148,6 +148,16 @@ int rpc_server_reply_error(struct rpc_request *req, int status, const char *errm
 int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMessage *resp,
 			const struct iovec *data, int niov,
 			void (*sent)(void *arg, int status), void *arg);
+/*
+ * Send part of the reply to @req now: a RDFS_FRAME_MORE frame carrying @data by
+ * reference (valid until @sent(@arg, status) runs, as for rpc_server_reply_zc).
+ * Any number of parts may precede the final rpc_server_reply*() for @req, which
+ * carries the status (a failure after parts were sent is still reported there;
+ * the client then discards the parts). Parts of one request must be posted in
+ * order from one thread at a time. Thread-safe otherwise.
+ */
+int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int niov,
+			  void (*sent)(void *arg, int status), void *arg);
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
 /* Release the request's message and connection reference. */

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = REPO / "build" / "bin"
+# RDFS_BIN: programs from another build dir (make BUILD=...), as local-cluster --bin.
+BIN = Path(os.environ["RDFS_BIN"]).resolve() if os.environ.get("RDFS_BIN") else REPO / "build" / "bin"
 LOCAL_CLUSTER = REPO / "deploy" / "local-cluster"
 
 PORT_BASE_FIRST = 7200
@@ -196,7 +197,7 @@ class Cluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
-             "--mount", self.mnt, "--port-base", self.port], timeout=180)
+             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN], timeout=180)
         assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
 
     def down(self):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""rdfs-ior end to end on the mount: tiny runs that write, check and read back."""
+"""rdfs-bench end to end on the mount: tiny runs that write, check and read back."""
 import json
 import os
 
@@ -7,7 +7,7 @@ from conftest import BIN, run
 
 
 def ior(*args, check=True):
-    return run([BIN / "rdfs-ior"] + list(args), check=check, timeout=600)
+    return run([BIN / "rdfs-bench"] + list(args), check=check, timeout=600)
 
 
 def test_ior_shared_file_verified(workdir, tmp_path):
@@ -23,7 +23,7 @@ def test_ior_shared_file_verified(workdir, tmp_path):
     assert sorted((r["access"], r["iter"]) for r in doc["results"]) == \
         [("read", 0), ("read", 1), ("write", 0), ("write", 1)]
     assert all(r["bw_mib"] > 0 for r in doc["results"])
-    assert not (workdir / "ior.dat").exists(), "rdfs-ior removes its file without -k"
+    assert not (workdir / "ior.dat").exists(), "rdfs-bench removes its file without -k"
 
 
 def test_ior_file_per_process_direct(workdir):
@@ -88,5 +88,5 @@ def test_ior_usage_errors():
     for args in (["-t", "3"], ["-t", "4k", "-b", "6k"], ["-a", "MPIIO"], ["-N", "0"], ["-W", "-r"]):
         p = ior(*args, check=False)
         assert p.returncode == 2, (args, p.stdout, p.stderr)
-        assert "rdfs-ior" in p.stderr
+        assert "rdfs-bench" in p.stderr
     assert "EXIT STATUS" in ior("--help").stdout

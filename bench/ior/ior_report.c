@@ -151,7 +151,7 @@ static void print_text(const struct ior_params *p, struct ior_shared *sh, const 
 	human_size(p->xfer, xfer, sizeof(xfer));
 	human_size(p->block, block, sizeof(block));
 	human_size(ior_aggregate_bytes(p), agg, sizeof(agg));
-	fprintf(f, "rdfs-ior: IOR-like POSIX I/O benchmark\n");
+	fprintf(f, "rdfs-bench: IOR-like POSIX I/O benchmark\n");
 	fprintf(f, "Began               : %s\n", began);
 	fprintf(f, "Command line        : %s\n", p->cmdline);
 	fprintf(f, "\nOptions:\n");
@@ -224,7 +224,7 @@ static void print_json(const struct ior_params *p, struct ior_shared *sh, const 
 {
 	int iter, ph, first = 1, t;
 
-	fprintf(f, "{\n  \"program\": \"rdfs-ior\",\n  \"began\": ");
+	fprintf(f, "{\n  \"program\": \"rdfs-bench\",\n  \"began\": ");
 	json_string(f, began);
 	fprintf(f, ",\n  \"command\": ");
 	json_string(f, p->cmdline);
@@ -286,9 +286,9 @@ void ior_report(const struct ior_params *p, struct ior_shared *sh, const char *b
 
 	for (t = 0; t < sh->ntasks; t++)
 		if (sh->task[t].error[0])
-			fprintf(stderr, "rdfs-ior: %s\n", sh->task[t].error);
+			fprintf(stderr, "rdfs-bench: %s\n", sh->task[t].error);
 	if (m)
-		fprintf(stderr, "rdfs-ior: verification failed (%s check, iteration %d): %llu transfer(s) wrong; "
+		fprintf(stderr, "rdfs-bench: verification failed (%s check, iteration %d): %llu transfer(s) wrong; "
 			"first mismatch in %s at offset %llu: expected 0x%02x (data of task %d), found 0x%02x\n",
 			m->phase == IOR_PHASE_WRITE ? "write" : "read", m->iter, (unsigned long long)nbad,
 			m->path, (unsigned long long)m->offset, m->expected, m->writer, m->actual);
@@ -301,7 +301,7 @@ void ior_report(const struct ior_params *p, struct ior_shared *sh, const char *b
 		if (p->json_file) {
 			f = fopen(p->json_file, "w");
 			if (!f) {
-				fprintf(stderr, "rdfs-ior: cannot write %s: %s\n", p->json_file, strerror(errno));
+				fprintf(stderr, "rdfs-bench: cannot write %s: %s\n", p->json_file, strerror(errno));
 				return;
 			}
 		}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * ior_main.c - rdfs-ior's command line: parse IOR's options, fork the tasks,
+ * ior_main.c - rdfs-bench's command line: parse IOR's options, fork the tasks,
  * watch them, print the report. No MPI: tasks are processes on this host.
  */
 #include <ctype.h>
@@ -20,10 +20,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "NAME\n"
-"    rdfs-ior - IOR-like POSIX I/O benchmark with data verification\n"
+"    rdfs-bench - IOR-like POSIX I/O benchmark with data verification\n"
 "\n"
 "SYNOPSIS\n"
-"    rdfs-ior [-a POSIX] [-w] [-r] [-W] [-R] [-t SIZE] [-b SIZE] [-s N] [-F] [-e] [-C]\n"
+"    rdfs-bench [-a POSIX] [-w] [-r] [-W] [-R] [-t SIZE] [-b SIZE] [-s N] [-F] [-e] [-C]\n"
 "             [-k] [-N TASKS] [-i REPS] [-o PATH] [--direct] [--drop-cache] [--json[=FILE]]\n"
 "\n"
 "DESCRIPTION\n"
@@ -67,7 +67,7 @@ static void usage(FILE *f)
 "                  the table and write the JSON to FILE.\n"
 "    -h, --help    This text.\n"
 "\n"
-"    SIZE takes a k, m, g or t suffix (powers of 1024). rdfs-ior reads no config file.\n"
+"    SIZE takes a k, m, g or t suffix (powers of 1024). rdfs-bench reads no config file.\n"
 "\n"
 "OUTPUT\n"
 "    One row per phase and repetition: bw(MiB/s) = aggregate bytes / total time;\n"
@@ -78,9 +78,9 @@ static void usage(FILE *f)
 "    over the repetitions.\n"
 "\n"
 "EXAMPLES\n"
-"    rdfs-ior -w -r -W -R -t 1m -b 64m -N 4 -o /mnt/rdfs/ior.dat\n"
-"    rdfs-ior -w -r -R -F -C -e --drop-cache -t 1m -b 256m -N 2 -i 3 -o /mnt/rdfs/f\n"
-"    rdfs-ior -w -k -t 4k -b 1m -s 16 -o /tmp/x && rdfs-ior -r -R -t 4k -b 1m -s 16 -o /tmp/x\n"
+"    rdfs-bench -w -r -W -R -t 1m -b 64m -N 4 -o /mnt/rdfs/ior.dat\n"
+"    rdfs-bench -w -r -R -F -C -e --drop-cache -t 1m -b 256m -N 2 -i 3 -o /mnt/rdfs/f\n"
+"    rdfs-bench -w -k -t 4k -b 1m -s 16 -o /tmp/x && rdfs-bench -r -R -t 4k -b 1m -s 16 -o /tmp/x\n"
 "\n"
 "EXIT STATUS\n"
 "    0  every phase ran and all checked data was right\n"
@@ -116,9 +116,9 @@ static int ior_parse_size(const char *s, uint64_t *out)
 
 static int bad_usage(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "rdfs-ior: ");
+	fprintf(stderr, "rdfs-bench: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'rdfs-ior --help'.\n");
+	fprintf(stderr, "\nTry 'rdfs-bench --help'.\n");
 	return 2;
 }
 
@@ -233,7 +233,7 @@ static int parse_args(struct ior_params *p, int argc, char **argv)
 			usage(stdout);
 			exit(0);
 		default:
-			fprintf(stderr, "Try 'rdfs-ior --help'.\n");
+			fprintf(stderr, "Try 'rdfs-bench --help'.\n");
 			return 2;
 		}
 	}
@@ -275,7 +275,7 @@ static int wait_tasks(pid_t *pids, int n)
 		pids[i] = 0;
 		left--;
 		if (WIFSIGNALED(status)) {
-			fprintf(stderr, "rdfs-ior: task %d killed by signal %d\n", i, WTERMSIG(status));
+			fprintf(stderr, "rdfs-bench: task %d killed by signal %d\n", i, WTERMSIG(status));
 			failed = 1;
 			for (i = 0; i < n; i++)
 				if (pids[i] > 0)
@@ -304,7 +304,7 @@ int main(int argc, char **argv)
 	sh = ior_shared_create(&p);
 	pids = calloc((size_t)p.ntasks, sizeof(*pids));
 	if (!sh || !pids) {
-		fprintf(stderr, "rdfs-ior: cannot set up %d tasks: %s\n", p.ntasks, strerror(errno));
+		fprintf(stderr, "rdfs-bench: cannot set up %d tasks: %s\n", p.ntasks, strerror(errno));
 		return 1;
 	}
 	fflush(NULL);
@@ -313,7 +313,7 @@ int main(int argc, char **argv)
 		if (pids[t] == 0)
 			_exit(ior_task_main(&p, sh, t));
 		if (pids[t] < 0) {
-			fprintf(stderr, "rdfs-ior: fork: %s\n", strerror(errno));
+			fprintf(stderr, "rdfs-bench: fork: %s\n", strerror(errno));
 			/* The forked ones wait at the first barrier for the missing task. */
 			while (--t >= 0)
 				kill(pids[t], SIGKILL);

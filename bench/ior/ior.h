@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ior.h - rdfs-ior, a small IOR-like POSIX I/O benchmark: the parameters, the
+ * ior.h - rdfs-bench, a small IOR-like POSIX I/O benchmark: the parameters, the
  * state the forked tasks share with the parent, and the functions the parts of
  * the program offer one another.
  *
