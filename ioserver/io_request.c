@@ -1,63 +1,366 @@
 // SPDX-License-Identifier: MIT
 /*
- * io_request.c - READ/WRITE/IO_COMMIT/ZERO on a pool of disk threads (see io_request.h).
+ * io_request.c - READ/WRITE/IO_COMMIT/ZERO on io_uring ring threads (see io_request.h).
  *
- * A request's life: the main loop queues it (io_pool_submit); a disk thread
- * takes it, checks it in the order registration -> capability -> bounds, moves
- * the bytes between the transport's 4096-aligned buffer and the volume, replies
- * and releases the message. READ replies point their data iovec into the
- * thread's aligned read buffer, so block data is never copied in user space.
+ * Threads and ownership:
+ *  - The main loop (rpc_server_next) creates a job per request and posts it to
+ *    a ring thread; send completions (rpc_server_reply_part/_zc callbacks) also
+ *    run there: they give the unit's buffer back to the pool and post the job
+ *    again so it can start more reads.
+ *  - A ring thread owns its jobs' state: only it reads or changes a job, apart
+ *    from the atomics (refs, returned, final_posted). It sleeps in
+ *    io_uring_submit_and_wait(); a read of its eventfd on the same ring wakes it
+ *    for posted jobs.
+ *  - A job lives until its final reply is posted and every send holding one of
+ *    its buffers has completed: refs counts the ring's hold, each posting and
+ *    each send in flight.
+ *
+ * Memory per byte read (disk to wire), in DESIGN's terms: the disk DMAs into a
+ * pool buffer (O_DIRECT), and the transport sends that buffer by reference
+ * (writev from it): no copy in user space, in both send modes. A read-ahead
+ * cache hit costs one copy (cache segment to pool buffer).
  */
 #include <errno.h>
+#include <liburing.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include "bufpool.h"
 #include "cap.h"
 #include "frame.h"
 #include "io_request.h"
 #include "log.h"
+#include "range_lock.h"
 #include "rdfs.pb-c.h"
+#include "readahead.h"
 #include "volume.h"
 
+/* Submission queue entries per ring; the kernel keeps completions beyond it. */
+#define RING_ENTRIES		256
+/* The eventfd read's user_data; every other is a struct ring_op pointer. */
+#define RING_EFD_TAG		1ull
+/* Read-ahead segments one READ may start loading. */
+#define RA_LOADS_PER_READ	64
 /*
- * Queued requests each hold up to RDFS_MAX_DATA of WRITE data, so the queue is
- * kept short: enough that a thread finishing one request finds the next
- * waiting, not so long that a flood pins gigabytes.
+ * Buffers one READ may hold, per unit read in flight: the units being read
+ * plus as many read and waiting for the network, so the disk keeps going
+ * while the previous units drain to the socket.
  */
-#define IO_QUEUE_PER_THREAD	2
+#define HELD_PER_DEPTH		2
 
-struct io_item {
-	struct rpc_request req;
-	struct io_item *next;
+struct ring;
+struct io_job;
+
+struct ring_op {
+	void (*done)(struct ring *r, struct ring_op *op, int res);
 };
 
-struct io_worker {
+/* A read or write of one byte range of the volume, resubmitted until whole. */
+struct rw_op {
+	struct ring_op base;
+	struct io_job *job;		/* NULL for a read-ahead load */
+	uint8_t *buf;
+	uint64_t off;
+	uint32_t len, done;
+	bool write;
+	int rw_flags;
+	void (*finish)(struct ring *r, struct rw_op *op, int err);
+};
+
+struct ra_load {
+	struct rw_op rw;
+	struct ra_seg *seg;
+};
+
+enum unit_state { UNIT_IDLE, UNIT_READING, UNIT_VALID, UNIT_SENT };
+
+struct io_unit {
+	struct rw_op rw;		/* rw.buf is the pool buffer */
+	size_t buf_len;
+	uint64_t first;			/* blocks [first, first + nblocks) */
+	uint32_t nblocks;
+	uint32_t data_off, data_len;	/* what of the buffer goes on the wire */
+	enum unit_state state;
+};
+
+struct epoch;
+
+struct io_job {
+	struct io_pool *pool;
+	struct ring *ring;
+	struct rpc_request req;
+	Rdfs__IoReq *io;
+	uint16_t op;
+	atomic_int refs;
+	atomic_bool final_posted;
+	struct io_job *qnext;		/* ring's posted queue (ring mutex) */
+	bool queued;
+	struct io_job *wnext;		/* ring's buffer-wait list (ring thread) */
+	bool waiting_buf;
+	bool started;
+	int err;
+
+	/* READ */
+	struct io_unit *units;
+	int nunits, next_start, next_send, reading, held, held_max;
+	atomic_int returned;		/* buffers given back by send completions */
+
+	/* WRITE, ZERO */
+	struct range_lock_entry lock;
+	bool locked;
+	bool lock_wait;			/* queued for the range lock */
+	struct rw_op wop[3];
+	int reads_pending, writes_pending;
+	uint8_t *bounce;
+	size_t bounce_len;
+	bool bounce_written;
+	uint32_t tail_full;		/* WRITE from aligned data: full blocks before the tail */
+	struct epoch *epoch;
+
+	/* IO_COMMIT */
+	struct ring_op fsync_op;
+	struct io_job *cnext;		/* an epoch's commits */
+};
+
+struct ring {
 	struct io_pool *pool;
 	pthread_t thread;
-	void *buf;			/* aligned READ buffer, grown on demand */
-	size_t buf_len;
+	bool started;
+	struct io_uring uring;
+	int efd;
+	uint64_t efd_val;
+	bool efd_armed;
+	int inflight;			/* operations on the ring, eventfd read aside */
+	atomic_bool buf_kick;		/* buffers came back: retry the waiting jobs */
+	struct io_job *wait_head, *wait_tail;	/* jobs waiting for buffers */
+
+	pthread_mutex_t mutex;		/* the posted queue and stop */
+	struct io_job *posted_head, *posted_tail;
+	bool stop;
+};
+
+/*
+ * IO_COMMIT ordering: WRITEs are counted in the epoch current when they
+ * arrive; a COMMIT closes the current epoch and runs once it and every older
+ * epoch have no WRITE left.
+ */
+struct epoch {
+	uint64_t pending;
+	struct io_job *commits;
+	struct epoch *next;
 };
 
 struct io_pool {
 	struct volume *vol;
+	int fd;
 	const struct auth_secret *cap_key;
 	const struct server_id *id;
 	uint64_t verifier;
+	enum io_send_mode send_mode;
+	uint32_t unit_size;
+	int depth;
+	struct bufpool *bufs;
+	struct ra_cache *ra;
 
-	pthread_mutex_t mutex;
-	pthread_cond_t not_empty;	/* workers wait for items */
-	pthread_cond_t not_full;	/* submitters wait for room */
-	pthread_cond_t idle;		/* drainers wait for busy == 0 */
-	struct io_item *head, *tail;
-	int queued, queue_max;
-	int busy;			/* queued + being handled */
-	bool stopping;
+	int nrings;
+	struct ring *rings;
+	atomic_uint next_ring;
+	atomic_int busy;
+	atomic_int buf_waiters;
 
-	int nworkers;
-	struct io_worker *workers;
+	pthread_mutex_t epoch_mutex;
+	struct epoch *ep_head, *ep_cur;
+
+	atomic_uint_fast64_t n_reads, n_units_disk, n_units_cache, n_parts, n_ra, n_ra_done;
 };
+
+static void job_step(struct io_job *j);
+
+/* ------------------------------------------------------------ rings */
+
+static struct io_uring_sqe *ring_sqe(struct ring *r)
+{
+	struct io_uring_sqe *sqe;
+
+	while (!(sqe = io_uring_get_sqe(&r->uring)))
+		io_uring_submit(&r->uring);
+	return sqe;
+}
+
+static void ring_kick(struct ring *r)
+{
+	uint64_t one = 1;
+
+	if (write(r->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_error("cannot wake a ring thread: %s", strerror(errno));
+}
+
+static void job_put(struct io_job *j)
+{
+	if (atomic_fetch_sub(&j->refs, 1) != 1)
+		return;
+	if (j->io)
+		rdfs__io_req__free_unpacked(j->io, NULL);
+	free(j->units);
+	free(j->bounce);
+	free(j);
+}
+
+/* Have @j stepped on its ring; consumes one reference the caller holds. */
+static void ring_post(struct ring *r, struct io_job *j)
+{
+	bool already;
+
+	pthread_mutex_lock(&r->mutex);
+	already = j->queued;
+	if (!already) {
+		j->queued = true;
+		j->qnext = NULL;
+		if (r->posted_tail)
+			r->posted_tail->qnext = j;
+		else
+			r->posted_head = j;
+		r->posted_tail = j;
+	}
+	pthread_mutex_unlock(&r->mutex);
+	if (already)
+		job_put(j);	/* the queued post holds one already */
+	else
+		ring_kick(r);
+}
+
+static void ring_run_posted(struct ring *r)
+{
+	struct io_job *j, *list;
+
+	pthread_mutex_lock(&r->mutex);
+	list = r->posted_head;
+	r->posted_head = r->posted_tail = NULL;
+	for (j = list; j; j = j->qnext)
+		j->queued = false;
+	pthread_mutex_unlock(&r->mutex);
+	while ((j = list)) {
+		list = j->qnext;
+		job_step(j);
+		job_put(j);
+	}
+}
+
+static void ring_retry_buf_waiters(struct ring *r)
+{
+	struct io_job *j, *list = r->wait_head;
+
+	r->wait_head = r->wait_tail = NULL;
+	while ((j = list)) {
+		list = j->wnext;
+		j->waiting_buf = false;
+		atomic_fetch_sub(&j->pool->buf_waiters, 1);
+		job_step(j);
+		job_put(j);	/* the wait list's hold */
+	}
+}
+
+static void *ring_main(void *arg)
+{
+	struct ring *r = arg;
+	struct io_uring_cqe *cqe;
+	unsigned int head, n;
+	bool stop;
+
+	for (;;) {
+		if (!r->efd_armed) {
+			struct io_uring_sqe *sqe = ring_sqe(r);
+
+			io_uring_prep_read(sqe, r->efd, &r->efd_val, sizeof(r->efd_val), 0);
+			io_uring_sqe_set_data64(sqe, RING_EFD_TAG);
+			r->efd_armed = true;
+		}
+		io_uring_submit_and_wait(&r->uring, 1);
+		n = 0;
+		io_uring_for_each_cqe(&r->uring, head, cqe) {
+			n++;
+			if (io_uring_cqe_get_data64(cqe) == RING_EFD_TAG) {
+				r->efd_armed = false;
+				continue;
+			}
+			r->inflight--;
+			((struct ring_op *)io_uring_cqe_get_data(cqe))->done(
+				r, io_uring_cqe_get_data(cqe), cqe->res);
+		}
+		io_uring_cq_advance(&r->uring, n);
+		ring_run_posted(r);
+		if (atomic_exchange(&r->buf_kick, false))
+			ring_retry_buf_waiters(r);
+		pthread_mutex_lock(&r->mutex);
+		stop = r->stop && !r->posted_head;
+		pthread_mutex_unlock(&r->mutex);
+		if (stop && r->inflight == 0)
+			break;
+	}
+	return NULL;
+}
+
+static void rw_submit(struct ring *r, struct rw_op *op);
+
+static void rw_done(struct ring *r, struct ring_op *base, int res)
+{
+	struct rw_op *op = (struct rw_op *)base;
+
+	if (res == -EINTR || res == -EAGAIN) {
+		rw_submit(r, op);
+		return;
+	}
+	if (res <= 0) {
+		/* inside the volume there is no EOF unless it was cut behind our back */
+		op->finish(r, op, res < 0 ? res : -EIO);
+		return;
+	}
+	op->done += (uint32_t)res;
+	if (op->done < op->len) {
+		rw_submit(r, op);
+		return;
+	}
+	op->finish(r, op, 0);
+}
+
+static void rw_submit(struct ring *r, struct rw_op *op)
+{
+	struct io_uring_sqe *sqe = ring_sqe(r);
+	int fd = op->job ? op->job->pool->fd : r->pool->fd;
+
+	if (op->write)
+		io_uring_prep_write(sqe, fd, op->buf + op->done, op->len - op->done,
+				    op->off + op->done);
+	else
+		io_uring_prep_read(sqe, fd, op->buf + op->done, op->len - op->done,
+				   op->off + op->done);
+	sqe->rw_flags = op->rw_flags;
+	io_uring_sqe_set_data(sqe, &op->base);
+	r->inflight++;
+}
+
+static void rw_start(struct ring *r, struct rw_op *op, struct io_job *j, bool write, void *buf,
+		     uint64_t block, uint32_t len, int rw_flags,
+		     void (*finish)(struct ring *, struct rw_op *, int))
+{
+	op->base.done = rw_done;
+	op->job = j;
+	op->buf = buf;
+	op->off = volume_block_offset(block);
+	op->len = len;
+	op->done = 0;
+	op->write = write;
+	op->rw_flags = rw_flags;
+	op->finish = finish;
+	rw_submit(r, op);
+}
+
+/* ------------------------------------------------------------ replies and checks */
 
 static const char *rights_name(uint32_t rights)
 {
@@ -133,76 +436,429 @@ static int io_check_zero_bounds(struct io_pool *p, struct rpc_request *req,
 	return ret;
 }
 
-static int worker_buf_reserve(struct io_worker *w, size_t len)
-{
-	void *buf;
-
-	if (w->buf_len >= len)
-		return 0;
-	if (posix_memalign(&buf, RDFS_BLOCK_SIZE, len))
-		return -ENOMEM;
-	free(w->buf);
-	w->buf = buf;
-	w->buf_len = len;
-	return 0;
-}
-
-static void io_reply_length(struct io_pool *p, struct rpc_request *req, uint32_t length,
-			    const struct iovec *data, int niov)
+static void io_reply_length(struct io_pool *p, struct rpc_request *req, uint32_t length)
 {
 	Rdfs__IoReply reply = RDFS__IO_REPLY__INIT;
 
 	reply.length = length;
 	reply.verifier = p->verifier;
-	rpc_server_reply(req, 0, &reply.base, data, niov);
+	rpc_server_reply(req, 0, &reply.base, NULL, 0);
 }
 
-static void io_read(struct io_worker *w, struct rpc_request *req, const Rdfs__IoReq *io)
+static void epoch_end(struct io_pool *p, struct epoch *e);
+
+/* The final reply is posted: the request is answered; the job may outlive it (sends). */
+static void job_finish(struct io_job *j)
 {
-	uint64_t n = volume_blocks_touched(io->head, io->length);
+	struct io_pool *p = j->pool;
+
+	if (j->epoch) {
+		epoch_end(p, j->epoch);
+		j->epoch = NULL;
+	}
+	rpc_request_done(&j->req);
+	atomic_store(&j->final_posted, true);
+	atomic_fetch_sub(&p->busy, 1);
+	job_put(j);	/* the ring's hold */
+}
+
+/* ------------------------------------------------------------ READ */
+
+static void read_step(struct io_job *j);
+
+static void unit_read_done(struct ring *r, struct rw_op *op, int err)
+{
+	struct io_unit *u = (struct io_unit *)op;
+	struct io_job *j = op->job;
+
+	j->reading--;
+	if (err) {
+		log_error("volume read of blocks %llu+%u failed: %s",
+			  (unsigned long long)u->first, u->nblocks, strerror(-err));
+		if (!j->err)
+			j->err = err;
+	}
+	u->state = UNIT_VALID;	/* holds a buffer; with j->err set it is never sent */
+	/* The final reply may go out in read_step, and its send complete at once. */
+	atomic_fetch_add(&j->refs, 1);
+	read_step(j);
+	job_put(j);
+}
+
+/* Send completion of a unit, on the main loop's thread. */
+static void unit_sent(void *arg, int status)
+{
+	struct io_unit *u = arg;
+	struct io_job *j = u->rw.job;
+	struct io_pool *p = j->pool;
+	int i;
+
+	bufpool_put(p->bufs, u->rw.buf, u->buf_len);
+	if (atomic_load(&p->buf_waiters) > 0)
+		for (i = 0; i < p->nrings; i++) {
+			atomic_store(&p->rings[i].buf_kick, true);
+			ring_kick(&p->rings[i]);
+		}
+	if (atomic_load(&j->final_posted)) {
+		job_put(j);
+		return;
+	}
+	atomic_fetch_add(&j->returned, 1);
+	ring_post(j->ring, j);	/* our reference goes with it */
+}
+
+static void read_reply_error(struct io_job *j)
+{
+	int i;
+
+	for (i = j->next_send; i < j->next_start; i++) {
+		if (j->units[i].state == UNIT_VALID) {
+			bufpool_put(j->pool->bufs, j->units[i].rw.buf, j->units[i].buf_len);
+			j->units[i].state = UNIT_SENT;
+		}
+	}
+	rpc_server_reply_error(&j->req, j->err, j->err == -ENOMEM ? "out of memory"
+							       : "volume read failed");
+	job_finish(j);
+}
+
+/* Put every unit that is next in order and read on the wire; the last one ends the reply. */
+static void read_send_ready(struct io_job *j)
+{
+	Rdfs__IoReply reply = RDFS__IO_REPLY__INIT;
+	struct io_unit *u;
 	struct iovec iov;
 	int ret;
 
-	if (!io->length) {
-		io_reply_length(w->pool, req, 0, NULL, 0);
-		return;
+	while (!j->err && j->next_send < j->nunits &&
+	       (u = &j->units[j->next_send])->state == UNIT_VALID) {
+		iov.iov_base = u->rw.buf + u->data_off;
+		iov.iov_len = u->data_len;
+		atomic_fetch_add(&j->refs, 1);	/* the send's */
+		if (j->next_send == j->nunits - 1) {
+			reply.length = j->io->length;
+			reply.verifier = j->pool->verifier;
+			u->state = UNIT_SENT;
+			j->next_send++;
+			ret = rpc_server_reply_zc(&j->req, 0, &reply.base, &iov, 1, unit_sent, u);
+			if (ret) {
+				atomic_fetch_sub(&j->refs, 1);
+				bufpool_put(j->pool->bufs, u->rw.buf, u->buf_len);
+			}
+			job_finish(j);
+			return;
+		}
+		ret = rpc_server_reply_part(&j->req, &iov, 1, unit_sent, u);
+		if (ret) {
+			atomic_fetch_sub(&j->refs, 1);
+			j->err = ret;
+			break;
+		}
+		u->state = UNIT_SENT;
+		j->next_send++;
+		atomic_fetch_add(&j->pool->n_parts, 1);
 	}
-	ret = worker_buf_reserve(w, n * RDFS_BLOCK_SIZE);
-	if (ret) {
-		rpc_server_reply_error(req, ret, "out of memory");
-		return;
-	}
-	ret = volume_read_blocks(w->pool->vol, io->first_block, n, w->buf);
-	if (ret) {
-		log_error("volume read of blocks %llu+%llu failed: %s",
-			  (unsigned long long)io->first_block, (unsigned long long)n,
-			  strerror(-ret));
-		rpc_server_reply_error(req, ret, "volume read failed");
-		return;
-	}
-	iov.iov_base = (uint8_t *)w->buf + io->head;
-	iov.iov_len = io->length;
-	io_reply_length(w->pool, req, io->length, &iov, 1);
 }
 
-static void io_write(struct io_worker *w, struct rpc_request *req, const Rdfs__IoReq *io)
+static void read_step(struct io_job *j)
 {
-	int ret;
+	struct io_pool *p = j->pool;
+	struct io_unit *u;
 
-	if (req->msg->hdr.data_len != io->length) {
-		rpc_server_reply_error(req, -EINVAL, "WRITE data length differs from its length field");
+	if (atomic_load(&j->final_posted))
+		return;
+	j->held -= atomic_exchange(&j->returned, 0);
+	while (!j->err && j->next_start < j->nunits && j->reading < p->depth &&
+	       j->held < j->held_max) {
+		u = &j->units[j->next_start];
+		u->rw.buf = bufpool_get(p->bufs, u->buf_len);
+		if (!u->rw.buf && j->held == 0 && j->reading == 0 && !j->waiting_buf) {
+			/*
+			 * Nothing of ours will step us again: wait for anyone's buffer.
+			 * Counted before trying again, so a buffer given back in between
+			 * is either ours now or wakes us.
+			 */
+			atomic_fetch_add(&p->buf_waiters, 1);
+			u->rw.buf = bufpool_get(p->bufs, u->buf_len);
+			if (!u->rw.buf) {
+				j->waiting_buf = true;
+				atomic_fetch_add(&j->refs, 1);
+				j->wnext = NULL;
+				if (j->ring->wait_tail)
+					j->ring->wait_tail->wnext = j;
+				else
+					j->ring->wait_head = j;
+				j->ring->wait_tail = j;
+				break;
+			}
+			atomic_fetch_sub(&p->buf_waiters, 1);
+		}
+		if (!u->rw.buf)
+			break;	/* our own sends give buffers back and step us */
+		u->rw.job = j;
+		j->held++;
+		j->next_start++;
+		if (p->ra && ra_read(p->ra, u->first, u->nblocks, u->rw.buf) == 0) {
+			u->state = UNIT_VALID;
+			atomic_fetch_add(&p->n_units_cache, 1);
+			continue;
+		}
+		atomic_fetch_add(&p->n_units_disk, 1);
+		u->state = UNIT_READING;
+		j->reading++;
+		rw_start(j->ring, &u->rw, j, false, u->rw.buf, u->first,
+			 u->nblocks * RDFS_BLOCK_SIZE, 0, unit_read_done);
+	}
+	read_send_ready(j);
+	if (atomic_load(&j->final_posted))
+		return;
+	if (j->err && j->reading == 0)
+		read_reply_error(j);
+}
+
+static void ra_load_done(struct ring *r, struct rw_op *op, int err)
+{
+	struct ra_load *l = (struct ra_load *)op;
+
+	ra_seg_loaded(r->pool->ra, l->seg, err);
+	atomic_fetch_add(&r->pool->n_ra_done, 1);
+	free(l);
+}
+
+/* SuperNBD: a READ continuing a stream reads further ahead into the cache. */
+static void read_ahead(struct io_job *j, uint64_t first, uint64_t count)
+{
+	struct ra_seg *segs[RA_LOADS_PER_READ];
+	struct ra_load *l;
+	int i, n;
+
+	n = ra_note_read(j->pool->ra, first, count, segs, RA_LOADS_PER_READ);
+	for (i = 0; i < n; i++) {
+		l = calloc(1, sizeof(*l));
+		if (!l) {
+			ra_seg_loaded(j->pool->ra, segs[i], -ENOMEM);
+			continue;
+		}
+		atomic_fetch_add(&j->pool->n_ra, 1);
+		l->seg = segs[i];
+		rw_start(j->ring, &l->rw, NULL, false, ra_seg_buf(segs[i]), ra_seg_first(segs[i]),
+			 ra_seg_blocks(segs[i]) * RDFS_BLOCK_SIZE, 0, ra_load_done);
+	}
+}
+
+static void read_start(struct io_job *j)
+{
+	struct io_pool *p = j->pool;
+	const Rdfs__IoReq *io = j->io;
+	uint64_t n = volume_blocks_touched(io->head, io->length);
+	uint64_t ub, start, lo, hi, data_end = (uint64_t)io->head + io->length;
+	int i;
+
+	atomic_fetch_add(&p->n_reads, 1);
+	if (!io->length) {
+		io_reply_length(p, &j->req, 0);
+		job_finish(j);
 		return;
 	}
-	ret = volume_write(w->pool->vol, io->first_block, io->head, req->msg->data, io->length,
-			   io->stable);
-	if (ret) {
+	ub = p->send_mode == IO_SEND_WHOLE ? n : p->unit_size / RDFS_BLOCK_SIZE;
+	j->nunits = (int)((n + ub - 1) / ub);
+	j->units = calloc((size_t)j->nunits, sizeof(*j->units));
+	if (!j->units) {
+		rpc_server_reply_error(&j->req, -ENOMEM, "out of memory");
+		job_finish(j);
+		return;
+	}
+	for (i = 0; i < j->nunits; i++) {
+		struct io_unit *u = &j->units[i];
+
+		start = (uint64_t)i * ub;
+		u->first = io->first_block + start;
+		u->nblocks = (uint32_t)(n - start < ub ? n - start : ub);
+		u->buf_len = (size_t)ub * RDFS_BLOCK_SIZE;
+		lo = start * RDFS_BLOCK_SIZE;
+		hi = lo + (uint64_t)u->nblocks * RDFS_BLOCK_SIZE;
+		if (hi > data_end)
+			hi = data_end;
+		if (lo < io->head)
+			lo = io->head;
+		u->data_off = (uint32_t)(lo - start * RDFS_BLOCK_SIZE);
+		u->data_len = (uint32_t)(hi - lo);
+	}
+	j->held_max = p->depth * HELD_PER_DEPTH;
+	read_step(j);
+	/* After the request's own reads, which are queued first on the ring. */
+	if (p->ra)
+		read_ahead(j, io->first_block, n);
+}
+
+/* ------------------------------------------------------------ WRITE and ZERO */
+
+static void write_done(struct io_job *j)
+{
+	struct io_pool *p = j->pool;
+	const Rdfs__IoReq *io = j->io;
+	uint64_t n = volume_blocks_touched(io->head, io->length);
+	int err = j->err;
+
+	range_lock_release(volume_range_lock(p->vol), &j->lock);
+	j->locked = false;
+	/* Before the acknowledgement: no later READ may find the old bytes cached. */
+	if (p->ra)
+		ra_invalidate(p->ra, io->first_block, n);
+	if (err) {
 		log_error("volume write of %u bytes at block %llu+%u failed: %s", io->length,
-			  (unsigned long long)io->first_block, io->head, strerror(-ret));
-		rpc_server_reply_error(req, ret, ret == -ENOSPC ? "volume is full"
-							       : "volume write failed");
+			  (unsigned long long)io->first_block, io->head, strerror(-err));
+		rpc_server_reply_error(&j->req, err, err == -ENOSPC ? "volume is full"
+								   : "volume write failed");
+	} else {
+		io_reply_length(p, &j->req, io->length);
+	}
+	job_finish(j);
+}
+
+static void write_piece_done(struct ring *r, struct rw_op *op, int err);
+
+/* Every partial block is read: merge the new bytes and write the bounce buffer. */
+static void write_bounce(struct io_job *j)
+{
+	const Rdfs__IoReq *io = j->io;
+	const uint8_t *data = j->req.msg->data;
+	int flags = io->stable ? RWF_DSYNC : 0;
+
+	if (j->tail_full != UINT32_MAX) {
+		memcpy(j->bounce, data + (size_t)j->tail_full * RDFS_BLOCK_SIZE,
+		       io->length - (size_t)j->tail_full * RDFS_BLOCK_SIZE);
+		rw_start(j->ring, &j->wop[2], j, true, j->bounce, io->first_block + j->tail_full,
+			 RDFS_BLOCK_SIZE, flags, write_piece_done);
+	} else {
+		memcpy(j->bounce + io->head, data, io->length);
+		rw_start(j->ring, &j->wop[2], j, true, j->bounce, io->first_block,
+			 (uint32_t)j->bounce_len, flags, write_piece_done);
+	}
+	j->writes_pending++;
+	j->bounce_written = true;
+}
+
+static void write_piece_done(struct ring *r, struct rw_op *op, int err)
+{
+	struct io_job *j = op->job;
+
+	if (err && !j->err)
+		j->err = err;
+	if (op->write) {
+		j->writes_pending--;
+	} else if (--j->reads_pending == 0 && !j->err) {
+		write_bounce(j);
+	}
+	if (!j->reads_pending && !j->writes_pending && (j->bounce_written || !j->bounce || j->err))
+		write_done(j);
+}
+
+/*
+ * The range is ours. Whole blocks go straight from the transport's aligned
+ * buffer; a partial block is read into a bounce buffer first (read-modify-write).
+ */
+static void write_locked(struct io_job *j)
+{
+	const Rdfs__IoReq *io = j->io;
+	const uint8_t *data = j->req.msg->data;
+	uint64_t n = volume_blocks_touched(io->head, io->length);
+	uint32_t tail = (io->head + io->length) % RDFS_BLOCK_SIZE;
+	int flags = io->stable ? RWF_DSYNC : 0;
+	uint32_t full;
+
+	j->tail_full = UINT32_MAX;
+	if (io->head == 0 && ((uintptr_t)data % RDFS_BLOCK_SIZE) == 0) {
+		full = io->length / RDFS_BLOCK_SIZE;
+		if (full) {
+			rw_start(j->ring, &j->wop[0], j, true, (void *)data, io->first_block,
+				 full * RDFS_BLOCK_SIZE, flags, write_piece_done);
+			j->writes_pending++;
+		}
+		if (tail) {
+			j->tail_full = full;
+			j->bounce_len = RDFS_BLOCK_SIZE;
+		}
+	} else {
+		j->bounce_len = n * RDFS_BLOCK_SIZE;
+	}
+	if (j->bounce_len) {
+		if (posix_memalign((void **)&j->bounce, RDFS_BLOCK_SIZE, j->bounce_len)) {
+			j->bounce = NULL;
+			j->err = -ENOMEM;
+		} else if (j->tail_full != UINT32_MAX) {
+			rw_start(j->ring, &j->wop[1], j, false, j->bounce,
+				 io->first_block + j->tail_full, RDFS_BLOCK_SIZE, 0,
+				 write_piece_done);
+			j->reads_pending++;
+		} else {
+			if (io->head) {
+				rw_start(j->ring, &j->wop[0], j, false, j->bounce, io->first_block,
+					 RDFS_BLOCK_SIZE, 0, write_piece_done);
+				j->reads_pending++;
+			}
+			/* The last block, unless it is the first one and is being read. */
+			if (tail && !(n == 1 && io->head)) {
+				rw_start(j->ring, &j->wop[1], j, false,
+					 j->bounce + (n - 1) * RDFS_BLOCK_SIZE,
+					 io->first_block + n - 1, RDFS_BLOCK_SIZE, 0,
+					 write_piece_done);
+				j->reads_pending++;
+			}
+			if (!j->reads_pending)
+				write_bounce(j);
+		}
+	}
+	if (!j->reads_pending && !j->writes_pending)
+		write_done(j);
+}
+
+static void zero_locked(struct io_job *j)
+{
+	struct io_pool *p = j->pool;
+	const Rdfs__IoReq *io = j->io;
+	/* fallocate and fdatasync have no cheap ring form for every fallback; ZERO is rare */
+	int ret = volume_zero_locked(p->vol, io->first_block, io->block_count);
+
+	range_lock_release(volume_range_lock(p->vol), &j->lock);
+	j->locked = false;
+	if (p->ra)
+		ra_invalidate(p->ra, io->first_block, io->block_count);
+	if (ret) {
+		log_error("zeroing blocks %llu+%u failed: %s", (unsigned long long)io->first_block,
+			  io->block_count, strerror(-ret));
+		rpc_server_reply_error(&j->req, ret, ret == -ENOSPC ? "volume is full"
+								   : "zeroing blocks failed");
+	} else {
+		io_reply_length(p, &j->req, 0);
+	}
+	job_finish(j);
+}
+
+/* Range lock granted to a waiting job, on whichever thread released it. */
+static void lock_granted(void *arg)
+{
+	struct io_job *j = arg;
+
+	ring_post(j->ring, j);	/* the reference taken when it started waiting */
+}
+
+/* Take the job's blocks; continue now or once granted (job_step sees locked). */
+static void lock_blocks(struct io_job *j, uint64_t count)
+{
+	j->locked = true;
+	atomic_fetch_add(&j->refs, 1);
+	if (!range_lock_acquire_async(volume_range_lock(j->pool->vol), &j->lock,
+				      j->io->first_block, j->io->first_block + count,
+				      lock_granted, j)) {
+		j->lock_wait = true;
 		return;
 	}
-	io_reply_length(w->pool, req, io->length, NULL, 0);
+	atomic_fetch_sub(&j->refs, 1);
+	if (j->op == RDFS_OP_ZERO)
+		zero_locked(j);
+	else
+		write_locked(j);
 }
 
 /*
@@ -210,218 +866,392 @@ static void io_write(struct io_worker *w, struct rpc_request *req, const Rdfs__I
  * file, that they read as zeros (they may hold a freed file's data). A
  * capability with WRITE rights, as for WRITE, so nobody else can wipe blocks.
  */
-static void io_zero(struct io_worker *w, struct rpc_request *req, const Rdfs__IoReq *io)
+static void zero_start(struct io_job *j)
 {
-	int ret = volume_zero(w->pool->vol, io->first_block, io->block_count);
-
-	if (ret) {
-		log_error("zeroing blocks %llu+%u failed: %s", (unsigned long long)io->first_block,
-			  io->block_count, strerror(-ret));
-		rpc_server_reply_error(req, ret, ret == -ENOSPC ? "volume is full"
-							       : "zeroing blocks failed");
-		return;
-	}
-	io_reply_length(w->pool, req, 0, NULL, 0);
+	lock_blocks(j, j->io->block_count);
 }
 
-static void io_commit(struct io_worker *w, struct rpc_request *req)
+static void write_start(struct io_job *j)
 {
-	int ret = volume_sync(w->pool->vol);
+	const Rdfs__IoReq *io = j->io;
 
-	if (ret) {
-		log_error("volume sync failed: %s", strerror(-ret));
-		rpc_server_reply_error(req, ret, "volume sync failed");
+	if (j->req.msg->hdr.data_len != io->length) {
+		rpc_server_reply_error(&j->req, -EINVAL,
+				       "WRITE data length differs from its length field");
+		job_finish(j);
 		return;
 	}
-	/* the verifier tells the client whether its unstable writes predate a restart */
-	io_reply_length(w->pool, req, 0, NULL, 0);
+	if (!io->length) {
+		io_reply_length(j->pool, &j->req, 0);
+		job_finish(j);
+		return;
+	}
+	lock_blocks(j, volume_blocks_touched(io->head, io->length));
 }
 
-/* Handle one request and reply to it (exactly once). */
-static void io_handle(struct io_worker *w, struct rpc_request *req)
+/* ------------------------------------------------------------ IO_COMMIT */
+
+static void commit_fsync_done(struct ring *r, struct ring_op *op, int res)
 {
-	struct io_pool *p = w->pool;
-	uint16_t op = req->msg->hdr.opcode;
-	uint32_t rights = op == RDFS_OP_READ ? RDFS_CAP_READ : RDFS_CAP_WRITE;
+	struct io_job *j = (struct io_job *)((uint8_t *)op - offsetof(struct io_job, fsync_op));
+
+	if (res < 0) {
+		log_error("volume sync failed: %s", strerror(-res));
+		rpc_server_reply_error(&j->req, res, "volume sync failed");
+	} else {
+		/* the verifier tells the client whether its unstable writes predate a restart */
+		io_reply_length(j->pool, &j->req, 0);
+	}
+	job_finish(j);
+}
+
+/* Every WRITE received before this COMMIT has completed: flush. */
+static void commit_start(struct io_job *j)
+{
+	struct io_uring_sqe *sqe = ring_sqe(j->ring);
+
+	j->fsync_op.done = commit_fsync_done;
+	io_uring_prep_fsync(sqe, j->pool->fd, IORING_FSYNC_DATASYNC);
+	io_uring_sqe_set_data(sqe, &j->fsync_op);
+	j->ring->inflight++;
+}
+
+static struct ring *pick_ring(struct io_pool *p)
+{
+	return &p->rings[atomic_fetch_add(&p->next_ring, 1) % (unsigned int)p->nrings];
+}
+
+/* Under epoch_mutex: pop finished epochs, collecting the commits they held back. */
+static struct io_job *epochs_collect(struct io_pool *p)
+{
+	struct io_job *ready = NULL, *c;
+	struct epoch *e;
+
+	while ((e = p->ep_head) != p->ep_cur && e->pending == 0) {
+		while ((c = e->commits)) {
+			e->commits = c->cnext;
+			c->cnext = ready;
+			ready = c;
+		}
+		p->ep_head = e->next;
+		free(e);
+	}
+	return ready;
+}
+
+static void commits_post(struct io_job *ready)
+{
+	struct io_job *c;
+
+	while ((c = ready)) {
+		ready = c->cnext;
+		ring_post(c->ring, c);
+	}
+}
+
+static void epoch_end(struct io_pool *p, struct epoch *e)
+{
+	struct io_job *ready;
+
+	pthread_mutex_lock(&p->epoch_mutex);
+	e->pending--;
+	ready = epochs_collect(p);
+	pthread_mutex_unlock(&p->epoch_mutex);
+	commits_post(ready);
+}
+
+/* Main loop: a WRITE arrives. */
+static struct epoch *epoch_add_write(struct io_pool *p)
+{
+	struct epoch *e;
+
+	pthread_mutex_lock(&p->epoch_mutex);
+	e = p->ep_cur;
+	e->pending++;
+	pthread_mutex_unlock(&p->epoch_mutex);
+	return e;
+}
+
+/* Main loop: a COMMIT arrives. True: run it now; else it is posted when its writes are done. */
+static bool epoch_add_commit(struct io_pool *p, struct io_job *j)
+{
+	struct epoch *next = calloc(1, sizeof(*next));
+	bool now;
+
+	pthread_mutex_lock(&p->epoch_mutex);
+	now = p->ep_head == p->ep_cur && p->ep_cur->pending == 0;
+	if (!now && !next) {
+		/* cannot close the epoch: wait for the writes of the current one too */
+		now = false;
+	}
+	if (!now) {
+		j->cnext = p->ep_cur->commits;
+		p->ep_cur->commits = j;
+		if (next) {
+			p->ep_cur->next = next;
+			p->ep_cur = next;
+			next = NULL;
+		}
+	}
+	pthread_mutex_unlock(&p->epoch_mutex);
+	free(next);
+	return now;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+/* First step of a job on its ring: decode and check, then start its operation. */
+static void job_begin(struct io_job *j)
+{
+	struct io_pool *p = j->pool;
+	uint32_t rights = j->op == RDFS_OP_READ ? RDFS_CAP_READ : RDFS_CAP_WRITE;
 	uint32_t server_id;
-	Rdfs__IoReq *io;
 
-	if (op == RDFS_OP_IO_COMMIT) {
-		io_commit(w, req);
+	if (j->op == RDFS_OP_IO_COMMIT) {
+		commit_start(j);
 		return;
 	}
-	io = rdfs__io_req__unpack(NULL, req->msg->hdr.body_len, req->msg->body);
-	if (!io) {
-		rpc_server_reply_error(req, -EBADMSG, "undecodable IoReq");
+	j->io = rdfs__io_req__unpack(NULL, j->req.msg->hdr.body_len, j->req.msg->body);
+	if (!j->io) {
+		rpc_server_reply_error(&j->req, -EBADMSG, "undecodable IoReq");
+		job_finish(j);
 		return;
 	}
 	if (server_id_get(p->id, &server_id)) {
-		rpc_server_reply_error(req, -EAGAIN, "not registered yet");
-		goto out;
+		rpc_server_reply_error(&j->req, -EAGAIN, "not registered yet");
+		job_finish(j);
+		return;
 	}
-	if (io_check_cap(p, req, io, server_id, rights))
-		goto out;
-	if (op == RDFS_OP_ZERO) {
+	if (io_check_cap(p, &j->req, j->io, server_id, rights)) {
+		job_finish(j);
+		return;
+	}
+	if (j->op == RDFS_OP_ZERO) {
 		/* whole blocks: head and length do not apply */
-		if (!io_check_zero_bounds(p, req, io))
-			io_zero(w, req, io);
-		goto out;
+		if (io_check_zero_bounds(p, &j->req, j->io))
+			job_finish(j);
+		else
+			zero_start(j);
+		return;
 	}
-	if (io_check_bounds(p, req, io))
-		goto out;
-	if (op == RDFS_OP_WRITE)
-		io_write(w, req, io);
+	if (io_check_bounds(p, &j->req, j->io)) {
+		job_finish(j);
+		return;
+	}
+	if (j->op == RDFS_OP_WRITE)
+		write_start(j);
 	else
-		io_read(w, req, io);
-out:
-	rdfs__io_req__free_unpacked(io, NULL);
+		read_start(j);
 }
 
-static void *io_worker_main(void *arg)
+static void job_step(struct io_job *j)
 {
-	struct io_worker *w = arg;
-	struct io_pool *p = w->pool;
-	struct io_item *item;
-
-	for (;;) {
-		pthread_mutex_lock(&p->mutex);
-		while (!p->head && !p->stopping)
-			pthread_cond_wait(&p->not_empty, &p->mutex);
-		item = p->head;
-		if (!item) {
-			pthread_mutex_unlock(&p->mutex);
-			break;
-		}
-		p->head = item->next;
-		if (!p->head)
-			p->tail = NULL;
-		p->queued--;
-		pthread_cond_signal(&p->not_full);
-		pthread_mutex_unlock(&p->mutex);
-
-		io_handle(w, &item->req);
-		rpc_request_done(&item->req);
-		free(item);
-
-		pthread_mutex_lock(&p->mutex);
-		if (--p->busy == 0)
-			pthread_cond_broadcast(&p->idle);
-		pthread_mutex_unlock(&p->mutex);
+	if (atomic_load(&j->final_posted))
+		return;
+	if (!j->started) {
+		j->started = true;
+		job_begin(j);
+		return;
 	}
-	free(w->buf);
-	return NULL;
+	if (j->lock_wait) {
+		/* the range lock was granted */
+		j->lock_wait = false;
+		if (j->op == RDFS_OP_ZERO)
+			zero_locked(j);
+		else
+			write_locked(j);
+		return;
+	}
+	if (j->op == RDFS_OP_READ)
+		read_step(j);
 }
 
 void io_pool_submit(struct io_pool *p, const struct rpc_request *req)
 {
-	struct io_item *item = malloc(sizeof(*item));
+	struct io_job *j = calloc(1, sizeof(*j));
 
-	if (!item) {
+	if (!j) {
 		struct rpc_request r = *req;
 
 		rpc_server_reply_error(&r, -ENOMEM, "out of memory");
 		rpc_request_done(&r);
 		return;
 	}
-	item->req = *req;
-	item->next = NULL;
-
-	pthread_mutex_lock(&p->mutex);
-	while (p->queued >= p->queue_max)
-		pthread_cond_wait(&p->not_full, &p->mutex);
-	if (p->tail)
-		p->tail->next = item;
-	else
-		p->head = item;
-	p->tail = item;
-	p->queued++;
-	p->busy++;
-	pthread_cond_signal(&p->not_empty);
-	pthread_mutex_unlock(&p->mutex);
+	j->pool = p;
+	j->req = *req;
+	j->op = req->msg->hdr.opcode;
+	atomic_init(&j->refs, 2);	/* the ring's hold and the posting's */
+	atomic_init(&j->final_posted, false);
+	atomic_init(&j->returned, 0);
+	j->ring = pick_ring(p);
+	atomic_fetch_add(&p->busy, 1);
+	if (j->op == RDFS_OP_WRITE)
+		j->epoch = epoch_add_write(p);
+	/* A COMMIT waiting for earlier WRITEs is posted by the last of them. */
+	if (j->op == RDFS_OP_IO_COMMIT && !epoch_add_commit(p, j))
+		return;
+	ring_post(j->ring, j);
 }
 
-void io_pool_drain(struct io_pool *p)
+void io_pool_get_stats(struct io_pool *p, struct io_pool_stats *out)
 {
-	pthread_mutex_lock(&p->mutex);
-	while (p->busy)
-		pthread_cond_wait(&p->idle, &p->mutex);
-	pthread_mutex_unlock(&p->mutex);
+	out->reads = atomic_load(&p->n_reads);
+	out->units_from_disk = atomic_load(&p->n_units_disk);
+	out->units_from_cache = atomic_load(&p->n_units_cache);
+	out->parts_sent = atomic_load(&p->n_parts);
+	out->ra_loads = atomic_load(&p->n_ra);
+	out->ra_loads_done = atomic_load(&p->n_ra_done);
 }
 
 int io_pool_busy(struct io_pool *p)
 {
-	int busy;
-
-	pthread_mutex_lock(&p->mutex);
-	busy = p->busy;
-	pthread_mutex_unlock(&p->mutex);
-	return busy;
+	return atomic_load(&p->busy);
 }
 
-static void io_pool_stop_workers(struct io_pool *p, int started)
+/* ------------------------------------------------------------ life cycle */
+
+uint64_t io_pool_default_buffers(const struct io_pool_opts *o)
 {
-	pthread_mutex_lock(&p->mutex);
-	p->stopping = true;
-	pthread_cond_broadcast(&p->not_empty);
-	pthread_mutex_unlock(&p->mutex);
-	for (int i = 0; i < started; i++)
-		pthread_join(p->workers[i].thread, NULL);
+	uint64_t b = (uint64_t)o->threads * (uint64_t)o->pipeline_depth * o->unit_size *
+		     HELD_PER_DEPTH * 8;
+
+	return b < 2ull * RDFS_MAX_DATA ? 2ull * RDFS_MAX_DATA : b;
 }
 
-static void io_pool_free(struct io_pool *p)
+static int ring_init(struct io_pool *p, struct ring *r)
 {
-	pthread_cond_destroy(&p->idle);
-	pthread_cond_destroy(&p->not_full);
-	pthread_cond_destroy(&p->not_empty);
-	pthread_mutex_destroy(&p->mutex);
-	free(p->workers);
+	int ret;
+
+	r->pool = p;
+	/* blocking: io_uring would fail a read of a non-blocking one with EAGAIN */
+	r->efd = eventfd(0, EFD_CLOEXEC);
+	if (r->efd < 0)
+		return -errno;
+	ret = io_uring_queue_init(RING_ENTRIES, &r->uring, 0);
+	if (ret) {
+		close(r->efd);
+		r->efd = -1;
+		return ret;
+	}
+	pthread_mutex_init(&r->mutex, NULL);
+	atomic_init(&r->buf_kick, false);
+	return 0;
+}
+
+static void ring_fini(struct ring *r)
+{
+	if (r->efd < 0)
+		return;
+	io_uring_queue_exit(&r->uring);
+	close(r->efd);
+	pthread_mutex_destroy(&r->mutex);
+	r->efd = -1;
+}
+
+static void rings_stop(struct io_pool *p)
+{
+	int i;
+
+	for (i = 0; i < p->nrings; i++) {
+		struct ring *r = &p->rings[i];
+
+		if (!r->started)
+			continue;
+		pthread_mutex_lock(&r->mutex);
+		r->stop = true;
+		pthread_mutex_unlock(&r->mutex);
+		ring_kick(r);
+		pthread_join(r->thread, NULL);
+		r->started = false;
+	}
+}
+
+static void pool_free(struct io_pool *p)
+{
+	int i;
+
+	for (i = 0; i < p->nrings; i++)
+		ring_fini(&p->rings[i]);
+	free(p->rings);
+	free(p->ep_head);
+	pthread_mutex_destroy(&p->epoch_mutex);
+	ra_destroy(p->ra);
+	bufpool_destroy(p->bufs);
 	free(p);
 }
 
 int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 {
 	struct io_pool *p;
+	uint64_t budget;
 	int i, ret;
 
-	if (o->threads < 1)
+	if (o->threads < 1 || o->pipeline_depth < 1 || !o->unit_size ||
+	    o->unit_size % RDFS_BLOCK_SIZE || o->unit_size > RDFS_MAX_DATA)
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->workers = calloc((size_t)o->threads, sizeof(*p->workers));
-	if (!p->workers) {
-		free(p);
-		return -ENOMEM;
-	}
 	p->vol = o->vol;
+	p->fd = volume_fd(o->vol);
 	p->cap_key = o->cap_key;
 	p->id = o->id;
 	p->verifier = o->verifier;
-	p->nworkers = o->threads;
-	p->queue_max = o->threads * IO_QUEUE_PER_THREAD;
-	pthread_mutex_init(&p->mutex, NULL);
-	pthread_cond_init(&p->not_empty, NULL);
-	pthread_cond_init(&p->not_full, NULL);
-	pthread_cond_init(&p->idle, NULL);
-
-	for (i = 0; i < p->nworkers; i++) {
-		p->workers[i].pool = p;
-		ret = pthread_create(&p->workers[i].thread, NULL, io_worker_main, &p->workers[i]);
-		if (ret) {
-			io_pool_stop_workers(p, i);
-			io_pool_free(p);
-			return -ret;
-		}
+	p->send_mode = o->send_mode;
+	p->unit_size = o->unit_size;
+	p->depth = o->pipeline_depth;
+	p->nrings = o->threads;
+	pthread_mutex_init(&p->epoch_mutex, NULL);
+	p->ep_head = p->ep_cur = calloc(1, sizeof(*p->ep_head));
+	p->rings = calloc((size_t)p->nrings, sizeof(*p->rings));
+	if (!p->ep_head || !p->rings) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	for (i = 0; i < p->nrings; i++)
+		p->rings[i].efd = -1;
+	budget = o->buffer_pool_bytes ? o->buffer_pool_bytes : io_pool_default_buffers(o);
+	ret = bufpool_create(budget, o->unit_size, p->nrings * p->depth * HELD_PER_DEPTH,
+			     &p->bufs);
+	if (ret)
+		goto err;
+	if (o->readahead_bytes) {
+		ret = ra_create(o->readahead_bytes, volume_capacity(o->vol), &p->ra);
+		if (ret)
+			goto err;
+	}
+	for (i = 0; i < p->nrings; i++) {
+		ret = ring_init(p, &p->rings[i]);
+		if (ret)
+			goto err_rings;
+		ret = -pthread_create(&p->rings[i].thread, NULL, ring_main, &p->rings[i]);
+		if (ret)
+			goto err_rings;
+		p->rings[i].started = true;
 	}
 	*out = p;
 	return 0;
+
+err_rings:
+	rings_stop(p);
+err:
+	pool_free(p);
+	return ret;
+}
+
+void io_pool_stop(struct io_pool *p)
+{
+	if (!p)
+		return;
+	while (atomic_load(&p->busy))
+		usleep(1000);
+	rings_stop(p);
 }
 
 void io_pool_destroy(struct io_pool *p)
 {
 	if (!p)
 		return;
-	io_pool_drain(p);
-	io_pool_stop_workers(p, p->nworkers);
-	io_pool_free(p);
+	rings_stop(p);
+	pool_free(p);
 }

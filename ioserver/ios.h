@@ -7,8 +7,8 @@
  * main.c is only option parsing around this; the unit tests run the same core
  * in-process on port 0, with a fixed server id instead of a metaserver.
  *
- * Lifecycle: ios_server_create() binds the listeners, starts the disk
- * threads, clears the volume's pristine flag (offering the volume as pristine
+ * Lifecycle: ios_server_create() binds the listeners, starts the io_uring
+ * threads (io_request.h), clears the volume's pristine flag (offering the volume as pristine
  * to the metaserver when it was set, see volume.h) and starts the
  * registration thread; ios_server_run() is the main loop and
  * returns after ios_server_stop() (any thread, not a signal handler) once every
@@ -26,8 +26,19 @@ struct volume;
 struct ios_server;
 
 #define IOS_DEFAULT_LISTEN		"tcp://0.0.0.0:7100"
-#define IOS_DEFAULT_IO_THREADS		8
+#define IOS_DEFAULT_IO_THREADS		2
 #define IOS_DEFAULT_PING_MS		5000
+#define IOS_DEFAULT_UNIT_SIZE		(128u << 10)
+#define IOS_DEFAULT_PIPELINE_DEPTH	4
+#define IOS_DEFAULT_READAHEAD_MB	256
+/* ios_options.readahead_cache_mb for no server read-ahead (0 means the default). */
+#define IOS_READAHEAD_OFF		(-1)
+
+enum ios_send_mode {
+	IOS_SEND_DEFAULT = 0,		/* IOS_SEND_OVERLAP */
+	IOS_SEND_OVERLAP,		/* each READ unit on the wire as soon as it is read */
+	IOS_SEND_WHOLE,			/* read the whole request, then reply in one frame */
+};
 
 struct ios_options {
 	struct volume *vol;			/* opened by the caller, not owned */
@@ -42,8 +53,13 @@ struct ios_options {
 	const char *name;			/* NULL: "hostname:port" */
 	const struct auth_secret *secret;	/* cluster secret (peers, metaserver) */
 	const struct auth_secret *cap_key;	/* capability key */
-	int io_threads;				/* 0: IOS_DEFAULT_IO_THREADS */
+	int io_threads;				/* io_uring threads; 0: IOS_DEFAULT_IO_THREADS */
 	int ping_interval_ms;			/* 0: IOS_DEFAULT_PING_MS */
+	enum ios_send_mode send_mode;
+	uint32_t unit_size;			/* READ unit, a multiple of 4096; 0: default */
+	int pipeline_depth;			/* unit reads in flight per READ; 0: default */
+	int readahead_cache_mb;			/* 0: default; IOS_READAHEAD_OFF: none */
+	uint64_t buffer_pool_bytes;		/* READ buffer memory; 0: derived */
 };
 
 /* -errno: listener bind failures (-EADDRINUSE, -EINVAL for a bad URL), -ENOMEM. */
@@ -66,5 +82,17 @@ int ios_server_id(const struct ios_server *s, uint32_t *id);
  * and IO_COMMIT reply.
  */
 uint64_t ios_server_verifier(const struct ios_server *s);
+
+/* Counters of the READ pipeline and the read-ahead cache since start. */
+struct ios_stats {
+	uint64_t reads;			/* READ requests */
+	uint64_t units_from_disk;	/* READ units read from the volume */
+	uint64_t units_from_cache;	/* READ units served from the read-ahead cache */
+	uint64_t parts_sent;		/* partial replies (RDFS_FRAME_MORE) */
+	uint64_t readahead_loads;	/* read-ahead segment loads started */
+	uint64_t readahead_loads_done;	/* ... and finished */
+};
+
+void ios_server_stats(const struct ios_server *s, struct ios_stats *out);
 
 #endif

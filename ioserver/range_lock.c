@@ -3,6 +3,7 @@
  * range_lock.c - exclusive block-range locks (see range_lock.h).
  */
 #include <errno.h>
+#include <stddef.h>
 
 #include "range_lock.h"
 
@@ -18,6 +19,7 @@ int range_lock_init(struct range_lock *rl)
 		return -ret;
 	}
 	rl->held = NULL;
+	rl->waiting = rl->waiting_tail = NULL;
 	return 0;
 }
 
@@ -27,32 +29,72 @@ void range_lock_destroy(struct range_lock *rl)
 	pthread_mutex_destroy(&rl->mutex);
 }
 
-static int range_lock_overlaps(const struct range_lock *rl, uint64_t first, uint64_t end)
+/* Does any entry of @list before @stop overlap [first, end)? */
+static int list_overlaps(const struct range_lock_entry *list, const struct range_lock_entry *stop,
+			 uint64_t first, uint64_t end)
 {
 	const struct range_lock_entry *e;
 
-	for (e = rl->held; e; e = e->next)
+	for (e = list; e && e != stop; e = e->next)
 		if (e->first < end && first < e->end)
 			return 1;
 	return 0;
+}
+
+static int range_busy(const struct range_lock *rl, uint64_t first, uint64_t end)
+{
+	return list_overlaps(rl->held, NULL, first, end) ||
+	       list_overlaps(rl->waiting, NULL, first, end);
+}
+
+static void hold(struct range_lock *rl, struct range_lock_entry *e, uint64_t first, uint64_t end)
+{
+	e->first = first;
+	e->end = end;
+	e->next = rl->held;
+	rl->held = e;
 }
 
 void range_lock_acquire(struct range_lock *rl, struct range_lock_entry *e, uint64_t first,
 			uint64_t end)
 {
 	pthread_mutex_lock(&rl->mutex);
-	while (range_lock_overlaps(rl, first, end))
+	while (range_busy(rl, first, end))
 		pthread_cond_wait(&rl->released, &rl->mutex);
-	e->first = first;
-	e->end = end;
-	e->next = rl->held;
-	rl->held = e;
+	e->granted = NULL;
+	hold(rl, e, first, end);
 	pthread_mutex_unlock(&rl->mutex);
+}
+
+int range_lock_acquire_async(struct range_lock *rl, struct range_lock_entry *e,
+			     uint64_t first, uint64_t end, void (*granted)(void *arg),
+			     void *arg)
+{
+	int now;
+
+	e->granted = granted;
+	e->arg = arg;
+	pthread_mutex_lock(&rl->mutex);
+	now = !range_busy(rl, first, end);
+	if (now) {
+		hold(rl, e, first, end);
+	} else {
+		e->first = first;
+		e->end = end;
+		e->next = NULL;
+		if (rl->waiting_tail)
+			rl->waiting_tail->next = e;
+		else
+			rl->waiting = e;
+		rl->waiting_tail = e;
+	}
+	pthread_mutex_unlock(&rl->mutex);
+	return now;
 }
 
 void range_lock_release(struct range_lock *rl, struct range_lock_entry *e)
 {
-	struct range_lock_entry **pp;
+	struct range_lock_entry **pp, *w, *prev = NULL, *next, *grants = NULL;
 
 	pthread_mutex_lock(&rl->mutex);
 	for (pp = &rl->held; *pp; pp = &(*pp)->next) {
@@ -61,7 +103,30 @@ void range_lock_release(struct range_lock *rl, struct range_lock_entry *e)
 			break;
 		}
 	}
+	/* Grant, in order, every waiter that conflicts with nothing held or before it. */
+	for (w = rl->waiting; w; w = next) {
+		next = w->next;
+		if (list_overlaps(rl->held, NULL, w->first, w->end) ||
+		    list_overlaps(rl->waiting, w, w->first, w->end)) {
+			prev = w;
+			continue;
+		}
+		if (prev)
+			prev->next = next;
+		else
+			rl->waiting = next;
+		if (rl->waiting_tail == w)
+			rl->waiting_tail = prev;
+		hold(rl, w, w->first, w->end);
+		w->grant_next = grants;
+		grants = w;
+	}
 	/* Waiters may want any part of the freed range; let each re-check. */
 	pthread_cond_broadcast(&rl->released);
 	pthread_mutex_unlock(&rl->mutex);
+	/* The callbacks may release or take ranges themselves. */
+	while ((w = grants)) {
+		grants = w->grant_next;
+		w->granted(w->arg);
+	}
 }

@@ -6,8 +6,16 @@
  * writes them, so a read-modify-write of a partial block is serialized against
  * every other write of that block (partial or whole). Disjoint ranges never wait
  * for each other. A range is taken whole, at once, so there is no lock order to
- * get wrong. Only I/O threads hold ranges, so the held list stays as short as
- * the thread pool, and a linear scan under one mutex is cheaper than any tree.
+ * get wrong.
+ *
+ * Two ways to wait: range_lock_acquire() blocks the thread (the synchronous
+ * volume_* calls); range_lock_acquire_async() never blocks and calls back when
+ * the range is granted, for the io_uring threads, which must keep reaping
+ * completions (the holder's among them) while a request waits. Waiters are
+ * granted in arrival order: a range is not handed out past an earlier waiter
+ * that overlaps it, so two writes of one block land in the order they came.
+ * Held and waiting lists stay as short as the writes in flight, so a linear
+ * scan under one mutex is cheaper than any tree.
  */
 #ifndef RDFS_IOS_RANGE_LOCK_H
 #define RDFS_IOS_RANGE_LOCK_H
@@ -18,13 +26,17 @@
 struct range_lock_entry {
 	uint64_t first;			/* blocks [first, end) */
 	uint64_t end;
-	struct range_lock_entry *next;
+	struct range_lock_entry *next;	/* on the held or the waiting list */
+	struct range_lock_entry *grant_next;	/* release(): grants to call back */
+	void (*granted)(void *arg);	/* async waiters only */
+	void *arg;
 };
 
 struct range_lock {
 	pthread_mutex_t mutex;
 	pthread_cond_t released;
 	struct range_lock_entry *held;
+	struct range_lock_entry *waiting, *waiting_tail;	/* async, FIFO */
 };
 
 int range_lock_init(struct range_lock *rl);
@@ -33,6 +45,14 @@ void range_lock_destroy(struct range_lock *rl);
 /* Wait until no held range overlaps [first, end), then hold it in @e (caller's storage). */
 void range_lock_acquire(struct range_lock *rl, struct range_lock_entry *e, uint64_t first,
 			uint64_t end);
+/*
+ * Hold [first, end) in @e now and return 1, or queue @e and return 0: then
+ * @granted(@arg) runs once the range is held, on the thread that released the
+ * last conflicting range (outside the lock's mutex).
+ */
+int range_lock_acquire_async(struct range_lock *rl, struct range_lock_entry *e,
+			     uint64_t first, uint64_t end, void (*granted)(void *arg),
+			     void *arg);
 void range_lock_release(struct range_lock *rl, struct range_lock_entry *e);
 
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * server.c - the I/O server core: listeners, the main loop that routes requests
- * (data ops to the disk threads, VOLUME_INFO answered inline; lib/rpc answers
+ * (data ops to the io_uring threads, VOLUME_INFO answered inline; lib/rpc answers
  * PING itself), registration and an orderly stop (see ios.h).
  */
 #include <errno.h>
@@ -98,7 +98,7 @@ static void ios_volume_info(struct ios_server *s, struct rpc_request *req)
 	rpc_server_reply(req, 0, &reply.base, NULL, 0);
 }
 
-/* Route one request; the data ops go to the disk threads, which then own it. */
+/* Route one request; the data ops go to the io_uring threads, which then own it. */
 static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 {
 	switch (req->msg->hdr.opcode) {
@@ -121,7 +121,7 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 }
 
 /*
- * After stop: keep the network turning until the disk threads have answered
+ * After stop: keep the network turning until the io_uring threads have answered
  * everything they hold and the transport has had a quiet moment to flush the
  * replies, refusing whatever new requests arrive meanwhile.
  */
@@ -169,6 +169,16 @@ int ios_server_run(struct ios_server *s)
 		}
 	}
 	ios_drain(s);
+	{
+		struct ios_stats st;
+
+		ios_server_stats(s, &st);
+		log_info("served %llu READs: %llu units from disk, %llu from the read-ahead cache "
+			 "(%llu segments read ahead), %llu partial replies",
+			 (unsigned long long)st.reads, (unsigned long long)st.units_from_disk,
+			 (unsigned long long)st.units_from_cache,
+			 (unsigned long long)st.readahead_loads, (unsigned long long)st.parts_sent);
+	}
 	ret = volume_sync(s->vol);
 	if (ret)
 		log_error("final volume sync failed: %s", strerror(-ret));
@@ -194,6 +204,19 @@ const char *ios_server_advertise_url(const struct ios_server *s)
 uint64_t ios_server_verifier(const struct ios_server *s)
 {
 	return s->verifier;
+}
+
+void ios_server_stats(const struct ios_server *s, struct ios_stats *out)
+{
+	struct io_pool_stats ps;
+
+	io_pool_get_stats(s->pool, &ps);
+	out->reads = ps.reads;
+	out->units_from_disk = ps.units_from_disk;
+	out->units_from_cache = ps.units_from_cache;
+	out->parts_sent = ps.parts_sent;
+	out->readahead_loads = ps.ra_loads;
+	out->readahead_loads_done = ps.ra_loads_done;
 }
 
 int ios_server_id(const struct ios_server *s, uint32_t *id)
@@ -271,6 +294,13 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	po.cap_key = o->cap_key;
 	po.id = &s->id;
 	po.threads = o->io_threads > 0 ? o->io_threads : IOS_DEFAULT_IO_THREADS;
+	po.send_mode = o->send_mode == IOS_SEND_WHOLE ? IO_SEND_WHOLE : IO_SEND_OVERLAP;
+	po.unit_size = o->unit_size ? o->unit_size : IOS_DEFAULT_UNIT_SIZE;
+	po.pipeline_depth = o->pipeline_depth > 0 ? o->pipeline_depth : IOS_DEFAULT_PIPELINE_DEPTH;
+	if (o->readahead_cache_mb != IOS_READAHEAD_OFF)
+		po.readahead_bytes = (uint64_t)(o->readahead_cache_mb > 0 ? o->readahead_cache_mb
+						: IOS_DEFAULT_READAHEAD_MB) << 20;
+	po.buffer_pool_bytes = o->buffer_pool_bytes;
 	/*
 	 * A fresh boot verifier per start: unstable writes acknowledged by an
 	 * earlier process may be gone, and a client learns so by the change.
@@ -308,6 +338,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	return 0;
 
 err_pool:
+	io_pool_stop(s->pool);
 	io_pool_destroy(s->pool);
 err_rpc:
 	rpc_server_destroy(s->rpc);
@@ -321,7 +352,9 @@ void ios_server_destroy(struct ios_server *s)
 	if (!s)
 		return;
 	registration_stop(s->reg);
-	io_pool_destroy(s->pool);
+	io_pool_stop(s->pool);
+	/* Sends still queued complete (cancelled) here and give their buffers back. */
 	rpc_server_destroy(s->rpc);
+	io_pool_destroy(s->pool);
 	free(s);
 }

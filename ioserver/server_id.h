@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * server_id.h - the server id the metaserver assigned, shared between the
- * registration thread (writer) and the disk threads (readers).
+ * registration thread (writer) and the io_uring threads (readers).
  *
  * Id and "registered" live in one atomic word so a reader never sees one
  * without the other.

@@ -549,13 +549,24 @@ static bool unsupported(int err)
 int volume_zero(struct volume *v, uint64_t first, uint64_t count)
 {
 	struct range_lock_entry held;
-	uint64_t off = block_offset(first), len = count * VOLUME_BLOCK_SIZE;
-	int ret = 0;
+	int ret;
 
 	if (count == 0 || first >= v->capacity || count > v->capacity - first)
 		return count == 0 ? -EINVAL : -ERANGE;
 
 	range_lock_acquire(&v->locks, &held, first, first + count);
+	ret = volume_zero_locked(v, first, count);
+	range_lock_release(&v->locks, &held);
+	return ret;
+}
+
+int volume_zero_locked(struct volume *v, uint64_t first, uint64_t count)
+{
+	uint64_t off = block_offset(first), len = count * VOLUME_BLOCK_SIZE;
+	int ret = 0;
+
+	if (count == 0 || first >= v->capacity || count > v->capacity - first)
+		return count == 0 ? -EINVAL : -ERANGE;
 	if (fallocate(v->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 		      (off_t)len) == 0)
 		goto sync;
@@ -587,6 +598,20 @@ sync:
 	if (fdatasync(v->fd))
 		ret = -errno;
 out:
-	range_lock_release(&v->locks, &held);
 	return ret;
+}
+
+int volume_fd(const struct volume *v)
+{
+	return v->fd;
+}
+
+uint64_t volume_block_offset(uint64_t block)
+{
+	return block_offset(block);
+}
+
+struct range_lock *volume_range_lock(struct volume *v)
+{
+	return &v->locks;
 }

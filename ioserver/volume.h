@@ -138,5 +138,17 @@ int volume_sync(struct volume *v);
  * concurrent writes of those blocks like any other write.
  */
 int volume_zero(struct volume *v, uint64_t first, uint64_t count);
+/* volume_zero() for a caller that already holds the blocks' range lock. */
+int volume_zero_locked(struct volume *v, uint64_t first, uint64_t count);
+
+/*
+ * For the io_uring engine (io_request.c), which does its own reads and writes:
+ * the volume's descriptor (O_DIRECT when volume_is_direct(); durable writes
+ * pass RWF_DSYNC), the byte offset of a block, and the range lock every writer
+ * of the volume takes.
+ */
+int volume_fd(const struct volume *v);
+uint64_t volume_block_offset(uint64_t block);
+struct range_lock *volume_range_lock(struct volume *v);
 
 #endif

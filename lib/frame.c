@@ -61,6 +61,12 @@ int frame_hdr_decode(const uint8_t *buf, struct rdfs_frame_hdr *h)
 		return -EPROTO;
 	if (h->opcode == 0 || h->opcode >= RDFS_OP_MAX)
 		return -EPROTO;
+	if (h->flags & ~(RDFS_FRAME_REPLY | RDFS_FRAME_MORE))
+		return -EPROTO;
+	/* A partial reply is data only: its status and body come in the last frame. */
+	if ((h->flags & RDFS_FRAME_MORE) &&
+	    (!(h->flags & RDFS_FRAME_REPLY) || h->status != 0 || h->body_len != 0))
+		return -EPROTO;
 	if (h->body_len > RDFS_MAX_BODY || h->data_len > RDFS_MAX_DATA)
 		return -EMSGSIZE;
 	return 0;

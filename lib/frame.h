@@ -6,7 +6,7 @@
  *
  *   0  u32 magic      RDFS_FRAME_MAGIC
  *   4  u8  version    RDFS_FRAME_VERSION
- *   5  u8  flags      RDFS_FRAME_REPLY for replies
+ *   5  u8  flags      RDFS_FRAME_REPLY for replies, | RDFS_FRAME_MORE for parts
  *   6  u16 opcode     enum rdfs_op
  *   8  i32 status     0 or -errno (replies)
  *  12  u32 tag        chosen by the requester, echoed in the reply
@@ -109,8 +109,9 @@ void frame_hdr_encode(const struct rdfs_frame_hdr *h, uint8_t *buf);
 
 /*
  * Decode and validate RDFS_FRAME_HDR_LEN bytes at @buf.
- * Returns 0, -EPROTO for a bad magic/version/opcode, -EMSGSIZE for a body or
- * data length over the limits.
+ * Returns 0, -EPROTO for a bad magic/version/opcode/flags (RDFS_FRAME_MORE is
+ * valid only with RDFS_FRAME_REPLY, status 0 and no body), -EMSGSIZE for a body
+ * or data length over the limits.
  */
 int frame_hdr_decode(const uint8_t *buf, struct rdfs_frame_hdr *h);
 

@@ -33,13 +33,33 @@
 struct rpc_client;
 struct rpc_pending;
 
-/* A reply: header status, and the raw message (decode body with the generated __unpack). */
+/*
+ * A reply: header status, and the raw message (decode body with the generated
+ * __unpack). A reply sent in parts (RDFS_FRAME_MORE) keeps the earlier frames in
+ * @parts, in order; its data is the parts' data followed by @msg's. Read the
+ * data with rpc_reply_data_len()/rpc_reply_data_iov()/rpc_reply_data_copy(),
+ * never msg->data alone. When @status < 0 the parts are already freed (nparts
+ * 0): data sent before a failure is never handed to the caller.
+ */
 struct rpc_reply {
 	int status;			/* 0 or -errno from the server */
 	struct xport_msg *msg;		/* owned; free with rpc_reply_release() */
+	struct xport_msg **parts;	/* owned: earlier partial frames, in order */
+	int nparts;
 };
 
+/* Free @r's message and parts; @r is left empty (a second call is harmless). */
 void rpc_reply_release(struct rpc_reply *r);
+/* Bytes of bulk data in @r over all its frames. */
+size_t rpc_reply_data_len(const struct rpc_reply *r);
+/*
+ * Point @iov (room for @max) at @r's data in order, skipping empty frames.
+ * Returns how many iovecs the whole data needs (at most nparts + 1); when that
+ * is more than @max only the first @max are filled.
+ */
+int rpc_reply_data_iov(const struct rpc_reply *r, struct iovec *iov, int max);
+/* Copy @len bytes of @r's data from offset @off to @dst; returns the bytes copied. */
+size_t rpc_reply_data_copy(const struct rpc_reply *r, size_t off, void *dst, size_t len);
 
 /*
  * Connect to @url and authenticate with @secret as @role ("client", "ioserver",

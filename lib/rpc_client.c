@@ -17,6 +17,12 @@
 #include "rpc_internal.h"
 
 #define RPC_TAG_BUCKETS		256
+/*
+ * Most partial frames one reply may have: one per 4 KiB block of the largest
+ * reply. A bound on the count, not only the bytes, so empty parts cannot grow
+ * the array without limit.
+ */
+#define RPC_REPLY_PARTS_MAX	((int)(RDFS_MAX_DATA / RDFS_BLOCK_SIZE))
 
 struct rpc_pending {
 	struct rpc_client *c;
@@ -28,6 +34,9 @@ struct rpc_pending {
 	int sending;			/* transport still reads the caller's data */
 	int waiter_gone;		/* rpc_call_wait() returned */
 	struct xport_msg *msg;
+	struct xport_msg **parts;	/* RDFS_FRAME_MORE frames so far, in order */
+	int nparts, parts_cap;
+	size_t parts_bytes;		/* their data */
 	uint8_t *body;
 	pthread_cond_t cond;
 };
@@ -46,12 +55,76 @@ struct rpc_client {
 	char url[RPC_URL_MAX];
 };
 
+static void parts_free(struct xport_msg **parts, int nparts)
+{
+	int i;
+
+	for (i = 0; i < nparts; i++)
+		xport_msg_free(parts[i]);
+	free(parts);
+}
+
 void rpc_reply_release(struct rpc_reply *r)
 {
 	if (!r)
 		return;
 	xport_msg_free(r->msg);
 	r->msg = NULL;
+	parts_free(r->parts, r->nparts);
+	r->parts = NULL;
+	r->nparts = 0;
+}
+
+size_t rpc_reply_data_len(const struct rpc_reply *r)
+{
+	size_t n = r->msg ? r->msg->hdr.data_len : 0;
+	int i;
+
+	for (i = 0; i < r->nparts; i++)
+		n += r->parts[i]->hdr.data_len;
+	return n;
+}
+
+int rpc_reply_data_iov(const struct rpc_reply *r, struct iovec *iov, int max)
+{
+	const struct xport_msg *m;
+	int i, n = 0;
+
+	for (i = 0; i <= r->nparts; i++) {
+		m = i < r->nparts ? r->parts[i] : r->msg;
+		if (!m || !m->hdr.data_len)
+			continue;
+		if (n < max) {
+			iov[n].iov_base = m->data;
+			iov[n].iov_len = m->hdr.data_len;
+		}
+		n++;
+	}
+	return n;
+}
+
+size_t rpc_reply_data_copy(const struct rpc_reply *r, size_t off, void *dst, size_t len)
+{
+	const struct xport_msg *m;
+	size_t done = 0, n;
+	int i;
+
+	for (i = 0; i <= r->nparts && done < len; i++) {
+		m = i < r->nparts ? r->parts[i] : r->msg;
+		if (!m)
+			continue;
+		if (off >= m->hdr.data_len) {
+			off -= m->hdr.data_len;
+			continue;
+		}
+		n = m->hdr.data_len - off;
+		if (n > len - done)
+			n = len - done;
+		memcpy((uint8_t *)dst + done, m->data + off, n);
+		done += n;
+		off = 0;
+	}
+	return done;
 }
 
 /*
@@ -67,6 +140,7 @@ static void pending_free(struct rpc_pending *p)
 {
 	free(p->body);
 	xport_msg_free(p->msg);
+	parts_free(p->parts, p->nparts);
 	pthread_cond_destroy(&p->cond);
 	free(p);
 }
@@ -111,9 +185,73 @@ static void fail_all_locked(struct rpc_client *c)
 	}
 }
 
+/*
+ * Under c->lock: keep partial frame @m with @p's earlier ones. -EMSGSIZE when
+ * the reply grows past what one reply may carry (a broken or hostile server).
+ */
+static int pending_add_part(struct rpc_pending *p, struct xport_msg *m)
+{
+	struct xport_msg **np;
+	int cap;
+
+	if (p->parts_bytes + m->hdr.data_len > RDFS_MAX_DATA ||
+	    p->nparts >= RPC_REPLY_PARTS_MAX)
+		return -EMSGSIZE;
+	if (p->nparts == p->parts_cap) {
+		cap = p->parts_cap ? p->parts_cap * 2 : 16;
+		np = realloc(p->parts, (size_t)cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		p->parts = np;
+		p->parts_cap = cap;
+	}
+	p->parts[p->nparts++] = m;
+	p->parts_bytes += m->hdr.data_len;
+	return 0;
+}
+
+/*
+ * A reply frame: a part is kept with its call, a final frame completes it.
+ * Frames for a tag nobody waits for (the call timed out) are dropped. Returns
+ * -EMSGSIZE/-ENOMEM when @m was not taken and the connection must go.
+ */
+static int client_take_reply(struct rpc_client *c, struct xport_msg *m)
+{
+	struct rpc_pending *p;
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	p = *table_slot(c, m->hdr.tag);
+	if (!p) {
+		xport_msg_free(m);	/* the caller gave up on it */
+	} else if (m->hdr.flags & RDFS_FRAME_MORE) {
+		err = pending_add_part(p, m);
+	} else if (p->parts_bytes + m->hdr.data_len > RDFS_MAX_DATA) {
+		err = -EMSGSIZE;
+	} else {
+		table_take(c, m->hdr.tag);
+		p->msg = m;
+		p->done = 1;
+		pthread_cond_signal(&p->cond);
+	}
+	if (err) {
+		/*
+		 * The call fails as on a lost connection, now: a later frame of the
+		 * same batch must not complete it with data missing.
+		 */
+		table_take(c, m->hdr.tag);
+		p->done = 1;
+		p->status = -ENOTCONN;
+		pthread_cond_signal(&p->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
 static void client_handle_event(struct rpc_client *c, struct xport_event *ev)
 {
 	struct rpc_pending *p;
+	int err;
 
 	switch (ev->type) {
 	case XPORT_EV_RECV:
@@ -123,16 +261,14 @@ static void client_handle_event(struct rpc_client *c, struct xport_event *ev)
 			xport_msg_free(ev->msg);
 			break;
 		}
-		pthread_mutex_lock(&c->lock);
-		p = table_take(c, ev->msg->hdr.tag);
-		if (p) {
-			p->msg = ev->msg;
-			p->done = 1;
-			pthread_cond_signal(&p->cond);
+		err = client_take_reply(c, ev->msg);
+		if (err) {
+			log_error("%s: %s reply (tag %u) over %u bytes of data; closing",
+				  c->url, frame_op_name(ev->msg->hdr.opcode), ev->msg->hdr.tag,
+				  RDFS_MAX_DATA);
+			xport_msg_free(ev->msg);
+			xport_conn_close(c->conn);
 		}
-		pthread_mutex_unlock(&c->lock);
-		if (!p)
-			xport_msg_free(ev->msg);	/* the caller gave up on it */
 		break;
 	case XPORT_EV_SEND:
 		p = ev->user;
@@ -444,6 +580,8 @@ int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply
 
 	reply->status = 0;
 	reply->msg = NULL;
+	reply->parts = NULL;
+	reply->nparts = 0;
 	if (timeout_ms >= 0) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += timeout_ms / 1000;
@@ -467,6 +605,13 @@ int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply
 			reply->status = wire_status(p->msg->hdr.status);
 			reply->msg = p->msg;
 			p->msg = NULL;
+			/* Data sent before a failure is not the answer: pending_free() drops it. */
+			if (reply->status == 0) {
+				reply->parts = p->parts;
+				reply->nparts = p->nparts;
+				p->parts = NULL;
+				p->nparts = 0;
+			}
 		} else {
 			err = p->status ? p->status : -ENOTCONN;
 		}

@@ -557,6 +557,32 @@ int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMess
 	return err;
 }
 
+int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int niov,
+			  void (*sent)(void *arg, int status), void *arg)
+{
+	struct rdfs_frame_hdr h;
+	struct rpc_zc_reply *z;
+	size_t dlen;
+	int err;
+
+	if (!req || !req->conn || !req->msg || !sent)
+		return -EINVAL;
+	err = rpc_iov_sum(data, niov, &dlen);
+	if (err)
+		return err;
+	z = malloc(sizeof(*z));
+	if (!z)
+		return -ENOMEM;
+	z->sent = sent;
+	z->arg = arg;
+	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0,
+		     req->msg->hdr.tag, 0, dlen);
+	err = xport_post_send(req->conn, &h, NULL, data, niov, z);
+	if (err)
+		free(z);
+	return err;
+}
+
 void rpc_request_done(struct rpc_request *req)
 {
 	struct rpc_session *ss;

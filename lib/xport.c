@@ -45,6 +45,7 @@ struct xport_ctx {
 
 static const struct xport_ops *const xport_modules[] = {
 	&xport_tcp_ops,
+	&xport_verbs_ops,
 };
 
 /*

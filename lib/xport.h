@@ -9,8 +9,8 @@
  * unbidden (requests on a server, replies on a client) are delivered as
  * XPORT_EV_RECV events; the caller matches replies to requests by frame tag.
  *
- * Modules are selected by URL scheme: "tcp://host:port" now, "rdma://host:port"
- * next. The module table (struct xport_ops in xport_module.h) is the only place a
+ * Modules are selected by URL scheme: "tcp://host:port", "rdma://host:port"
+ * (lib/xport_verbs.h: RC queue pairs over librdmacm/libibverbs). The module table (struct xport_ops in xport_module.h) is the only place a
  * new network plugs in; callers never change.
  *
  * Threading: xport_post_send(), xport_conn_get()/put(), xport_conn_close() and
@@ -146,5 +146,23 @@ void xport_conn_set_tx_limit(struct xport_conn *conn, size_t max);
 size_t xport_conn_queued_bytes(struct xport_conn *conn);
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
+
+/*
+ * Declare [@addr, @addr+@len) long-lived: it stays mapped until
+ * xport_mem_deregister() of exactly that range. RDMA modules may then keep it
+ * registered across sends (the I/O server's pipeline buffers: declared once)
+ * instead of registering and deregistering it for every send, which is what
+ * happens to memory nobody declared. Peers still only ever get access to the
+ * bytes of one send at a time, for the time of that send. Declaring costs
+ * nothing on TCP. Any thread.
+ * Returns 0, -EINVAL (empty range), -EEXIST (overlaps a declared range).
+ */
+int xport_mem_register(void *addr, size_t len);
+/*
+ * End a declaration (before freeing the memory): registrations of it are
+ * dropped, at once or when the last send using them completes. No send from
+ * the range may be posted after this. 0 or -ENOENT (not a declared range).
+ */
+int xport_mem_deregister(void *addr, size_t len);
 
 #endif

@@ -107,5 +107,6 @@ void *xport_data_alloc(size_t len);
 void xport_data_free(void *buf, size_t len);
 
 extern const struct xport_ops xport_tcp_ops;
+extern const struct xport_ops xport_verbs_ops;	/* "rdma": lib/xport_verbs.h */
 
 #endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ior.h - rdfs-bench, a small IOR-like POSIX I/O benchmark: the parameters, the
+ * ior.h - rdfs-bench, an IOR/mdtest-like I/O benchmark: the parameters, the
  * state the forked tasks share with the parent, and the functions the parts of
- * the program offer one another.
+ * the program offer one another (and the unit tests).
  *
  * The file layout is IOR's: with a shared file, transfer k of segment s of task
  * t lives at s * (ntasks * block) + t * block + k * xfer; with a file per
@@ -15,9 +15,15 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #define IOR_PATH_MAX		4096
 #define IOR_MAX_TASKS		1024
+#define IOR_DEFAULT_CONFIG	"/etc/rdfs/rdfs.conf"
+#define IOR_DEFAULT_METASERVER	"tcp://127.0.0.1:7000"
+#define IOR_DEFAULT_SECRET	"/etc/rdfs/secret"
 
 enum ior_phase {
 	IOR_PHASE_WRITE = 0,
@@ -36,8 +42,20 @@ enum ior_stamp {
 	IOR_NSTAMPS,
 };
 
+enum ior_api {
+	IOR_API_POSIX = 0,	/* system calls on a path: any mounted file system */
+	IOR_API_RDFS,		/* lib/client directly, no FUSE */
+};
+
+/* Where -a RDFS finds the cluster: [rdfs-bench] or [cluster] of --config. */
+struct ior_cluster {
+	char metaserver[256];
+	char secret_file[IOR_PATH_MAX];
+	int timeout_ms;
+};
+
 struct ior_params {
-	const char *api;		/* "POSIX" */
+	enum ior_api api;		/* -a */
 	const char *path;		/* -o */
 	uint64_t xfer;			/* -t */
 	uint64_t block;			/* -b */
@@ -51,11 +69,17 @@ struct ior_params {
 	int file_per_proc;		/* -F */
 	int fsync;			/* -e */
 	int reorder;			/* -C */
+	int random;			/* -z */
+	uint64_t seed;			/* --seed, for -z */
+	double stonewall;		/* -D seconds, 0: off */
 	int keep;			/* -k */
 	int direct;			/* --direct */
 	int drop_cache;			/* --drop-cache */
-	int json;			/* --json */
-	const char *json_file;		/* --json=FILE, NULL: stdout */
+	const char *drop_cache_cmd;	/* --drop-cache-cmd */
+	int json;			/* --json / -O */
+	const char *json_file;		/* --json=FILE / -O FILE, NULL: stdout */
+	int quiet;			/* -q: no table (with a JSON file) */
+	struct ior_cluster cluster;	/* -a RDFS */
 	char cmdline[1024];
 };
 
@@ -75,6 +99,7 @@ struct ior_mismatch {
 struct ior_task_result {
 	double *stamps;			/* [reps][IOR_NPHASES][IOR_NSTAMPS], seconds */
 	double *xfer_sum;		/* [reps][IOR_NPHASES]: time spent inside read/write calls */
+	uint64_t *moved;		/* [reps][IOR_NPHASES]: transfers done (less with -D) */
 	uint64_t mismatched_xfers;	/* transfers with at least one wrong byte */
 	struct ior_mismatch first;	/* the lowest-offset mismatch this task saw */
 	char error[512];		/* an I/O error that stopped the task, "" if none */
@@ -83,10 +108,26 @@ struct ior_task_result {
 struct ior_shared {
 	pthread_barrier_t barrier;
 	int ntasks;
+	char cache_note[256];		/* what the drop-cache step actually did */
 	struct ior_task_result task[];
 };
 
-/* ior_pattern.c */
+/* ------------------------------------------------------------ ior_options.c */
+
+/* "64k", "1m", "4096": whole bytes, k/m/g/t suffixes are powers of 1024. 0 or -errno. */
+int ior_parse_size(const char *s, uint64_t *out);
+/*
+ * Parse rdfs-bench's IOR command line into @p (argv[0] is the program name).
+ * Returns 0, 1 when --help was asked for, or -EINVAL with the reason in @err.
+ * Reads --config (for -a RDFS) as part of the parse.
+ */
+int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_t errsize);
+/* Fill @c from @config_path (NULL: the default, if present) and the overrides. */
+int ior_load_cluster(struct ior_cluster *c, const char *config_path, const char *metaserver,
+		     const char *secret_file, const char *timeout, char *err, size_t errsize);
+void ior_usage(FILE *f);
+
+/* ------------------------------------------------------------ ior_pattern.c */
 void ior_pattern_fill(void *buf, size_t len, uint64_t file_offset, int writer);
 /*
  * Compare @buf with what @writer wrote at @file_offset. Returns -1 if it is
@@ -96,24 +137,117 @@ void ior_pattern_fill(void *buf, size_t len, uint64_t file_offset, int writer);
 long ior_pattern_check(const void *buf, size_t len, uint64_t file_offset, int writer,
 		       uint8_t *expected);
 
-/* ior_layout.c */
+/* ------------------------------------------------------------ ior_layout.c */
 uint64_t ior_xfer_offset(const struct ior_params *p, int task, uint64_t segment,
 			 uint64_t k);
 void ior_task_path(const struct ior_params *p, int task, char *buf, size_t size);
 /* Task whose data @task reads back: itself, or its neighbour with -C. */
 int ior_read_source(const struct ior_params *p, int task);
 uint64_t ior_aggregate_bytes(const struct ior_params *p);
+uint64_t ior_xfers_per_task(const struct ior_params *p);
+/*
+ * The order in which task @owner's transfers are done: @order[i] is a transfer
+ * index (segment * block/xfer + k), 0..n-1 in order, or with -z a permutation
+ * drawn from (seed, owner) so that a reader of @owner's data (-C) gets the
+ * writer's order. @order holds ior_xfers_per_task() entries.
+ */
+void ior_xfer_order(const struct ior_params *p, int owner, uint64_t *order);
+/* File offset of transfer index @idx of task @owner. */
+uint64_t ior_index_offset(const struct ior_params *p, int owner, uint64_t idx);
 
-/* ior_task.c */
+/* ------------------------------------------------------------ ior_backend.c */
+
+/*
+ * The file interface a task uses: POSIX system calls, or rdfs's client library.
+ * Each task opens its own (after fork: one rdfs client per process, as IOR's
+ * one per rank).
+ */
+struct ior_backend;
+struct ior_file;
+
+int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char *err, size_t errsize);
+void ior_backend_close(struct ior_backend *b);
+/* @write: open for writing (creating it), else read-only. 0 or -errno. */
+int ior_file_open(struct ior_backend *b, const char *path, int write, int direct,
+		  struct ior_file **out);
+ssize_t ior_file_pwrite(struct ior_file *f, const void *buf, size_t len, uint64_t off);
+ssize_t ior_file_pread(struct ior_file *f, void *buf, size_t len, uint64_t off);
+int ior_file_fsync(struct ior_file *f);
+int ior_file_close(struct ior_file *f);
+int ior_path_unlink(struct ior_backend *b, const char *path);
+int ior_path_mkdir(struct ior_backend *b, const char *path, mode_t mode);
+int ior_path_rmdir(struct ior_backend *b, const char *path);
+int ior_path_stat(struct ior_backend *b, const char *path, struct stat *st);
+/* Make the next read of @path come from storage; describes what it did in @note. */
+int ior_drop_cache(struct ior_backend *b, const char *path, char *note, size_t size);
+
+/* ------------------------------------------------------------ ior_task.c */
 struct ior_shared *ior_shared_create(const struct ior_params *p);
 void ior_shared_destroy(struct ior_shared *sh, const struct ior_params *p);
 /* Body of one forked task. Returns the process exit status. */
 int ior_task_main(const struct ior_params *p, struct ior_shared *sh, int task);
 double *ior_stamps(const struct ior_params *p, struct ior_task_result *r, int iter,
 		   int phase);
+/* Wait for @n forked tasks; kills the rest if one dies. 1 if any failed. */
+int ior_wait_tasks(pid_t *pids, int n, const char *prog);
 
-/* ior_report.c */
+/* ------------------------------------------------------------ ior_stats.c */
+struct ior_stats {
+	double max, min, mean, sd;
+};
+/* IOR's Max/Min/Mean and population StdDev of @n values (n >= 1). */
+struct ior_stats ior_stats_of(const double *v, int n);
+double ior_median(const double *v, int n);
+
+/* ------------------------------------------------------------ ior_report.c */
+struct ior_result {
+	double bw_mib, iops, latency, open_s, xfer_s, close_s, total_s;
+};
+struct ior_result ior_phase_result(const struct ior_params *p, struct ior_shared *sh,
+				   int iter, int phase);
+/* One line of IOR's result table (no newline). */
+void ior_format_row(char *buf, size_t size, const char *access, const struct ior_result *r,
+		    uint64_t block, uint64_t xfer, int iter);
+/* One line of IOR's "Summary of all tests" (no newline). */
+void ior_format_summary(char *buf, size_t size, const char *op, const struct ior_params *p,
+			const struct ior_stats *bw, const struct ior_stats *ops, double mean_s);
 void ior_report(const struct ior_params *p, struct ior_shared *sh, const char *began,
 		 int failed);
+
+/* ------------------------------------------------------------ ior_mdtest.c */
+enum md_phase {
+	MD_TREE_CREATE = 0,
+	MD_CREATE,
+	MD_STAT,
+	MD_READ,
+	MD_REMOVE,
+	MD_TREE_REMOVE,
+	MD_NPHASES,
+};
+
+struct md_params {
+	enum ior_api api;
+	const char *dir;		/* -d */
+	uint64_t files;			/* -n, per task */
+	int ntasks;			/* -N */
+	int reps;			/* -i */
+	int unique_dir;			/* -u */
+	uint64_t write_bytes;		/* -w */
+	uint64_t read_bytes;		/* -e, default = -w */
+	int json;
+	const char *json_file;
+	struct ior_cluster cluster;
+	char cmdline[1024];
+};
+
+int md_parse_args(struct md_params *p, int argc, char **argv, char *err, size_t errsize);
+void md_usage(FILE *f);
+int md_main(int argc, char **argv);
+extern const char *const md_phase_name[MD_NPHASES];
+/* One line of mdtest's SUMMARY rate table (no newline). */
+void md_format_summary(char *buf, size_t size, const char *op, const struct ior_stats *s);
+/* Path of file @i of task @task under @p->dir (unique dir or shared). */
+void md_file_path(const struct md_params *p, int task, uint64_t i, char *buf, size_t size);
+void md_task_dir(const struct md_params *p, int task, char *buf, size_t size);
 
 #endif

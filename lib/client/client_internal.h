@@ -2,12 +2,15 @@
 /*
  * client_internal.h - the structures shared by the files of lib/client.
  *
- * Lock order (outer first): rdfs_inode.commit_lock -> rdfs_file.lock ->
+ * Lock order (outer first): rdfs_file.ra_lock -> rdfs_inode.wb_lock ->
+ * rdfs_inode.commit_lock -> rdfs_file.lock ->
  * rdfs_inode.lock -> inode_table.lock
  * -> rdfs_client.lock -> rdfs_peer.connect_lock -> rdfs_peer.lock. No lock is held
  * across an RPC except rdfs_peer.connect_lock (held while connecting),
- * rdfs_file.lock (held while re-opening a handle after a metaserver reconnect)
- * and rdfs_inode.commit_lock (held across a COMMIT).
+ * rdfs_file.lock (held while re-opening a handle after a metaserver reconnect),
+ * rdfs_inode.commit_lock (held across a COMMIT), rdfs_inode.wb_lock (held while
+ * waiting for write-behind WRITEs) and rdfs_file.ra_lock (held while waiting
+ * for read-ahead READs).
  */
 #ifndef RDFS_CLIENT_INTERNAL_H
 #define RDFS_CLIENT_INTERNAL_H
@@ -154,6 +157,15 @@ struct rdfs_inode {
 	uint64_t lost_epoch;
 	uint64_t stream_end;		/* end byte of the last write at EOF; 0: none yet */
 	uint64_t prealloc_window;	/* bytes the next allocation at EOF asks for; 0: min */
+	/*
+	 * Bumped (atomically, under lock) whenever this client changes the
+	 * file's bytes (a write buffered or landed, a truncate, a reopen that
+	 * revalidates): read-ahead taken under an older value is stale.
+	 */
+	uint64_t data_gen;
+	uint64_t wb_end;		/* end of write-behind data not yet landed; 0: none */
+	struct write_behind *wb;	/* created on the first buffered write */
+	pthread_mutex_t wb_lock;	/* wb; outermost of the inode's locks */
 };
 
 #define INODE_BUCKETS	256
@@ -172,7 +184,7 @@ struct rdfs_inode *inode_find(struct inode_table *t, uint64_t ino);
 void inode_put(struct inode_table *t, struct rdfs_inode *in);
 /* Under in->lock: 1 if block @b was written by this client (committed or not). */
 int inode_block_written_here(const struct rdfs_inode *in, uint64_t start, uint64_t end);
-/* Under in->lock: the size reads are clamped to. */
+/* Under in->lock: the size reads are clamped to (write-behind data included). */
 uint64_t inode_size(const struct rdfs_inode *in);
 /* Under in->lock: drop everything at or past @size (truncate). */
 void inode_truncate_state(struct rdfs_inode *in, uint64_t size);
@@ -196,6 +208,8 @@ struct rdfs_file {
 	uint64_t handle;
 	uint64_t handle_gen;		/* metaserver connection the handle belongs to */
 	uint64_t lost_epoch;		/* in->lost_epoch at open: differs once writes were lost */
+	pthread_mutex_t ra_lock;	/* ra */
+	struct readahead *ra;		/* NULL until the file is read sequentially */
 };
 
 struct rdfs_client {
@@ -284,6 +298,7 @@ struct io_req {
 	/* filled by io_batch_run() */
 	uint64_t verifier;		/* WRITE: the server's boot verifier */
 	struct rpc_reply reply;		/* READ without @buf: the reply, holding the data */
+	int64_t deadline_ms;		/* monotonic: when the call times out */
 	int status;
 	struct rdfs_peer *peer;
 	struct rdfs_conn *conn;
@@ -291,12 +306,40 @@ struct io_req {
 };
 
 /*
- * Send all @reqs (op READ or WRITE) at once, then wait for all. READ data is
- * copied to each req's buf, or, without one, left in req->reply (the caller
- * releases it with rpc_reply_release()). Returns 0 or the first error; each req->status says
- * its own fate (-EKEYEXPIRED/-EACCES/-EBADMSG: capability refused).
+ * Requests of one batch in flight at once: enough to keep every server of a
+ * wide stripe busy, bounded so a huge read does not hold its whole size in
+ * receive buffers before the first reply is consumed.
  */
+#define IO_WINDOW_REQS		32
+#define IO_WINDOW_BYTES		(64u << 20)
+
+/* A batch of READs or WRITEs in flight (io_batch_begin() .. io_batch_end()). */
+struct io_batch {
+	struct rdfs_client *c;
+	uint16_t op;
+	struct io_req *reqs;
+	size_t n;
+	size_t started;			/* reqs[0, started) were started */
+	size_t done;			/* reqs[0, done) were waited for */
+	uint64_t inflight_bytes;
+};
+
+/*
+ * Send @reqs (op READ or WRITE), as many at once as the window allows, and
+ * return; io_batch_end() waits for all (starting the rest as earlier ones
+ * finish). READ data is copied to each req's buf, or, without one, left in
+ * req->reply (the caller releases it with rpc_reply_release()). io_batch_end()
+ * returns 0 or the first error; each req->status says its own fate
+ * (-EKEYEXPIRED/-EACCES/-EBADMSG: capability refused). @reqs and the WRITE
+ * data must stay valid until io_batch_end() returns.
+ */
+void io_batch_begin(struct io_batch *b, struct rdfs_client *c, uint16_t op, struct io_req *reqs,
+		    size_t n);
+int io_batch_end(struct io_batch *b);
+/* io_batch_begin() + io_batch_end(). */
 int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n);
+/* Monotonic clock in milliseconds. */
+int64_t io_mono_ms(void);
 /*
  * The boot verifier of a WRITE or IO_COMMIT reply (0 from a server without
  * one); -EIO if the body is undecodable.
@@ -304,6 +347,100 @@ int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t
 int io_reply_verifier(const struct rpc_reply *reply, uint64_t *verifier);
 /* 1 if @err means the capability was refused (refetch the layout and retry). */
 int io_cap_error(int err);
+
+/* ---------------------------------------------------------------- read and write plans */
+
+/* One piece of a read's result, in file order: READ reply data or zeros. */
+struct read_piece {
+	long req;			/* index into the requests, -1 for zeros */
+	uint64_t len;
+};
+
+/* One read of [off, off + size): its READs and (without a caller buffer) its pieces. */
+struct read_plan {
+	uint8_t *buf;			/* copy mode: the caller's buffer, else NULL */
+	uint64_t off;
+	uint64_t size;
+	struct io_req *r;
+	size_t n;
+	size_t cap;
+	struct read_piece *p;
+	size_t np;
+	size_t pcap;
+	uint64_t max_zeros;		/* longest run of zeros (iov mode) */
+	struct layout_seg *segs;	/* referenced while the READs are in flight */
+	int nsegs;
+	struct io_batch batch;
+	int started;
+};
+
+/*
+ * Plan the read of pl->off + [0, @size) (inside the file of size @fsize) and
+ * start its READs; read_plan_end() waits for them and returns 0 or the first
+ * error (always call it, also after a failed start). read_plan_reset() frees
+ * the plan's replies and requests for another attempt or for good.
+ */
+int read_plan_start(struct rdfs_file *f, struct read_plan *pl, size_t size, uint64_t fsize);
+int read_plan_end(struct read_plan *pl);
+void read_plan_reset(struct read_plan *pl);
+/* Copy @len bytes from @from (relative to pl->off) of an iov-mode plan's result to @dst. */
+void read_plan_copy(const struct read_plan *pl, uint64_t from, void *dst, size_t len);
+
+/* The WRITEs of bytes [off, off + size) from @buf. */
+struct write_plan {
+	struct io_req *r;
+	size_t n;
+	size_t cap;
+	uint64_t off;
+	size_t size;
+	const uint8_t *buf;
+	int stable;
+	struct layout_seg *segs;
+	int nsegs;
+	struct io_batch batch;
+	int started;
+};
+
+/*
+ * Allocate what the write needs and start its WRITEs; write_plan_end() waits
+ * for them and records the written blocks and the size for the next COMMIT.
+ * Always call write_plan_end(), also after a failed start.
+ */
+int write_plan_start(struct rdfs_file *f, struct write_plan *p);
+int write_plan_end(struct rdfs_file *f, struct write_plan *p);
+/* Write all of [off, off + size) now, with one retry on a fresh layout. */
+int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off);
+
+/* ---------------------------------------------------------------- read-ahead (readahead.c) */
+
+/*
+ * Serve a prefix of the read [off, off + size) from @f's read-ahead; returns
+ * the bytes copied to @buf (0: nothing there).
+ */
+size_t readahead_serve(struct rdfs_file *f, void *buf, size_t size, uint64_t off, uint64_t fsize);
+/* After a read of [off, off + size): note the pattern, prefetch ahead of a sequential one. */
+void readahead_next(struct rdfs_file *f, uint64_t off, size_t size, uint64_t fsize);
+/* Drop all read-ahead of @f (waits for READs in flight). */
+void readahead_drop(struct rdfs_file *f);
+/* Under in->lock: this client changed the file's bytes. */
+void inode_data_changed(struct rdfs_inode *in);
+
+/* ---------------------------------------------------------------- write-behind (write_behind.c) */
+
+/*
+ * Take the write [off, off + size) of @f into the inode's write-behind: it is
+ * copied, gathered with the writes that continue it into chunk-sized WRITEs
+ * and sent in the background (bounded by opts.write_behind_kb). Returns @size,
+ * or the error an earlier write-behind WRITE of the file met.
+ */
+ssize_t write_behind_write(struct rdfs_file *f, const void *buf, size_t size, uint64_t off);
+/*
+ * Send what is gathered and wait for every write-behind WRITE of @in. With
+ * @report, returns (and forgets) the error one of them met; else returns 0.
+ */
+int write_behind_drain(struct rdfs_inode *in, int report);
+/* Free the inode's write-behind state (nothing may be in flight). */
+void write_behind_free(struct rdfs_inode *in);
 
 /* Zero bytes [size, end of its block) on the I/O server, if that block holds data. */
 int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,

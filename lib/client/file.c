@@ -36,6 +36,7 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 	f->handle = handle;
 	f->handle_gen = gen;
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->ra_lock, NULL);
 
 	pthread_mutex_lock(&in->lock);
 	f->lost_epoch = in->lost_epoch;
@@ -52,6 +53,7 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 	if (!in->dirty) {
 		inode_drop_layout(in);
 		in->pending_size = a->size;
+		inode_data_changed(in);
 	}
 	pthread_mutex_unlock(&in->lock);
 	*out = f;
@@ -62,6 +64,7 @@ static void file_free(struct rdfs_file *f)
 {
 	struct rdfs_inode *in = f->in;
 
+	readahead_drop(f);
 	pthread_mutex_lock(&in->lock);
 	in->open_count--;
 	if ((f->flags & O_ACCMODE) != O_RDONLY)
@@ -69,6 +72,7 @@ static void file_free(struct rdfs_file *f)
 	pthread_mutex_unlock(&in->lock);
 	inode_put(&f->c->itab, in);
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->ra_lock);
 	free(f);
 }
 
@@ -277,15 +281,19 @@ static int file_lost_writes(struct rdfs_file *f)
 
 int rdfs_flush(struct rdfs_file *f)
 {
-	int ret;
+	int ret, wb_err;
 
 	/* a reader's close commits nothing: the writers' handles do (and may) */
 	if ((f->flags & O_ACCMODE) == O_RDONLY)
 		return 0;
+	/* write-behind first: what landed is committed even if some did not */
+	wb_err = write_behind_drain(f->in, 1);
 	/* a COMMIT in flight may not cover our writes yet: wait for it, then look */
 	pthread_mutex_lock(&f->in->commit_lock);
 	ret = file_commit(f);
 	pthread_mutex_unlock(&f->in->commit_lock);
+	if (wb_err)
+		return wb_err;
 	/* writes lost at an I/O server's restart are reported at close too */
 	if (ret == 0 && file_lost_writes(f))
 		ret = -EIO;
@@ -374,6 +382,12 @@ int rdfs_fsync(struct rdfs_file *f, int datasync)
 {
 	int ret;
 
+	/* the writes still behind are part of what fsync makes durable */
+	ret = write_behind_drain(f->in, 1);
+	if (ret) {
+		rdfs_flush(f);
+		return ret;
+	}
 	/* data durable first: the metadata must never name blocks that could be lost */
 	ret = file_io_commit(f);
 	if (ret)

@@ -24,6 +24,8 @@ static void inode_free(struct rdfs_inode *in)
 	range_set_free(&in->uncommitted);
 	range_set_free(&in->committed);
 	free(in->unstable);
+	write_behind_free(in);
+	pthread_mutex_destroy(&in->wb_lock);
 	pthread_mutex_destroy(&in->lock);
 	pthread_mutex_destroy(&in->append_lock);
 	pthread_mutex_destroy(&in->commit_lock);
@@ -87,6 +89,7 @@ struct rdfs_inode *inode_get(struct inode_table *t, uint64_t ino)
 			pthread_mutex_init(&in->lock, NULL);
 			pthread_mutex_init(&in->append_lock, NULL);
 			pthread_mutex_init(&in->commit_lock, NULL);
+			pthread_mutex_init(&in->wb_lock, NULL);
 			range_set_init(&in->uncommitted);
 			range_set_init(&in->committed);
 			layout_cache_init(&in->layout);
@@ -104,7 +107,7 @@ void inode_put(struct inode_table *t, struct rdfs_inode *in)
 
 	pthread_mutex_lock(&in->lock);
 	pthread_mutex_lock(&t->lock);
-	if (--in->refs == 0 && in->open_count == 0 && !in->dirty) {
+	if (--in->refs == 0 && in->open_count == 0 && !in->dirty && !in->wb_end) {
 		pp = inode_slot(t, in->ino);
 		if (*pp == in)
 			*pp = in->next;
@@ -135,7 +138,14 @@ int inode_block_written_here(const struct rdfs_inode *in, uint64_t start, uint64
 
 uint64_t inode_size(const struct rdfs_inode *in)
 {
-	return in->pending_size > in->ms_size ? in->pending_size : in->ms_size;
+	uint64_t size = in->pending_size > in->ms_size ? in->pending_size : in->ms_size;
+
+	return in->wb_end > size ? in->wb_end : size;
+}
+
+void inode_data_changed(struct rdfs_inode *in)
+{
+	__atomic_add_fetch(&in->data_gen, 1, __ATOMIC_RELEASE);
 }
 
 void inode_truncate_state(struct rdfs_inode *in, uint64_t size)
@@ -147,6 +157,7 @@ void inode_truncate_state(struct rdfs_inode *in, uint64_t size)
 	layout_cache_forget(&in->layout, first_gone, UINT64_MAX);
 	in->pending_size = size;
 	in->ms_size = size;
+	inode_data_changed(in);
 }
 
 void inode_drop_layout(struct rdfs_inode *in)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * io_batch.c - one call's READs or WRITEs to the I/O servers, all in flight at
- * once over every server involved, then waited for together: a striped read
- * moves data from all servers in parallel.
+ * io_batch.c - one call's READs or WRITEs to the I/O servers, in flight at
+ * once over every server involved (up to a window), then waited for together:
+ * a striped read moves data from all servers in parallel. The start and the
+ * wait are separate calls, so read-ahead and write-behind can leave a batch in
+ * flight while the caller goes on.
  */
 #include <errno.h>
 #include <string.h>
@@ -66,7 +68,7 @@ static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
 	return rpc_errno(ret);
 }
 
-static int64_t mono_ms(void)
+int64_t io_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -74,10 +76,10 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int io_finish(uint16_t op, struct io_req *r, int64_t deadline)
+static int io_finish(uint16_t op, struct io_req *r)
 {
 	struct rpc_reply reply;
-	int64_t left = deadline - mono_ms();
+	int64_t left = r->deadline_ms - io_mono_ms();
 	int ret;
 
 	ret = rpc_call_wait(r->pending, left > 0 ? (int)left : 0, &reply);
@@ -88,14 +90,15 @@ static int io_finish(uint16_t op, struct io_req *r, int64_t deadline)
 		return rpc_errno(ret);
 	ret = reply.status;
 	if (ret == 0 && op == RDFS_OP_READ) {
-		if (reply.msg->hdr.data_len < r->length || !reply.msg->data) {
+		/* the data may come in several frames (RDFS_FRAME_MORE parts) */
+		if (rpc_reply_data_len(&reply) < r->length) {
 			ret = -EIO;
 		} else if (!r->buf) {
-			/* the caller takes the received buffer itself */
+			/* the caller takes the received buffers themselves */
 			r->reply = reply;
 			return 0;
 		} else {
-			memcpy(r->buf, reply.msg->data, r->length);
+			rpc_reply_data_copy(&reply, 0, r->buf, r->length);
 		}
 	} else if (ret == 0) {
 		ret = io_reply_verifier(&reply, &r->verifier);
@@ -104,39 +107,78 @@ static int io_finish(uint16_t op, struct io_req *r, int64_t deadline)
 	return ret;
 }
 
-int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n)
+/* Start requests while the window has room; at least one is always in flight. */
+static void io_batch_fill(struct io_batch *b)
 {
-	int64_t deadline;
+	while (b->started < b->n) {
+		struct io_req *r = &b->reqs[b->started];
+
+		if (b->started > b->done &&
+		    (b->started - b->done >= IO_WINDOW_REQS ||
+		     b->inflight_bytes + r->length > IO_WINDOW_BYTES))
+			break;
+		r->pending = NULL;
+		r->conn = NULL;
+		/*
+		 * The calls run in parallel, so each gets one timeout from its start:
+		 * waiting a full timeout for each in turn after the others would
+		 * stall n times as long on a hung server.
+		 */
+		r->deadline_ms = io_mono_ms() + b->c->opts.timeout_ms;
+		r->status = io_start(b->c, b->op, r);
+		if (r->pending)
+			b->inflight_bytes += r->length;
+		b->started++;
+	}
+}
+
+void io_batch_begin(struct io_batch *b, struct rdfs_client *c, uint16_t op, struct io_req *reqs,
+		    size_t n)
+{
+	b->c = c;
+	b->op = op;
+	b->reqs = reqs;
+	b->n = n;
+	b->started = 0;
+	b->done = 0;
+	b->inflight_bytes = 0;
+	io_batch_fill(b);
+}
+
+int io_batch_end(struct io_batch *b)
+{
 	int first_err = 0;
 	size_t i;
 
-	for (i = 0; i < n; i++) {
-		reqs[i].pending = NULL;
-		reqs[i].conn = NULL;
-		reqs[i].status = io_start(c, op, &reqs[i]);
-	}
-	/*
-	 * The calls run in parallel, so they share one timeout: waiting a full
-	 * timeout for each in turn would stall n times as long on a hung server.
-	 */
-	deadline = mono_ms() + c->opts.timeout_ms;
-	for (i = 0; i < n; i++) {
-		struct io_req *r = &reqs[i];
+	while (b->done < b->n) {
+		struct io_req *r = &b->reqs[b->done];
 
-		if (r->pending)
-			r->status = io_finish(op, r, deadline);
+		if (r->pending) {
+			b->inflight_bytes -= r->length;
+			r->status = io_finish(b->op, r);
+		}
+		b->done++;
 		if (r->status && !first_err) {
 			first_err = r->status;
-			log_debug("%s of blocks %llu+%u on server %u: %s", frame_op_name(op),
+			log_debug("%s of blocks %llu+%u on server %u: %s", frame_op_name(b->op),
 				  (unsigned long long)r->first_block, r->block_count,
 				  r->seg->server_id, strerror(-r->status));
 		}
+		io_batch_fill(b);
 	}
 	/* a capability error wins: the caller can cure it by refetching the layout */
-	for (i = 0; i < n; i++)
-		if (io_cap_error(reqs[i].status))
-			return reqs[i].status;
+	for (i = 0; i < b->n; i++)
+		if (io_cap_error(b->reqs[i].status))
+			return b->reqs[i].status;
 	if (first_err && first_err != -ENOMEM && first_err != -ENOSPC && first_err != -EACCES)
 		first_err = -EIO;
 	return first_err;
+}
+
+int io_batch_run(struct rdfs_client *c, uint16_t op, struct io_req *reqs, size_t n)
+{
+	struct io_batch b;
+
+	io_batch_begin(&b, c, op, reqs, n);
+	return io_batch_end(&b);
 }

@@ -4,9 +4,11 @@
  * range by extents, zero-fill holes and blocks nobody has written yet, and
  * READ the rest from every server at once (io_batch.c).
  *
- * Copies: the transport receives each READ reply's data into a buffer of its
- * own; rdfs_pread() copies it once into the caller's buffer, rdfs_pread_iov()
- * hands out the received buffers themselves (no copy).
+ * Copies: the transport receives each READ reply's data (one buffer per
+ * frame: a reply may come in several RDFS_FRAME_MORE parts) into buffers of
+ * its own; rdfs_pread() copies it once into the caller's buffer (also when it
+ * is served from read-ahead, readahead.c, which keeps the received buffers),
+ * rdfs_pread_iov() hands out the received buffers themselves (no copy).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,25 +17,6 @@
 
 #include "client_internal.h"
 #include "frame.h"
-
-/* One piece of the result, in file order: READ reply data or zeros. */
-struct read_piece {
-	long req;			/* index into the requests, -1 for zeros */
-	uint64_t len;
-};
-
-/* One attempt's plan: the READs, and (without a caller buffer) the pieces. */
-struct read_plan {
-	uint8_t *buf;			/* copy mode: the caller's buffer, else NULL */
-	uint64_t off;
-	struct io_req *r;
-	size_t n;
-	size_t cap;
-	struct read_piece *p;
-	size_t np;
-	size_t pcap;
-	uint64_t max_zeros;		/* longest run of zeros (iov mode) */
-};
 
 struct rdfs_read_buf {
 	struct io_req *r;		/* holding their replies */
@@ -144,12 +127,7 @@ static int plan_unwritten(struct read_plan *pl, struct rdfs_inode *in, const str
 	return ret;
 }
 
-/*
- * One attempt at reading [off, off + size), all inside the file. The segments
- * stay referenced in *@segs_out (the requests point into them).
- */
-static int read_range(struct rdfs_file *f, struct read_plan *pl, size_t size, uint64_t fsize,
-		      struct layout_seg **segs_out, int *nsegs)
+int read_plan_start(struct rdfs_file *f, struct read_plan *pl, size_t size, uint64_t fsize)
 {
 	struct rdfs_inode *in = f->in;
 	struct layout_seg *segs = NULL;
@@ -158,13 +136,14 @@ static int read_range(struct rdfs_file *f, struct read_plan *pl, size_t size, ui
 	uint64_t fetch_end = bstart + RDFS_LAYOUT_READAHEAD / BLK;
 	int n, i, ret = 0;
 
+	pl->size = size;
 	if (fetch_end > BLK_UP(fsize))
 		fetch_end = BLK_UP(fsize);
 	n = layout_get(f->c, in, f, NULL, bstart, bend, fetch_end, 0, &segs);
 	if (n < 0)
 		return n;
-	*segs_out = segs;
-	*nsegs = n;
+	pl->segs = segs;
+	pl->nsegs = n;
 
 	pthread_mutex_lock(&in->lock);
 	for (i = 0; i < n && ret == 0; i++) {
@@ -183,15 +162,34 @@ static int read_range(struct rdfs_file *f, struct read_plan *pl, size_t size, ui
 	}
 	pthread_mutex_unlock(&in->lock);
 
-	if (ret == 0 && pl->n)
-		ret = io_batch_run(f->c, RDFS_OP_READ, pl->r, pl->n);
+	if (ret == 0 && pl->n) {
+		io_batch_begin(&pl->batch, f->c, RDFS_OP_READ, pl->r, pl->n);
+		pl->started = 1;
+	}
 	return ret;
 }
 
-static void plan_reset(struct read_plan *pl)
+int read_plan_end(struct read_plan *pl)
+{
+	int ret = 0;
+
+	if (pl->started) {
+		ret = io_batch_end(&pl->batch);
+		pl->started = 0;
+	}
+	/* the requests no longer need their segments; their replies stay in @pl */
+	if (pl->segs)
+		layout_segs_put(pl->segs, pl->nsegs);
+	pl->segs = NULL;
+	pl->nsegs = 0;
+	return ret;
+}
+
+void read_plan_reset(struct read_plan *pl)
 {
 	size_t i;
 
+	read_plan_end(pl);
 	for (i = 0; i < pl->n; i++)
 		rpc_reply_release(&pl->r[i].reply);
 	free(pl->r);
@@ -227,19 +225,16 @@ static int read_clamp(struct rdfs_file *f, size_t *size, off_t off, uint64_t *fs
 static int read_run(struct rdfs_file *f, struct read_plan *pl, size_t size, uint64_t fsize)
 {
 	struct rdfs_inode *in = f->in;
-	struct layout_seg *segs;
-	int ret, attempt, nsegs;
+	int ret, ended, attempt;
 
 	for (attempt = 0; attempt < 2; attempt++) {
-		segs = NULL;
-		nsegs = 0;
-		ret = read_range(f, pl, size, fsize, &segs, &nsegs);
-		/* the requests no longer need their segments; their replies stay in @pl */
-		if (segs)
-			layout_segs_put(segs, nsegs);
+		ret = read_plan_start(f, pl, size, fsize);
+		ended = read_plan_end(pl);
+		if (ret == 0)
+			ret = ended;
 		if (ret == 0)
 			return 0;
-		plan_reset(pl);
+		read_plan_reset(pl);
 		/*
 		 * A refused capability (expired, blocks moved) or a server that may
 		 * have restarted elsewhere: forget the layout, the next try asks again.
@@ -255,18 +250,91 @@ static int read_run(struct rdfs_file *f, struct read_plan *pl, size_t size, uint
 	return io_cap_error(ret) ? -EIO : ret;
 }
 
+void read_plan_copy(const struct read_plan *pl, uint64_t from, void *dst, size_t len)
+{
+	uint8_t *d = dst;
+	uint64_t pos = 0;
+	size_t i;
+
+	for (i = 0; i < pl->np && len; i++) {
+		const struct read_piece *p = &pl->p[i];
+		uint64_t inner, n;
+
+		if (from >= pos + p->len) {
+			pos += p->len;
+			continue;
+		}
+		inner = from - pos;
+		n = p->len - inner < len ? p->len - inner : len;
+		if (p->req < 0)
+			memset(d, 0, n);
+		else
+			rpc_reply_data_copy(&pl->r[p->req].reply, inner, d, n);
+		d += n;
+		from += n;
+		len -= n;
+		pos += p->len;
+	}
+}
+
 ssize_t rdfs_pread(struct rdfs_file *f, void *buf, size_t size, off_t off)
 {
 	struct read_plan pl = { .buf = buf, .off = off };
 	uint64_t fsize;
+	size_t done;
 	int ret;
 
+	/* our own writes still in flight are part of what we read */
+	ret = write_behind_drain(f->in, 0);
+	if (ret)
+		return ret;
 	ret = read_clamp(f, &size, off, &fsize);
 	if (ret <= 0)
 		return ret;
-	ret = read_run(f, &pl, size, fsize);
-	plan_reset(&pl);
+	done = readahead_serve(f, buf, size, off, fsize);
+	if (done < size) {
+		pl.buf = (uint8_t *)buf + done;
+		pl.off = off + done;
+		ret = read_run(f, &pl, size - done, fsize);
+		read_plan_reset(&pl);
+	}
+	readahead_next(f, off, size, fsize);
 	return ret ? ret : (ssize_t)size;
+}
+
+/* The iovecs of @pl's data in file order (a reply in parts takes several). */
+static int plan_iov(const struct read_plan *pl, const void *zeros, struct iovec **out)
+{
+	struct iovec *iov;
+	int n = 0, k = 0;
+	size_t i;
+
+	for (i = 0; i < pl->np; i++)
+		n += pl->p[i].req < 0 ? 1 : rpc_reply_data_iov(&pl->r[pl->p[i].req].reply, NULL, 0);
+	iov = calloc(n ? n : 1, sizeof(*iov));
+	if (!iov)
+		return -ENOMEM;
+	for (i = 0; i < pl->np; i++) {
+		const struct read_piece *p = &pl->p[i];
+		uint64_t left = p->len;
+		int m, j;
+
+		if (p->req < 0) {
+			iov[k].iov_base = (void *)zeros;
+			iov[k++].iov_len = p->len;
+			continue;
+		}
+		m = rpc_reply_data_iov(&pl->r[p->req].reply, iov + k, n - k);
+		/* the reply may hold more than the piece: keep its first p->len bytes */
+		for (j = 0; j < m && left; j++) {
+			if (iov[k + j].iov_len > left)
+				iov[k + j].iov_len = left;
+			left -= iov[k + j].iov_len;
+		}
+		k += j;
+	}
+	*out = iov;
+	return k;
 }
 
 ssize_t rdfs_pread_iov(struct rdfs_file *f, size_t size, off_t off, struct rdfs_read_buf **rb_out,
@@ -275,12 +343,14 @@ ssize_t rdfs_pread_iov(struct rdfs_file *f, size_t size, off_t off, struct rdfs_
 	struct read_plan pl = { .off = off };
 	struct rdfs_read_buf *rb;
 	uint64_t fsize;
-	size_t i;
 	int ret;
 
 	*rb_out = NULL;
 	*iov_out = NULL;
 	*niov_out = 0;
+	ret = write_behind_drain(f->in, 0);
+	if (ret)
+		return ret;
 	ret = read_clamp(f, &size, off, &fsize);
 	if (ret <= 0)
 		return ret;
@@ -289,32 +359,25 @@ ssize_t rdfs_pread_iov(struct rdfs_file *f, size_t size, off_t off, struct rdfs_
 		return ret;
 
 	rb = calloc(1, sizeof(*rb));
-	if (rb)
-		rb->iov = calloc(pl.np ? pl.np : 1, sizeof(*rb->iov));
 	/* one zero buffer serves every run of zeros: nobody writes to it */
 	if (rb && pl.max_zeros)
 		rb->zeros = calloc(1, pl.max_zeros);
-	if (!rb || !rb->iov || (pl.max_zeros && !rb->zeros)) {
+	if (rb && (!pl.max_zeros || rb->zeros))
+		ret = plan_iov(&pl, rb->zeros, &rb->iov);
+	if (!rb || (pl.max_zeros && !rb->zeros) || ret < 0) {
 		if (rb) {
-			free(rb->iov);
 			free(rb->zeros);
 			free(rb);
 		}
-		plan_reset(&pl);
+		read_plan_reset(&pl);
 		return -ENOMEM;
-	}
-	for (i = 0; i < pl.np; i++) {
-		const struct read_piece *p = &pl.p[i];
-
-		rb->iov[i].iov_base = p->req < 0 ? rb->zeros : pl.r[p->req].reply.msg->data;
-		rb->iov[i].iov_len = p->len;
 	}
 	rb->r = pl.r;
 	rb->n = pl.n;
 	free(pl.p);
 	*rb_out = rb;
 	*iov_out = rb->iov;
-	*niov_out = (int)pl.np;
+	*niov_out = ret;
 	return (ssize_t)size;
 }
 

@@ -23,16 +23,6 @@
 #include "client_internal.h"
 #include "frame.h"
 
-struct write_plan {
-	struct io_req *r;
-	size_t n;
-	size_t cap;
-	uint64_t off;		/* the caller's bytes [off, off + size) */
-	size_t size;
-	const uint8_t *buf;
-	int stable;
-};
-
 static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a, uint64_t b)
 {
 	struct io_req *r;
@@ -145,44 +135,96 @@ static int write_layout(struct rdfs_file *f, uint64_t off, size_t size, struct l
 	return n;
 }
 
-/* One attempt at writing [off, off + size). */
-static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
+int write_plan_start(struct rdfs_file *f, struct write_plan *p)
 {
-	struct rdfs_client *c = f->c;
-	struct rdfs_inode *in = f->in;
-	struct layout_seg *segs = NULL;
-	struct write_plan p = { .off = off, .size = size, .buf = buf };
-	uint64_t bstart = BLK_DOWN(off), bend = BLK_UP(off + size);
 	int n, i, ret = 0;
+
+	n = write_layout(f, p->off, p->size, &p->segs);
+	if (n < 0) {
+		p->segs = NULL;
+		return n;
+	}
+	p->nsegs = n;
+	p->stable = f->c->opts.write_stable;
+	for (i = 0; i < n && ret == 0; i++)
+		ret = plan_extent(p, &p->segs[i]);
+	if (ret == 0) {
+		io_batch_begin(&p->batch, f->c, RDFS_OP_WRITE, p->r, p->n);
+		p->started = 1;
+	}
+	return ret;
+}
+
+int write_plan_end(struct rdfs_file *f, struct write_plan *p)
+{
+	struct rdfs_inode *in = f->in;
+	uint64_t bstart = BLK_DOWN(p->off), bend = BLK_UP(p->off + p->size);
+	int ret = -EIO;
 	size_t j;
 
-	n = write_layout(f, off, size, &segs);
-	if (n < 0)
-		return n;
-	p.stable = c->opts.write_stable;
-
-	for (i = 0; i < n && ret == 0; i++)
-		ret = plan_extent(&p, &segs[i]);
-	if (ret == 0)
-		ret = io_batch_run(c, RDFS_OP_WRITE, p.r, p.n);
-
+	if (p->started)
+		ret = io_batch_end(&p->batch);
 	pthread_mutex_lock(&in->lock);
 	if (ret == 0) {
 		ret = range_set_add(&in->uncommitted, bstart, bend);
-		if (off + size > in->pending_size)
-			in->pending_size = off + size;
+		if (p->off + p->size > in->pending_size)
+			in->pending_size = p->off + p->size;
 		in->mtime_ns = cap_now_ns();
 		in->dirty = 1;
-		if (!p.stable)
-			for (j = 0; j < p.n && ret == 0; j++)
-				ret = inode_note_unstable(in, p.r[j].seg->server_id,
-							  p.r[j].verifier, 0);
+		if (!p->stable)
+			for (j = 0; j < p->n && ret == 0; j++)
+				ret = inode_note_unstable(in, p->r[j].seg->server_id,
+							  p->r[j].verifier, 0);
 	}
+	/* whatever landed (even in part) may differ from what a read-ahead holds */
+	if (p->started)
+		inode_data_changed(in);
 	pthread_mutex_unlock(&in->lock);
 
-	free(p.r);
-	layout_segs_put(segs, n);
+	free(p->r);
+	p->r = NULL;
+	p->n = p->cap = 0;
+	p->started = 0;
+	if (p->segs)
+		layout_segs_put(p->segs, p->nsegs);
+	p->segs = NULL;
 	return ret;
+}
+
+/* One attempt at writing [off, off + size). */
+static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
+{
+	struct write_plan p = { .off = off, .size = size, .buf = buf };
+	int ret, ended;
+
+	ret = write_plan_start(f, &p);
+	ended = write_plan_end(f, &p);
+	return ret ? ret : ended;
+}
+
+int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
+{
+	struct rdfs_inode *in = f->in;
+	int ret = 0, attempt;
+
+	for (attempt = 0; size > 0 && attempt < 2; attempt++) {
+		ret = write_range(f, buf, size, off);
+		if (ret == -EIO || io_cap_error(ret)) {
+			/* a restarted server may be elsewhere: the next try asks again */
+			pthread_mutex_lock(&in->lock);
+			layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
+			pthread_mutex_unlock(&in->lock);
+		}
+		if (!io_cap_error(ret))
+			break;
+	}
+	return io_cap_error(ret) ? -EIO : ret;
+}
+
+static int write_behind_on(const struct rdfs_file *f)
+{
+	return f->c->opts.write_behind_kb >= 0 && !(f->flags & O_DIRECT) &&
+	       !(f->flags & (O_SYNC | O_DSYNC));
 }
 
 ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
@@ -190,7 +232,7 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 {
 	struct rdfs_inode *in = f->in;
 	int append = f->flags & O_APPEND;
-	int ret = 0, attempt;
+	ssize_t ret = 0;
 
 	if ((f->flags & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
@@ -206,27 +248,20 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 	}
 	if (where)
 		*where = off;
-	for (attempt = 0; size > 0 && attempt < 2; attempt++) {
-		ret = write_range(f, buf, size, off);
-		if (ret == -EIO) {
-			/* a restarted server may be elsewhere: the next call asks again */
-			pthread_mutex_lock(&in->lock);
-			layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
-			pthread_mutex_unlock(&in->lock);
-		}
-		if (!io_cap_error(ret))
-			break;
-		pthread_mutex_lock(&in->lock);
-		layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
-		pthread_mutex_unlock(&in->lock);
+	if (write_behind_on(f)) {
+		ret = write_behind_write(f, buf, size, off);
+	} else {
+		/* what write-behind holds of an earlier open goes first */
+		ret = write_behind_drain(in, 0);
+		if (ret == 0)
+			ret = write_now(f, buf, size, off);
+		if (ret == 0)
+			ret = size;
 	}
 	if (append)
 		pthread_mutex_unlock(&in->append_lock);
-	if (io_cap_error(ret))
-		ret = -EIO;
-	return ret ? ret : (ssize_t)size;
+	return ret;
 }
-
 ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off)
 {
 	return rdfs_pwrite_at(f, buf, size, off, NULL);

@@ -316,6 +316,13 @@ void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out)
 	out->layout_fetches = __atomic_load_n(&c->stats.layout_fetches, __ATOMIC_RELAXED);
 	out->layout_allocs = __atomic_load_n(&c->stats.layout_allocs, __ATOMIC_RELAXED);
 	out->prealloc_bytes = __atomic_load_n(&c->stats.prealloc_bytes, __ATOMIC_RELAXED);
+	out->readahead_bytes = __atomic_load_n(&c->stats.readahead_bytes, __ATOMIC_RELAXED);
+	out->readahead_hit_bytes = __atomic_load_n(&c->stats.readahead_hit_bytes,
+						   __ATOMIC_RELAXED);
+	out->write_behind_writes = __atomic_load_n(&c->stats.write_behind_writes,
+						   __ATOMIC_RELAXED);
+	out->write_behind_bytes = __atomic_load_n(&c->stats.write_behind_bytes,
+						  __ATOMIC_RELAXED);
 }
 
 int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,

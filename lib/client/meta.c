@@ -74,6 +74,8 @@ void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st)
 	/* our own uncommitted writes count, as they would on a local file system */
 	if (in->dirty && in->pending_size > (uint64_t)st->st_size)
 		st->st_size = in->pending_size;
+	if (in->wb_end > (uint64_t)st->st_size)
+		st->st_size = in->wb_end;
 	if (in->dirty && in->mtime_ns) {
 		ns_to_timespec(in->mtime_ns, &st->st_mtim);
 		st->st_ctim = st->st_mtim;

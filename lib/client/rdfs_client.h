@@ -54,6 +54,22 @@ struct rdfs_client_opts {
 	const char *role;		/* "client" (default) or "tool" */
 	int write_stable;		/* 1: WRITEs acked only when durable (default); 0: write-back + COMMIT at fsync */
 	int reconnect_ms;		/* how long a call waits for a lost metaserver; 0: 10000 */
+	/*
+	 * Read-ahead per open file for rdfs_pread() (not rdfs_pread_iov(), whose
+	 * user - the kernel under FUSE - reads ahead itself): KiB prefetched
+	 * ahead of a sequential reader. 0: 8192; < 0: off.
+	 */
+	int readahead_kb;
+	/*
+	 * Write-behind per file: rdfs_pwrite() copies the data, gathers writes
+	 * that continue each other into chunk-sized WRITEs and returns before the
+	 * I/O servers answer; at most this many KiB are in flight unanswered.
+	 * Errors are reported by the next write, flush, fsync or release (as NFS
+	 * does). Data is durable (or, with write_stable 0, committable) once
+	 * rdfs_flush()/rdfs_fsync()/rdfs_release() returns. 0: 16384; < 0: off
+	 * (each write returns when the servers have it).
+	 */
+	int write_behind_kb;
 };
 
 /*
@@ -217,11 +233,15 @@ struct rdfs_extent_info {
 int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, uint64_t off,
 		uint64_t len, struct rdfs_extent_info *out, int max);
 
-/* What this client asked of the metaserver since it started (for tests and tuning). */
+/* What this client asked of the servers since it started (for tests and tuning). */
 struct rdfs_client_stats {
 	uint64_t layout_fetches;	/* LAYOUT requests sent */
 	uint64_t layout_allocs;		/* of them with allocate */
 	uint64_t prealloc_bytes;	/* allocation asked for beyond what writes touched */
+	uint64_t readahead_bytes;	/* bytes read ahead (READs sent by read-ahead) */
+	uint64_t readahead_hit_bytes;	/* bytes of rdfs_pread() served from read-ahead */
+	uint64_t write_behind_writes;	/* WRITEs sent by write-behind */
+	uint64_t write_behind_bytes;	/* bytes written through write-behind */
 };
 void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out);
 

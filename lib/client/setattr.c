@@ -115,6 +115,8 @@ int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 		in = f ? f->in : inode_get(&c->itab, ino);
 		if (!in)
 			return -ENOMEM;
+		/* write-behind bytes must not land past the new end after it */
+		write_behind_drain(in, 0);
 		ret = current_size(c, cr, in, &old_size);
 		if (ret == 0 && (uint64_t)in_st->st_size < old_size)
 			ret = io_zero_tail(c, in, f, cr, in_st->st_size);

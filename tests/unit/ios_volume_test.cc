@@ -71,15 +71,6 @@ std::vector<uint8_t> read_bytes(struct volume *v, uint64_t first, uint32_t head,
 	return std::vector<uint8_t>(buf.bytes() + head, buf.bytes() + head + length);
 }
 
-std::vector<uint8_t> pattern(size_t len, uint32_t seed)
-{
-	std::vector<uint8_t> p(len);
-	std::mt19937 rng(seed);
-	for (auto &c : p)
-		c = (uint8_t)rng();
-	return p;
-}
-
 TEST_F(VolumeTest, CreateFormatsSparseAndReopenKeepsIdentity)
 {
 	struct volume *v = open_vol(64 * kMiB, false);

@@ -127,6 +127,41 @@ TEST(Frame, MagicIsCheckedBeforeLengths)
 	EXPECT_EQ(-EPROTO, frame_hdr_decode(buf, &d));
 }
 
+TEST(Frame, PartialReplyFlagOnlyWithReply)
+{
+	/* good_hdr() is a reply: a data-only partial reply is fine */
+	EXPECT_EQ(0, decode_modified([](struct rdfs_frame_hdr *h) {
+		h->flags = RDFS_FRAME_REPLY | RDFS_FRAME_MORE;
+		h->status = 0;
+		h->body_len = 0;
+	}));
+	/* a request flagged MORE */
+	EXPECT_EQ(-EPROTO, decode_modified([](struct rdfs_frame_hdr *h) {
+		h->flags = RDFS_FRAME_MORE;
+		h->status = 0;
+		h->body_len = 0;
+	}));
+	/* a part carries no status and no body: those come in the last frame */
+	EXPECT_EQ(-EPROTO, decode_modified([](struct rdfs_frame_hdr *h) {
+		h->flags = RDFS_FRAME_REPLY | RDFS_FRAME_MORE;
+		h->status = -EIO;
+		h->body_len = 0;
+	}));
+	EXPECT_EQ(-EPROTO, decode_modified([](struct rdfs_frame_hdr *h) {
+		h->flags = RDFS_FRAME_REPLY | RDFS_FRAME_MORE;
+		h->status = 0;
+		h->body_len = 1;
+	}));
+}
+
+TEST(Frame, RejectsUnknownFlags)
+{
+	EXPECT_EQ(-EPROTO, decode_modified([](struct rdfs_frame_hdr *h) { h->flags = 0x04; }));
+	EXPECT_EQ(-EPROTO, decode_modified([](struct rdfs_frame_hdr *h) {
+		h->flags = RDFS_FRAME_REPLY | 0x80;
+	}));
+}
+
 TEST(Frame, OpNames)
 {
 	EXPECT_STREQ("lookup", frame_op_name(RDFS_OP_LOOKUP));

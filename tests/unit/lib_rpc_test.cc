@@ -1027,4 +1027,366 @@ TEST(Rpc, HeldBackPeerThatHangsUpIsCleanedUp)
 	expect_bulk_client_served(srv.url());
 }
 
+/*
+ * Partial replies (RDFS_FRAME_MORE). PartServer answers READ with the bytes
+ * pattern_byte(tag seed, i) for i < IoReq.length, cut into parts of
+ * IoReq.first_block bytes sent with rpc_server_reply_part(); the final frame
+ * carries the rest and an IoReply, or, with IoReq.stable set, -EIO after all
+ * the parts. IoReq.head == 1 holds the request until a second one with head 1
+ * arrives, then sends the two replies' parts alternately. WRITE sends
+ * RDFS_MAX_DATA + 1 MiB in 1 MiB parts: more than one reply may carry.
+ */
+uint8_t pattern_byte(uint32_t seed, size_t i)
+{
+	return (uint8_t)(i * 131 + (i >> 12) + seed * 17);
+}
+
+class PartServer {
+public:
+	PartServer()
+	{
+		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
+
+		EXPECT_EQ(0, rpc_server_create(urls, &kSecret, &srv_));
+		url_ = rpc_server_url(srv_, 0);
+		thread_ = std::thread([this] { run(); });
+	}
+	~PartServer()
+	{
+		stop_ = true;
+		rpc_server_wake(srv_);
+		thread_.join();
+		rpc_server_destroy(srv_);
+	}
+	const std::string &url() const { return url_; }
+	int parts_sent() { return sent_.load(); }
+
+private:
+	struct Part {
+		PartServer *srv;
+		std::vector<uint8_t> buf;
+	};
+	struct Plan {
+		struct rpc_request req;
+		std::vector<uint8_t> data;
+		size_t part, off = 0;
+		bool fail;
+	};
+
+	static void part_sent(void *arg, int status)
+	{
+		Part *p = (Part *)arg;
+
+		p->srv->sent_++;
+		delete p;
+	}
+	/* Send the next part of @pl; true when only the final frame is left. */
+	bool send_part(Plan &pl)
+	{
+		size_t n = std::min(pl.part, pl.data.size() - pl.off);
+
+		if (pl.off + n >= pl.data.size() && !pl.fail)
+			return true;
+		if (n == 0)
+			return true;
+		Part *p = new Part{ this, std::vector<uint8_t>(pl.data.begin() + pl.off,
+							       pl.data.begin() + pl.off + n) };
+		struct iovec iov = { p->buf.data(), p->buf.size() };
+		EXPECT_EQ(0, rpc_server_reply_part(&pl.req, &iov, 1, part_sent, p));
+		pl.off += n;
+		return pl.off >= pl.data.size() && pl.fail;
+	}
+	void finish(Plan &pl)
+	{
+		Rdfs__IoReply out = RDFS__IO_REPLY__INIT;
+		struct iovec iov = { pl.data.data() + pl.off, pl.data.size() - pl.off };
+
+		if (pl.fail) {
+			EXPECT_EQ(0, rpc_server_reply_error(&pl.req, -EIO, "disk failed"));
+		} else {
+			out.length = pl.data.size();
+			EXPECT_EQ(0, rpc_server_reply(&pl.req, 0, &out.base, &iov, iov.iov_len ? 1 : 0));
+		}
+		rpc_request_done(&pl.req);
+	}
+	void run()
+	{
+		struct rpc_request req;
+		std::vector<Plan> held;
+
+		while (!stop_) {
+			switch (rpc_server_next(srv_, &req, -1)) {
+			case RPC_SRV_REQUEST:
+				handle(&req, held);
+				break;
+			case RPC_SRV_CLOSED:
+				rpc_request_done(&req);
+				break;
+			default:
+				break;
+			}
+		}
+		for (auto &pl : held)
+			rpc_request_done(&pl.req);
+	}
+	void handle(struct rpc_request *req, std::vector<Plan> &held)
+	{
+		struct xport_msg *m = req->msg;
+
+		if (m->hdr.opcode == RDFS_OP_WRITE) {
+			for (size_t off = 0; off < RDFS_MAX_DATA + (1u << 20); off += 1u << 20) {
+				Part *p = new Part{ this, std::vector<uint8_t>(1u << 20, 0x77) };
+				struct iovec iov = { p->buf.data(), p->buf.size() };
+				if (rpc_server_reply_part(req, &iov, 1, part_sent, p))
+					delete p;
+			}
+			rpc_server_reply(req, 0, nullptr, nullptr, 0);
+			rpc_request_done(req);
+			return;
+		}
+		if (m->hdr.opcode != RDFS_OP_READ) {
+			rpc_server_reply_error(req, -ENOSYS, nullptr);
+			rpc_request_done(req);
+			return;
+		}
+		Rdfs__IoReq *io = rdfs__io_req__unpack(nullptr, m->hdr.body_len, m->body);
+		ASSERT_NE(nullptr, io);
+		Plan pl;
+		pl.req = *req;
+		pl.part = io->first_block ? io->first_block : 4096;
+		pl.fail = io->stable;
+		pl.data.resize(io->length);
+		for (size_t i = 0; i < pl.data.size(); i++)
+			pl.data[i] = pattern_byte(io->block_count, i);
+		bool pair = io->head == 1;
+		rdfs__io_req__free_unpacked(io, nullptr);
+		if (!pair) {
+			while (!send_part(pl))
+				;
+			finish(pl);
+			return;
+		}
+		held.push_back(std::move(pl));
+		if (held.size() < 2)
+			return;
+		/* Interleave the two replies part by part. */
+		bool done0 = false, done1 = false;
+		while (!done0 || !done1) {
+			if (!done0)
+				done0 = send_part(held[0]);
+			if (!done1)
+				done1 = send_part(held[1]);
+		}
+		finish(held[1]);
+		finish(held[0]);
+		held.clear();
+	}
+
+	struct rpc_server *srv_ = nullptr;
+	std::string url_;
+	std::thread thread_;
+	std::atomic<bool> stop_{false};
+	std::atomic<int> sent_{0};
+};
+
+struct PartCall {
+	struct rpc_pending *p = nullptr;
+	struct rpc_reply r = {};
+};
+
+int start_parted_read(struct rpc_client *c, uint32_t length, uint32_t part, uint32_t seed,
+		      bool fail, bool pair, PartCall *call)
+{
+	Rdfs__IoReq req = RDFS__IO_REQ__INIT;
+
+	req.length = length;
+	req.first_block = part;
+	req.block_count = seed;
+	req.stable = fail;
+	req.head = pair ? 1 : 0;
+	return rpc_call_start(c, RDFS_OP_READ, &req.base, nullptr, 0, &call->p);
+}
+
+/* The reply's data, through each accessor, equals the pattern. */
+void expect_pattern(const struct rpc_reply *r, uint32_t length, uint32_t seed)
+{
+	std::vector<uint8_t> want(length), got(length), viaiov;
+	std::vector<struct iovec> iov(r->nparts + 1);
+
+	for (size_t i = 0; i < length; i++)
+		want[i] = pattern_byte(seed, i);
+	ASSERT_EQ(length, rpc_reply_data_len(r));
+	EXPECT_EQ(length, rpc_reply_data_copy(r, 0, got.data(), length));
+	EXPECT_TRUE(want == got) << "copy differs";
+	int n = rpc_reply_data_iov(r, iov.data(), (int)iov.size());
+	ASSERT_LE(n, (int)iov.size());
+	for (int i = 0; i < n; i++)
+		viaiov.insert(viaiov.end(), (uint8_t *)iov[i].iov_base,
+			      (uint8_t *)iov[i].iov_base + iov[i].iov_len);
+	EXPECT_TRUE(want == viaiov) << "iovecs differ";
+	/* a copy from the middle, across part boundaries */
+	if (length > 10000) {
+		std::vector<uint8_t> mid(length - 5001);
+		EXPECT_EQ(mid.size(), rpc_reply_data_copy(r, 5000, mid.data(), mid.size()));
+		EXPECT_EQ(0, memcmp(mid.data(), want.data() + 5000, mid.size()));
+	}
+	/* asking past the end copies what there is */
+	EXPECT_EQ(0u, rpc_reply_data_copy(r, length, got.data(), 1));
+}
+
+TEST(RpcParts, MultiPartReplyIsReassembledByteForByte)
+{
+	PartServer srv;
+	struct rpc_client *c;
+	const uint32_t sizes[][2] = {
+		{ 1, 4096 }, { 4096, 4096 }, { 4097, 4096 }, { 100000, 4096 },
+		{ 1u << 20, 128u << 10 }, { (1u << 20) + 123, 131072 }, { RDFS_MAX_DATA, 1u << 20 },
+		{ RDFS_MAX_DATA, 4096 },
+	};
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	for (auto &sz : sizes) {
+		PartCall call;
+
+		SCOPED_TRACE(std::to_string(sz[0]) + " bytes in parts of " + std::to_string(sz[1]));
+		ASSERT_EQ(0, start_parted_read(c, sz[0], sz[1], sz[0] & 0xff, false, false, &call));
+		ASSERT_EQ(0, rpc_call_wait(call.p, 30000, &call.r));
+		ASSERT_EQ(0, call.r.status);
+		EXPECT_EQ((int)((sz[0] - 1) / sz[1]), call.r.nparts);
+		expect_pattern(&call.r, sz[0], sz[0] & 0xff);
+		Rdfs__IoReply *io = rdfs__io_reply__unpack(nullptr, call.r.msg->hdr.body_len,
+							   call.r.msg->body);
+		ASSERT_NE(nullptr, io);
+		EXPECT_EQ(sz[0], io->length);
+		rdfs__io_reply__free_unpacked(io, nullptr);
+		rpc_reply_release(&call.r);
+		EXPECT_EQ(nullptr, call.r.parts);
+		EXPECT_EQ(0, call.r.nparts);
+		rpc_reply_release(&call.r);	/* twice is harmless */
+	}
+	EXPECT_FALSE(rpc_client_broken(c));
+	rpc_client_close(c);
+}
+
+TEST(RpcParts, InterleavedPartsOfTwoCallsGoToTheirOwnReplies)
+{
+	PartServer srv;
+	struct rpc_client *c;
+	PartCall a, b;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	ASSERT_EQ(0, start_parted_read(c, 300000, 4096, 1, false, true, &a));
+	ASSERT_EQ(0, start_parted_read(c, 200001, 8192, 2, false, true, &b));
+	ASSERT_EQ(0, rpc_call_wait(b.p, 30000, &b.r));
+	ASSERT_EQ(0, rpc_call_wait(a.p, 30000, &a.r));
+	ASSERT_EQ(0, a.r.status);
+	ASSERT_EQ(0, b.r.status);
+	EXPECT_GT(a.r.nparts, 10);
+	EXPECT_GT(b.r.nparts, 10);
+	expect_pattern(&a.r, 300000, 1);
+	expect_pattern(&b.r, 200001, 2);
+	rpc_reply_release(&a.r);
+	rpc_reply_release(&b.r);
+	rpc_client_close(c);
+}
+
+TEST(RpcParts, PartsThenErrorStatusHandNoDataToTheCaller)
+{
+	PartServer srv;
+	struct rpc_client *c;
+	PartCall call;
+	uint64_t ino;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	ASSERT_EQ(0, start_parted_read(c, 65536, 4096, 3, true, false, &call));
+	ASSERT_EQ(0, rpc_call_wait(call.p, 30000, &call.r));
+	EXPECT_EQ(-EIO, call.r.status);
+	EXPECT_EQ(0, call.r.nparts);
+	EXPECT_EQ(0u, rpc_reply_data_len(&call.r));
+	Rdfs__Error *e = rdfs__error__unpack(nullptr, call.r.msg->hdr.body_len, call.r.msg->body);
+	ASSERT_NE(nullptr, e);
+	EXPECT_STREQ("disk failed", e->message);
+	rdfs__error__free_unpacked(e, nullptr);
+	rpc_reply_release(&call.r);
+	/* the connection carries on */
+	PartCall ok;
+	ASSERT_EQ(0, start_parted_read(c, 20000, 4096, 4, false, false, &ok));
+	ASSERT_EQ(0, rpc_call_wait(ok.p, 30000, &ok.r));
+	ASSERT_EQ(0, ok.r.status);
+	expect_pattern(&ok.r, 20000, 4);
+	rpc_reply_release(&ok.r);
+	EXPECT_EQ(-ENOSYS, getattr(c, 1, &ino));
+	rpc_client_close(c);
+}
+
+TEST(RpcParts, PartsOverTheDataLimitBreakTheConnection)
+{
+	PartServer srv;
+	struct rpc_client *c;
+	struct rpc_pending *p;
+	struct rpc_reply r;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_WRITE, nullptr, nullptr, 0, &p));
+	EXPECT_EQ(-ENOTCONN, rpc_call_wait(p, 30000, &r));
+	EXPECT_TRUE(rpc_client_broken(c));
+	rpc_client_close(c);
+	/* the server serves the next client */
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	PartCall ok;
+	ASSERT_EQ(0, start_parted_read(c, 50000, 4096, 5, false, false, &ok));
+	ASSERT_EQ(0, rpc_call_wait(ok.p, 30000, &ok.r));
+	expect_pattern(&ok.r, 50000, 5);
+	rpc_reply_release(&ok.r);
+	rpc_client_close(c);
+}
+
+TEST(RpcParts, PartsOfATimedOutCallAreDiscarded)
+{
+	PartServer srv;
+	struct rpc_client *c;
+	PartCall a, b;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	/* held by the server until its pair arrives: times out first */
+	ASSERT_EQ(0, start_parted_read(c, 100000, 4096, 6, false, true, &a));
+	EXPECT_EQ(-ETIMEDOUT, rpc_call_wait(a.p, 100, &a.r));
+	ASSERT_EQ(0, start_parted_read(c, 70000, 4096, 7, false, true, &b));
+	ASSERT_EQ(0, rpc_call_wait(b.p, 30000, &b.r));
+	ASSERT_EQ(0, b.r.status);
+	expect_pattern(&b.r, 70000, 7);
+	rpc_reply_release(&b.r);
+	EXPECT_FALSE(rpc_client_broken(c));
+	rpc_client_close(c);
+}
+
+TEST(RpcParts, RequestFlaggedMoreIsAProtocolError)
+{
+	PartServer srv;
+	RawPeer peer(srv.url());
+	int closed;
+
+	struct xport_msg *m = peer.recv(&closed);
+	ASSERT_NE(nullptr, m);
+	EXPECT_EQ(RDFS_OP_AUTH_CHALLENGE, m->hdr.opcode);
+	xport_msg_free(m);
+	struct rdfs_frame_hdr h = req_hdr(RDFS_OP_READ, 9, 0);
+	h.flags = RDFS_FRAME_MORE;
+	ASSERT_EQ(0, xport_post_send(peer.conn, &h, nullptr, nullptr, 0, nullptr));
+	m = peer.recv(&closed);
+	EXPECT_EQ(nullptr, m);
+	EXPECT_EQ(1, closed);
+	xport_msg_free(m);
+
+	/* a partial reply sent to a server is refused too, and others are still served */
+	struct rpc_client *c;
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	PartCall ok;
+	ASSERT_EQ(0, start_parted_read(c, 9000, 4096, 8, false, false, &ok));
+	ASSERT_EQ(0, rpc_call_wait(ok.p, 30000, &ok.r));
+	expect_pattern(&ok.r, 9000, 8);
+	rpc_reply_release(&ok.r);
+	rpc_client_close(c);
+}
+
 } // namespace

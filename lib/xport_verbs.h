@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xport_verbs.h - the verbs module of lib/xport (internal to lib/): "rdma://host:port".
+ *
+ * One RC queue pair per connection, set up with librdmacm; each connection has
+ * its own rdma_cm event channel and completion channel, both in the context's
+ * epoll set, so the module is event-driven (ibv_req_notify_cq, then drain the
+ * CQ): no thread of ours ever spins on a CQ.
+ *
+ * Messages (xport_verbs_wire.h): a frame that fits the peer's receive buffer
+ * goes as one EAGER SEND, copied into a registered send slot (the post then
+ * completes at once); a bigger one goes by rendezvous (xport_verbs_rndv.h): the
+ * peer RDMA-READs the data straight from the poster's memory, registered for
+ * that send only, and answers DONE. Sends wait for credits
+ * (xport_verbs_credit.h). Received frames are delivered in arrival order, so
+ * partial replies (RDFS_FRAME_MORE) keep their order.
+ *
+ * Files: xport_verbs_cm.c (devices, connect, listen, accept, teardown),
+ * xport_verbs_data.c (posting, completions, flow control), and the pure parts
+ * xport_verbs_wire.c, _credit.c, _rndv.c, _regcache.c.
+ *
+ * Settings (environment, read at each listen/connect; both sides tell each
+ * other theirs in the connection's private data):
+ *   RDFS_VERBS_RECV_SIZE  bytes per receive buffer = the largest EAGER message
+ *                         (default 32768, 4096..1048576)
+ *   RDFS_VERBS_CREDITS    receive buffers posted per connection = the peer's
+ *                         send window (default 64, 4..1024)
+ */
+#ifndef RDFS_XPORT_VERBS_H
+#define RDFS_XPORT_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "xport_module.h"
+#include "xport_verbs_credit.h"
+#include "xport_verbs_regcache.h"
+#include "xport_verbs_rndv.h"
+#include "xport_verbs_stats.h"
+#include "xport_verbs_wire.h"
+
+#define VERBS_DEFAULT_RECV_SIZE	(32u * 1024)
+#define VERBS_DEFAULT_CREDITS	64u
+#define VERBS_MAX_CREDITS	1024u
+/* Bytes per RDMA READ work request: big enough to stream, small enough to interleave. */
+#define VERBS_READ_CHUNK	(1u << 20)
+/* Outstanding READs per connection, further bounded by the negotiated depth. */
+#define VERBS_MAX_READS		16u
+/* Rendezvous messages being read at once: bounds what a peer makes us allocate ahead. */
+#define VERBS_MAX_READING	8u
+/* Rendezvous sends open at once per connection (their memory stays registered). */
+#define VERBS_MAX_RNDV		256u
+/* Registered bytes of declared ranges kept per device. */
+#define VERBS_REGCACHE_BYTES	(1ull << 30)
+
+struct verbs_settings {
+	uint32_t recv_size;
+	uint32_t credits;
+};
+
+/* One RDMA device as this process uses it; lives as long as the process. */
+struct verbs_dev {
+	struct verbs_dev *next;
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	int mw2;			/* memory windows type 2 */
+	uint32_t max_rd_atom;		/* READs one QP may have outstanding */
+	struct verbs_regcache cache;
+	atomic_ulong windows, send_mrs;	/* xport_verbs_stats.h */
+};
+
+/* What a work request's completion is about (wr_id points at one). */
+enum verbs_wr_kind { WR_RECV = 1, WR_SEND, WR_READ, WR_BIND };
+
+struct verbs_wr {
+	enum verbs_wr_kind kind;
+	void *ptr;
+};
+
+struct verbs_recv {
+	struct verbs_wr wr;
+	uint8_t *buf;
+};
+
+struct verbs_send_slot {
+	struct verbs_wr wr;
+	uint8_t *buf;
+	struct verbs_send_slot *next_free;
+};
+
+/* One registered piece of a rendezvous send. */
+struct verbs_reg {
+	struct ibv_mr *mr;		/* per-send registration, or */
+	struct ibv_mw *mw;		/* a window bound over a cached one */
+	struct verbs_reg_entry *ce;
+	void *addr;
+	uint32_t len;
+	uint32_t rkey;
+};
+
+struct verbs_tx {
+	struct verbs_tx *next;
+	void *user;			/* XPORT_EV_SEND to report; NULL: copied, none */
+	struct rdfs_frame_hdr fh;
+	const uint8_t *body;
+	const struct iovec *iov;	/* iov[0..niov) */
+	int niov;
+	struct iovec own_iov[XPORT_MAX_IOV];
+	void *copy;			/* unowned: body and data copied here */
+	size_t copy_len;
+	size_t bytes;			/* counted in tx_queued */
+	int rndv, body_remote;
+	uint32_t cookie;
+	int nreg;
+	struct verbs_reg reg[VERBS_MAX_DESC];
+};
+
+enum verbs_rx_state { RX_HELD, RX_READING, RX_READY };
+
+struct verbs_rx {
+	struct verbs_rx *next;
+	enum verbs_rx_state state;
+	struct verbs_wr wr;		/* WR_READ completions */
+	struct verbs_recv *slot;	/* RX_HELD: the receive buffer holding the message */
+	uint32_t len;			/* received bytes in slot */
+	struct xport_msg *msg;
+	uint32_t cookie;
+	uint32_t ndesc, body_remote;
+	struct verbs_desc desc[VERBS_MAX_DESC];
+	struct verbs_read_iter it;
+	uint32_t reads_out;
+	struct ibv_mr *mr_body, *mr_data;
+};
+
+struct verbs_listener;
+
+struct verbs_conn {
+	struct xport_conn base;
+	struct xport_poll cm_poll;	/* the connection's rdma_cm event channel */
+	struct xport_poll cq_poll;	/* its completion channel */
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct verbs_dev *dev;
+	struct ibv_comp_channel *cch;
+	struct ibv_cq *cq;
+	struct verbs_settings set;	/* ours */
+	struct verbs_conn_params peer;
+	struct verbs_listener *pending;	/* accepted, not yet ESTABLISHED */
+	struct verbs_conn *pend_next;
+	int registered;			/* xport_conn_init() done */
+	int cm_polled, cq_polled;	/* fds in the context's epoll set */
+	int connected;			/* ESTABLISHED seen: rdma_disconnect() at the end */
+
+	pthread_mutex_t lock;		/* everything below */
+	struct verbs_credits cr;
+	uint8_t *recv_mem;
+	struct ibv_mr *recv_mr;
+	struct verbs_recv *recvs;
+	uint8_t *send_mem;
+	struct ibv_mr *send_mr;
+	struct verbs_send_slot *slots, *free_slots;
+	uint32_t nslots;
+	uint32_t sq_depth, sq_out;	/* send queue size and work requests in it */
+	uint32_t reads_max, reads_out, reading;
+	struct verbs_tx *txq_head, *txq_tail;
+	uint32_t *done_q;		/* DONE cookies to send */
+	uint32_t done_head, done_n, done_cap;
+	struct verbs_rndv_table rndv;
+	struct verbs_rx *rxq_head, *rxq_tail;
+	struct verbs_wr bind_wr;
+	size_t tx_queued, tx_limit;
+	int tx_throttled, rx_paused, close_when_sent;
+	int reaped, close_status;
+};
+
+struct verbs_listener {
+	struct xport_listener base;
+	struct xport_poll poll;
+	struct verbs_settings set;
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct verbs_conn *pending;
+};
+
+extern struct verbs_decl_set verbs_declared;
+
+
+/* xport_verbs_data.c */
+void verbs_cq_handler(struct xport_poll *p, uint32_t events);
+/* Under c->lock: cancel everything, arrange the reap. */
+void verbs_fail_locked(struct verbs_conn *c, int status);
+void verbs_fail(struct verbs_conn *c, int status);
+/* Under c->lock: complete every send with @status, forget DONEs owed. */
+void verbs_drop_all_locked(struct verbs_conn *c, int status);
+/* Teardown, once the QP is gone (READs may target them until then): free received messages. */
+void verbs_free_rx_all(struct verbs_conn *c);
+int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+		    const void *body, const struct iovec *data, int niov, void *user);
+void verbs_conn_close(struct xport_conn *conn, int flush);
+void verbs_conn_pause_rx(struct xport_conn *conn, int paused);
+void verbs_conn_set_tx_limit(struct xport_conn *conn, size_t max);
+size_t verbs_conn_queued_bytes(struct xport_conn *conn);
+
+#endif

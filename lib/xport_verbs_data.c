@@ -1,0 +1,840 @@
+// SPDX-License-Identifier: MIT
+/*
+ * xport_verbs_data.c - the data path of the verbs module: posting frames,
+ * completions, credits, the rendezvous, in-order delivery.
+ *
+ * Everything about a connection happens under its lock, from whichever thread:
+ * xport_post_send() sends at once when credits allow; the completion channel
+ * handler (progress thread) drains the CQ and then runs verbs_progress_locked()
+ * to start receives, post READs, deliver, and send what waits.
+ *
+ * Receive side: a message stays in its receive buffer (RX_HELD) until it is
+ * consumed: an EAGER one is copied out, an RNDV one gets its buffers allocated
+ * and READs posted; only then is the receive buffer reposted and its credit
+ * owed to the peer. A paused (or tx-throttled, or closing) connection consumes
+ * nothing, so the peer's window closes: flow control by the network. DONE and
+ * CREDIT messages are handled at arrival even when paused, or our own sends,
+ * whose draining is what unpauses, could never finish.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "xport_verbs.h"
+
+#define CQ_BATCH	32
+
+static void progress_locked(struct verbs_conn *c);
+
+/* ------------------------------------------------------------------ send-side memory */
+
+static void reg_release(struct verbs_conn *c, struct verbs_reg *r)
+{
+	if (r->mw)
+		ibv_dealloc_mw(r->mw);	/* the rkey dies with it */
+	if (r->ce)
+		verbs_regcache_put(&c->dev->cache, r->ce);
+	if (r->mr)
+		ibv_dereg_mr(r->mr);
+	memset(r, 0, sizeof(*r));
+}
+
+static void tx_free(struct verbs_conn *c, struct verbs_tx *tx)
+{
+	int i;
+
+	for (i = 0; i < tx->nreg; i++)
+		reg_release(c, &tx->reg[i]);
+	xport_data_free(tx->copy, tx->copy_len);
+	free(tx);
+}
+
+/* Under c->lock: report @tx done with @status, release its memory. */
+static void tx_complete(struct verbs_conn *c, struct verbs_tx *tx, int status)
+{
+	c->tx_queued -= tx->bytes;
+	if (tx->user) {
+		struct xport_event ev = {
+			.type = XPORT_EV_SEND, .status = status, .conn = &c->base, .user = tx->user,
+		};
+
+		xport_cq_push(c->base.ctx, &ev);
+	}
+	tx_free(c, tx);
+}
+
+/*
+ * One piece of a rendezvous send: a window over a declared range's cached
+ * registration when the device has type 2 windows, else a registration of
+ * exactly these bytes. Either way REMOTE_READ only, for this send only.
+ */
+static int reg_piece(struct verbs_conn *c, struct verbs_reg *r, void *addr, size_t len)
+{
+	struct verbs_range range;
+
+	r->addr = addr;
+	r->len = (uint32_t)len;
+	if (c->dev->mw2 && verbs_decl_find(&verbs_declared, addr, len, &range) == 0 &&
+	    verbs_regcache_get(&c->dev->cache, &range, &r->ce) == 0) {
+		r->mw = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
+		if (r->mw) {
+			atomic_fetch_add(&c->dev->windows, 1);
+			return 0;
+		}
+		verbs_regcache_put(&c->dev->cache, r->ce);
+		r->ce = NULL;
+	}
+	r->mr = ibv_reg_mr(c->dev->pd, addr, len, IBV_ACCESS_REMOTE_READ);
+	if (!r->mr)
+		return errno ? -errno : -ENOMEM;
+	atomic_fetch_add(&c->dev->send_mrs, 1);
+	r->rkey = r->mr->rkey;
+	return 0;
+}
+
+/* Register what the peer will read: the body (when remote) and each data iovec. */
+static int tx_register(struct verbs_conn *c, struct verbs_tx *tx)
+{
+	int i, err;
+
+	if (!tx->user) {
+		/* Unowned: the caller may reuse its buffers at once, so read from a copy. */
+		size_t blen = tx->body_remote ? tx->fh.body_len : 0;
+		uint8_t *p;
+
+		tx->copy_len = blen + tx->fh.data_len;
+		tx->copy = xport_data_alloc(tx->copy_len);
+		if (!tx->copy)
+			return -ENOMEM;
+		p = tx->copy;
+		if (blen) {
+			memcpy(p, tx->body, blen);
+			p += blen;
+		}
+		for (i = 0; i < tx->niov; i++) {
+			memcpy(p, tx->iov[i].iov_base, tx->iov[i].iov_len);
+			p += tx->iov[i].iov_len;
+		}
+		err = reg_piece(c, &tx->reg[0], tx->copy, tx->copy_len);
+		if (err)
+			return err;
+		tx->nreg = 1;
+		if (blen && tx->fh.data_len) {
+			/* Body and data are separate descriptors of one registration. */
+			tx->reg[1] = tx->reg[0];
+			tx->reg[1].mr = NULL;
+			tx->reg[1].mw = NULL;
+			tx->reg[1].ce = NULL;
+			tx->reg[1].addr = (uint8_t *)tx->copy + blen;
+			tx->reg[1].len = tx->fh.data_len;
+			tx->reg[0].len = (uint32_t)blen;
+			tx->nreg = 2;
+		}
+		return 0;
+	}
+	if (tx->body_remote) {
+		err = reg_piece(c, &tx->reg[tx->nreg], (void *)tx->body, tx->fh.body_len);
+		if (err)
+			return err;
+		tx->nreg++;
+	}
+	for (i = 0; i < tx->niov; i++) {
+		err = reg_piece(c, &tx->reg[tx->nreg], tx->iov[i].iov_base, tx->iov[i].iov_len);
+		if (err)
+			return err;
+		tx->nreg++;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ sending */
+
+static int sq_room(struct verbs_conn *c, uint32_t n)
+{
+	return c->sq_out + n <= c->sq_depth;
+}
+
+/* Under c->lock: SEND @len bytes of @slot. 0 or -errno (the connection is then failed). */
+static int post_slot(struct verbs_conn *c, struct verbs_send_slot *slot, size_t len)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)slot->buf, .length = (uint32_t)len, .lkey = c->send_mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = (uintptr_t)&slot->wr, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	int err;
+
+	c->free_slots = slot->next_free;
+	err = ibv_post_send(c->id->qp, &wr, &bad);
+	if (err) {
+		slot->next_free = c->free_slots;
+		c->free_slots = slot;
+		log_warn("%s: ibv_post_send: %s", c->base.peer, strerror(err));
+		verbs_fail_locked(c, -EIO);
+		return -EIO;
+	}
+	c->sq_out++;
+	return 0;
+}
+
+/* Under c->lock: whether a message may go now (credit, slot, send-queue room). */
+static int may_send(struct verbs_conn *c, int explicit_credit, uint32_t wrs)
+{
+	return c->free_slots && sq_room(c, wrs) &&
+	       verbs_credit_can_send(&c->cr, explicit_credit);
+}
+
+static int send_control(struct verbs_conn *c, uint8_t type, uint32_t cookie)
+{
+	struct verbs_send_slot *slot = c->free_slots;
+	struct verbs_hdr vh = { .type = type, .cookie = cookie };
+
+	verbs_credit_take(&c->cr, type == VERBS_MSG_CREDIT, &vh.credits);
+	verbs_hdr_encode(&vh, slot->buf);
+	return post_slot(c, slot, VERBS_HDR_LEN);
+}
+
+/* Bind the windows of @tx's pieces; their new rkeys go in the descriptors. */
+static int bind_windows(struct verbs_conn *c, struct verbs_tx *tx)
+{
+	struct ibv_send_wr wr, *bad;
+	int i, err;
+
+	for (i = 0; i < tx->nreg; i++) {
+		struct verbs_reg *r = &tx->reg[i];
+
+		if (!r->mw)
+			continue;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uintptr_t)&c->bind_wr;
+		wr.opcode = IBV_WR_BIND_MW;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.bind_mw.mw = r->mw;
+		wr.bind_mw.rkey = ibv_inc_rkey(r->mw->rkey);
+		wr.bind_mw.bind_info.mr = r->ce->handle;
+		wr.bind_mw.bind_info.addr = (uintptr_t)r->addr;
+		wr.bind_mw.bind_info.length = r->len;
+		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+		err = ibv_post_send(c->id->qp, &wr, &bad);
+		if (err) {
+			log_warn("%s: binding a memory window: %s", c->base.peer, strerror(err));
+			verbs_fail_locked(c, -EIO);
+			return -EIO;
+		}
+		c->sq_out++;
+		r->rkey = wr.bind_mw.rkey;
+	}
+	return 0;
+}
+
+static int tx_windows(const struct verbs_tx *tx)
+{
+	int i, n = 0;
+
+	for (i = 0; i < tx->nreg; i++)
+		n += tx->reg[i].mw != NULL;
+	return n;
+}
+
+/*
+ * Under c->lock: put @tx, the head of the queue, on the wire. 1 sent, 0 must
+ * wait (credits, slots, cookies), <0 the connection failed.
+ */
+static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
+{
+	struct verbs_send_slot *slot;
+	struct verbs_hdr vh = { 0 };
+	uint8_t *p;
+	int i, err, rndv, wrs = tx->rndv ? 1 + tx_windows(tx) : 1;
+
+	if (!may_send(c, 0, (uint32_t)wrs))
+		return 0;
+	if (tx->rndv && verbs_rndv_alloc(&c->rndv, tx, &tx->cookie))
+		return 0;
+	/* Committed: off the queue; an RNDV one belongs to the rendezvous table now. */
+	c->txq_head = tx->next;
+	if (!c->txq_head)
+		c->txq_tail = NULL;
+	if (tx->rndv) {
+		err = bind_windows(c, tx);
+		if (err)
+			return err;
+	}
+	slot = c->free_slots;
+	p = slot->buf + VERBS_HDR_LEN;
+	vh.type = tx->rndv ? VERBS_MSG_RNDV : VERBS_MSG_EAGER;
+	if (tx->rndv) {
+		struct verbs_desc d;
+
+		vh.cookie = tx->cookie;
+		vh.ndesc = (uint16_t)tx->nreg;
+		vh.flags = tx->body_remote ? VERBS_F_BODY_REMOTE : 0;
+		for (i = 0; i < tx->nreg; i++) {
+			d.addr = (uintptr_t)tx->reg[i].addr;
+			d.len = tx->reg[i].len;
+			d.rkey = tx->reg[i].rkey;
+			verbs_desc_put(p, &d);
+			p += VERBS_DESC_LEN;
+		}
+	}
+	verbs_credit_take(&c->cr, 0, &vh.credits);
+	verbs_hdr_encode(&vh, slot->buf);
+	frame_hdr_encode(&tx->fh, p);
+	p += RDFS_FRAME_HDR_LEN;
+	if (tx->fh.body_len && !tx->body_remote) {
+		memcpy(p, tx->body, tx->fh.body_len);
+		p += tx->fh.body_len;
+	}
+	if (!tx->rndv) {
+		for (i = 0; i < tx->niov; i++) {
+			memcpy(p, tx->iov[i].iov_base, tx->iov[i].iov_len);
+			p += tx->iov[i].iov_len;
+		}
+	}
+	rndv = tx->rndv;
+	err = post_slot(c, slot, (size_t)(p - slot->buf));
+	/* On failure an RNDV @tx was cancelled with the table: do not touch it. */
+	if (rndv) {
+		if (!err)
+			verbs_rndv_announce(&c->rndv, tx->cookie);
+	} else {
+		/* Copied into the slot: the poster's memory is free again. */
+		tx_complete(c, tx, err ? -ECANCELED : 0);
+	}
+	return err ? err : 1;
+}
+
+/* Under c->lock: send DONEs, then queued frames, then a credit return if due. */
+static void flush_locked(struct verbs_conn *c)
+{
+	struct verbs_tx *tx;
+	int r = 0;
+
+	if (c->reaped || atomic_load(&c->base.closing))
+		return;
+	while (c->done_n && may_send(c, 0, 1)) {
+		uint32_t cookie = c->done_q[c->done_head];
+
+		c->done_head = (c->done_head + 1) % c->done_cap;
+		c->done_n--;
+		if (send_control(c, VERBS_MSG_DONE, cookie))
+			return;
+	}
+	while ((tx = c->txq_head) && (r = send_frame(c, tx)) > 0)
+		;
+	if (r < 0)
+		return;
+	if (c->free_slots && sq_room(c, 1) && verbs_credit_explicit_due(&c->cr) &&
+	    !atomic_load(&c->base.closing))
+		send_control(c, VERBS_MSG_CREDIT, 0);
+}
+
+int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+		    const void *body, const struct iovec *data, int niov, void *user)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+	struct verbs_tx *tx;
+	size_t peer_size;
+	int i, err = 0, n = 0;
+
+	tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return -ENOMEM;
+	tx->user = user;
+	tx->fh = *hdr;
+	tx->body = body;
+	for (i = 0; i < niov; i++)
+		if (data[i].iov_len)
+			tx->own_iov[n++] = data[i];
+	tx->iov = tx->own_iov;
+	tx->niov = n;
+	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + hdr->data_len;
+
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->base.closing) || c->close_when_sent || c->reaped) {
+		err = -EPIPE;
+		goto err;
+	}
+	peer_size = c->peer.recv_size;
+	if (verbs_eager_len(hdr->body_len, hdr->data_len) > peer_size) {
+		tx->rndv = 1;
+		tx->body_remote = verbs_rndv_len((unsigned int)n + 1, hdr->body_len) > peer_size;
+		if (!tx->body_remote && !hdr->data_len)
+			tx->body_remote = 1;	/* cannot happen with sane sizes; be safe */
+		err = tx_register(c, tx);
+		if (err)
+			goto err;
+	} else if (!user && (c->txq_head || c->done_n || !may_send(c, 0, 1))) {
+		/* Unowned and must wait: keep a copy, the caller's buffers are its own again. */
+		size_t blen = hdr->body_len;
+		uint8_t *p;
+
+		tx->copy_len = blen + hdr->data_len;
+		tx->copy = xport_data_alloc(tx->copy_len ? tx->copy_len : 1);
+		if (!tx->copy) {
+			err = -ENOMEM;
+			goto err;
+		}
+		if (blen)
+			memcpy(tx->copy, body, blen);
+		tx->body = tx->copy;
+		tx->own_iov[0].iov_base = (uint8_t *)tx->copy + blen;
+		tx->own_iov[0].iov_len = hdr->data_len;
+		p = (uint8_t *)tx->copy + blen;
+
+		for (i = 0; i < n; i++) {
+			memcpy(p, data[i].iov_base, data[i].iov_len);
+			p += data[i].iov_len;
+		}
+		tx->niov = hdr->data_len ? 1 : 0;
+	}
+	c->tx_queued += tx->bytes;
+	if (c->txq_tail)
+		c->txq_tail->next = tx;
+	else
+		c->txq_head = tx;
+	c->txq_tail = tx;
+	flush_locked(c);
+	progress_locked(c);	/* throttling may have changed */
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+err:
+	pthread_mutex_unlock(&c->lock);
+	tx_free(c, tx);
+	return err;
+}
+
+/* ------------------------------------------------------------------ receiving */
+
+static void repost_recv(struct verbs_conn *c, struct verbs_recv *r)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)r->buf, .length = c->set.recv_size, .lkey = c->recv_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&r->wr, .sg_list = &sge, .num_sge = 1 }, *bad;
+	int err = ibv_post_recv(c->id->qp, &wr, &bad);
+
+	if (err) {
+		log_warn("%s: ibv_post_recv: %s", c->base.peer, strerror(err));
+		verbs_fail_locked(c, -EIO);
+		return;
+	}
+	verbs_credit_reposted(&c->cr, 1);
+}
+
+static void rx_free(struct verbs_rx *rx)
+{
+	if (rx->mr_body)
+		ibv_dereg_mr(rx->mr_body);
+	if (rx->mr_data)
+		ibv_dereg_mr(rx->mr_data);
+	xport_msg_free(rx->msg);
+	free(rx);
+}
+
+static const char *err_name(int err)
+{
+	switch (err) {
+	case -EMSGSIZE:	return "oversized frame";
+	case -ENOMEM:	return "out of memory";
+	default:	return "malformed message";
+	}
+}
+
+/* Take a message out of its receive buffer. 0 or -errno (drop the peer). */
+static int rx_start(struct verbs_conn *c, struct verbs_rx *rx)
+{
+	struct verbs_msg m;
+	struct xport_msg *msg;
+	int err;
+
+	err = verbs_msg_parse(rx->slot->buf, rx->len, c->base.max_body, c->base.max_data, &m);
+	if (err)
+		return err;
+	msg = calloc(1, sizeof(*msg));
+	if (!msg)
+		return -ENOMEM;
+	rx->msg = msg;
+	msg->hdr = m.fh;
+	if (m.fh.body_len && !(msg->body = malloc(m.fh.body_len)))
+		return -ENOMEM;
+	if (m.fh.data_len && !(msg->data = xport_data_alloc(m.fh.data_len)))
+		return -ENOMEM;
+	if (m.body)
+		memcpy(msg->body, m.body, m.fh.body_len);
+	if (m.vh.type == VERBS_MSG_EAGER) {
+		if (m.data)
+			memcpy(msg->data, m.data, m.fh.data_len);
+		rx->state = RX_READY;
+	} else {
+		uint32_t i;
+
+		rx->cookie = m.vh.cookie;
+		rx->ndesc = m.vh.ndesc;
+		rx->body_remote = (m.vh.flags & VERBS_F_BODY_REMOTE) ? m.fh.body_len : 0;
+		for (i = 0; i < rx->ndesc; i++)
+			verbs_desc_get(m.desc + (size_t)i * VERBS_DESC_LEN, &rx->desc[i]);
+		/* Our buffers, writable by our own READs only (no remote access). */
+		if (rx->body_remote) {
+			rx->mr_body = ibv_reg_mr(c->dev->pd, msg->body, m.fh.body_len,
+						 IBV_ACCESS_LOCAL_WRITE);
+			if (!rx->mr_body)
+				return -ENOMEM;
+		}
+		if (m.fh.data_len) {
+			rx->mr_data = ibv_reg_mr(c->dev->pd, msg->data, m.fh.data_len,
+						 IBV_ACCESS_LOCAL_WRITE);
+			if (!rx->mr_data)
+				return -ENOMEM;
+		}
+		rx->state = RX_READING;
+		c->reading++;
+	}
+	repost_recv(c, rx->slot);
+	rx->slot = NULL;
+	return 0;
+}
+
+/* Post READs for messages being read, in order, within the READ budget. */
+static void post_reads(struct verbs_conn *c)
+{
+	struct verbs_rx *rx;
+	struct verbs_read r;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	int err;
+
+	for (rx = c->rxq_head; rx; rx = rx->next) {
+		if (rx->state != RX_READING)
+			continue;
+		while (c->reads_out < c->reads_max && sq_room(c, 1)) {
+			if (!verbs_read_next(rx->desc, rx->ndesc, rx->body_remote, VERBS_READ_CHUNK,
+					     &rx->it, &r))
+				break;
+			sge.addr = (uintptr_t)(r.to_body ? rx->msg->body : rx->msg->data) + r.off;
+			sge.length = r.len;
+			sge.lkey = r.to_body ? rx->mr_body->lkey : rx->mr_data->lkey;
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = (uintptr_t)&rx->wr;
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_RDMA_READ;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.rdma.remote_addr = r.raddr;
+			wr.wr.rdma.rkey = r.rkey;
+			err = ibv_post_send(c->id->qp, &wr, &bad);
+			if (err) {
+				log_warn("%s: posting an RDMA READ: %s", c->base.peer, strerror(err));
+				verbs_fail_locked(c, -EIO);
+				return;
+			}
+			c->sq_out++;
+			c->reads_out++;
+			rx->reads_out++;
+		}
+		if (c->reads_out >= c->reads_max)
+			return;
+	}
+}
+
+static int done_push(struct verbs_conn *c, uint32_t cookie)
+{
+	if (c->done_n == c->done_cap) {
+		uint32_t ncap = c->done_cap ? c->done_cap * 2 : 16, i;
+		uint32_t *nq = malloc(ncap * sizeof(*nq));
+
+		if (!nq)
+			return -ENOMEM;
+		for (i = 0; i < c->done_n; i++)
+			nq[i] = c->done_q[(c->done_head + i) % c->done_cap];
+		free(c->done_q);
+		c->done_q = nq;
+		c->done_cap = ncap;
+		c->done_head = 0;
+	}
+	c->done_q[(c->done_head + c->done_n) % c->done_cap] = cookie;
+	c->done_n++;
+	return 0;
+}
+
+static void read_done(struct verbs_conn *c, struct verbs_rx *rx)
+{
+	struct verbs_read_iter probe = rx->it;
+	struct verbs_read r;
+
+	c->reads_out--;
+	rx->reads_out--;
+	if (rx->reads_out ||
+	    verbs_read_next(rx->desc, rx->ndesc, rx->body_remote, VERBS_READ_CHUNK, &probe, &r))
+		return;
+	/* All read: our buffers are the application's now, the peer's may go. */
+	if (rx->mr_body)
+		ibv_dereg_mr(rx->mr_body);
+	if (rx->mr_data)
+		ibv_dereg_mr(rx->mr_data);
+	rx->mr_body = rx->mr_data = NULL;
+	rx->state = RX_READY;
+	c->reading--;
+	if (done_push(c, rx->cookie))
+		verbs_fail_locked(c, -ENOMEM);
+}
+
+static int rx_allowed(struct verbs_conn *c)
+{
+	if (c->tx_limit && !c->tx_throttled && c->tx_queued > c->tx_limit) {
+		c->tx_throttled = 1;
+		log_debug("%s: %zu bytes unsent; pausing its input", c->base.peer, c->tx_queued);
+	} else if (c->tx_throttled && (!c->tx_limit || c->tx_queued <= c->tx_limit / 2)) {
+		c->tx_throttled = 0;
+	}
+	return !atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused &&
+	       !c->tx_throttled && !c->reaped;
+}
+
+/* Under c->lock: consume what we may, read, deliver in order, send what waits. */
+static void progress_locked(struct verbs_conn *c)
+{
+	struct verbs_rx *rx;
+	int err;
+
+	if (c->reaped || atomic_load(&c->base.closing))
+		return;
+	if (rx_allowed(c)) {
+		for (rx = c->rxq_head; rx; rx = rx->next) {
+			if (rx->state != RX_HELD)
+				continue;
+			if (c->reading >= VERBS_MAX_READING)
+				break;
+			err = rx_start(c, rx);
+			if (err) {
+				log_warn("%s: dropping connection: %s", c->base.peer, err_name(err));
+				verbs_fail_locked(c, err);
+				return;
+			}
+		}
+	}
+	post_reads(c);
+	while ((rx = c->rxq_head) && rx->state == RX_READY &&
+	       !atomic_load(&c->base.closing)) {
+		struct xport_event ev = { .type = XPORT_EV_RECV, .conn = &c->base, .msg = rx->msg };
+
+		c->rxq_head = rx->next;
+		if (!c->rxq_head)
+			c->rxq_tail = NULL;
+		rx->msg = NULL;
+		rx_free(rx);
+		xport_cq_push(c->base.ctx, &ev);
+	}
+	flush_locked(c);
+	if (c->close_when_sent && !c->txq_head && !c->done_n && !c->rndv.used &&
+	    c->sq_out == 0)
+		verbs_fail_locked(c, 0);
+}
+
+/* A receive completed with @len bytes in @r. */
+static void on_recv(struct verbs_conn *c, struct verbs_recv *r, uint32_t len)
+{
+	struct verbs_msg m;
+	struct verbs_tx *tx;
+	struct verbs_rx *rx;
+	int err;
+
+	/* Structure and credits now; the application's limits when it is consumed. */
+	err = verbs_msg_parse(r->buf, len, RDFS_MAX_BODY, RDFS_MAX_DATA, &m);
+	if (!err)
+		err = verbs_credit_grant(&c->cr, m.vh.credits);
+	if (err) {
+		log_warn("%s: dropping connection: %s", c->base.peer, err_name(err));
+		verbs_fail_locked(c, err);
+		return;
+	}
+	switch (m.vh.type) {
+	case VERBS_MSG_CREDIT:
+		repost_recv(c, r);
+		return;
+	case VERBS_MSG_DONE:
+		tx = verbs_rndv_finish(&c->rndv, m.vh.cookie);
+		if (!tx) {
+			log_warn("%s: dropping connection: completion of an unknown transfer",
+				 c->base.peer);
+			verbs_fail_locked(c, -EPROTO);
+			return;
+		}
+		tx_complete(c, tx, m.vh.status);
+		repost_recv(c, r);
+		return;
+	default:
+		break;
+	}
+	rx = calloc(1, sizeof(*rx));
+	if (!rx) {
+		verbs_fail_locked(c, -ENOMEM);
+		return;
+	}
+	rx->state = RX_HELD;
+	rx->wr.kind = WR_READ;
+	rx->wr.ptr = rx;
+	rx->slot = r;
+	rx->len = len;
+	if (c->rxq_tail)
+		c->rxq_tail->next = rx;
+	else
+		c->rxq_head = rx;
+	c->rxq_tail = rx;
+}
+
+static const char *wc_name(enum ibv_wc_status s)
+{
+	return ibv_wc_status_str(s);
+}
+
+static void handle_wc(struct verbs_conn *c, const struct ibv_wc *wc)
+{
+	struct verbs_wr *w = (struct verbs_wr *)(uintptr_t)wc->wr_id;
+
+	if (w->kind != WR_RECV) {
+		c->sq_out--;
+		if (w->kind == WR_SEND) {
+			struct verbs_send_slot *s = w->ptr;
+
+			s->next_free = c->free_slots;
+			c->free_slots = s;
+		} else if (w->kind == WR_READ && wc->status == IBV_WC_SUCCESS) {
+			read_done(c, w->ptr);
+		}
+	}
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (!atomic_load(&c->base.closing) && wc->status != IBV_WC_WR_FLUSH_ERR)
+			log_warn("%s: %s failed: %s", c->base.peer,
+				 w->kind == WR_READ ? "RDMA READ" : w->kind == WR_RECV ?
+				 "receive" : "send", wc_name(wc->status));
+		verbs_fail_locked(c, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO);
+		return;
+	}
+	if (w->kind == WR_RECV && !atomic_load(&c->base.closing))
+		on_recv(c, w->ptr, wc->byte_len);
+}
+
+void verbs_cq_handler(struct xport_poll *p, uint32_t events)
+{
+	struct verbs_conn *c = (struct verbs_conn *)((uint8_t *)p -
+						     offsetof(struct verbs_conn, cq_poll));
+	struct ibv_wc wc[CQ_BATCH];
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	unsigned int got = 0;
+	int n, i;
+
+	while (ibv_get_cq_event(c->cch, &cq, &cq_ctx) == 0)
+		got++;
+	if (got)
+		ibv_ack_cq_events(c->cq, got);
+	pthread_mutex_lock(&c->lock);
+	if (c->reaped) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	/* Re-arm first, then drain: a completion after the drain raises a new event. */
+	ibv_req_notify_cq(c->cq, 0);
+	while ((n = ibv_poll_cq(c->cq, CQ_BATCH, wc)) > 0)
+		for (i = 0; i < n; i++)
+			handle_wc(c, &wc[i]);
+	progress_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ------------------------------------------------------------------ closing, limits */
+
+void verbs_drop_all_locked(struct verbs_conn *c, int status)
+{
+	struct verbs_tx *tx;
+
+	while ((tx = c->txq_head)) {
+		c->txq_head = tx->next;
+		tx_complete(c, tx, status);
+	}
+	c->txq_tail = NULL;
+	while ((tx = verbs_rndv_take_any(&c->rndv)))
+		tx_complete(c, tx, status);
+	c->done_n = 0;
+}
+
+void verbs_free_rx_all(struct verbs_conn *c)
+{
+	struct verbs_rx *rx;
+
+	while ((rx = c->rxq_head)) {
+		c->rxq_head = rx->next;
+		rx_free(rx);
+	}
+	c->rxq_tail = NULL;
+}
+
+void verbs_fail_locked(struct verbs_conn *c, int status)
+{
+	if (atomic_exchange(&c->base.closing, 1))
+		return;
+	c->close_status = status;
+	/*
+	 * Sends are cancelled now: deregistering kills their rkeys at once, so the
+	 * poster may reuse its memory even if the peer was still reading it.
+	 */
+	verbs_drop_all_locked(c, -ECANCELED);
+	if (c->registered)
+		xport_conn_reap_later(&c->base);
+}
+
+void verbs_fail(struct verbs_conn *c, int status)
+{
+	pthread_mutex_lock(&c->lock);
+	verbs_fail_locked(c, status);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void verbs_conn_close(struct xport_conn *conn, int flush)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+
+	pthread_mutex_lock(&c->lock);
+	if (flush && !atomic_load(&c->base.closing)) {
+		c->close_when_sent = 1;
+		progress_locked(c);	/* closes now if nothing is queued */
+	} else {
+		verbs_fail_locked(c, 0);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void verbs_conn_pause_rx(struct xport_conn *conn, int paused)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+
+	pthread_mutex_lock(&c->lock);
+	c->rx_paused = paused;
+	progress_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void verbs_conn_set_tx_limit(struct xport_conn *conn, size_t max)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+
+	pthread_mutex_lock(&c->lock);
+	c->tx_limit = max;
+	progress_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+size_t verbs_conn_queued_bytes(struct xport_conn *conn)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+	size_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->tx_queued;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
