@@ -35,7 +35,8 @@
 #define DEFAULT_PORT		"7000"
 #define DEFAULT_TIMEOUT_MS	30000
 #define DEFAULT_MAX_THREADS	32
-#define DEFAULT_READAHEAD	(4u << 20)
+#define DEFAULT_READAHEAD	(8u << 20)
+#define DEFAULT_WRITE_BEHIND	(16u << 20)
 #define RDFS_VERSION		"0.1"
 
 enum exit_status { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -51,6 +52,9 @@ struct cmdline {
 	char *timeout;
 	char *max_threads;
 	char *readahead;
+	char *write_behind;
+	int writeback_cache;
+	int no_writeback_cache;
 	int direct_io;
 	int unstable_writes;
 	unsigned int max_read;
@@ -80,6 +84,9 @@ static const struct fuse_opt cmdline_spec[] = {
 	{ "timeout=%s", offsetof(struct cmdline, timeout), 0 },
 	{ "max_threads=%s", offsetof(struct cmdline, max_threads), 0 },
 	{ "readahead=%s", offsetof(struct cmdline, readahead), 0 },
+	{ "write_behind=%s", offsetof(struct cmdline, write_behind), 0 },
+	CMD_OPT("writeback_cache", writeback_cache),
+	CMD_OPT("no_writeback_cache", no_writeback_cache),
 	/* libfuse insists that init() and the mount option agree on it */
 	{ "max_read=%u", offsetof(struct cmdline, max_read), 0 },
 	CMD_OPT("direct_io", direct_io),
@@ -144,11 +151,27 @@ static void help(void)
 "                          O_DIRECT does the same per file)\n"
 "    unstable_writes       I/O servers acknowledge writes before they are durable;\n"
 "                          fsync(2) makes them durable (default off: every\n"
-"                          write is durable when write(2) returns)\n"
+"                          write is durable once the I/O servers answered it)\n"
+"    write_behind=SIZE     write-behind per file (default 16m; 0 turns it off):\n"
+"                          write(2) returns once its data is copied, and up to\n"
+"                          SIZE of WRITEs are in flight to the I/O servers. All\n"
+"                          of a file's writes are on the servers when close(2)\n"
+"                          or fsync(2) returns, and a failed one makes that\n"
+"                          close/fsync (and the next write) fail with EIO or\n"
+"                          ENOSPC, as with NFS. With 0, write(2) returns only\n"
+"                          when the servers have the data, and reports errors\n"
+"                          itself\n"
+"    writeback_cache       let the kernel gather writes in its page cache and\n"
+"                          send them in the background (FUSE writeback cache;\n"
+"                          default off, or no_writeback_cache). Caveat: while\n"
+"                          this mount caches a file, it takes the file's size\n"
+"                          from its own writes, so another client's truncate\n"
+"                          is not seen here until the file leaves the cache\n"
+"                          (growth is: it is pushed to the kernel at open)\n"
 "    timeout=MS            milliseconds before an unanswered request fails with\n"
 "                          EIO (default %d)\n"
 "    max_threads=N         most request threads of the session loop (default %d)\n"
-"    readahead=SIZE        kernel read-ahead window of the mount (default 4m; 0\n"
+"    readahead=SIZE        kernel read-ahead window of the mount (default 8m; 0\n"
 "                          keeps the kernel's 128k). Needs root: it is set in\n"
 "                          /sys/class/bdi/MAJOR:MINOR/read_ahead_kb\n"
 "    log_level=LEVEL       error, warn, info or debug (default warn)\n"
@@ -173,9 +196,9 @@ static void help(void)
 "CONFIG FILE\n"
 "    INI format; " PROG " reads section [fuse], then [cluster]:\n"
 "      [cluster]  metaserver = tcp://HOST:PORT, secret_file, log_level\n"
-"      [fuse]     attr_timeout, entry_timeout, direct_io, unstable_writes\n"
-"                 (true/false), timeout,\n"
-"                 max_threads, readahead, log_level, log_file\n"
+"      [fuse]     attr_timeout, entry_timeout, direct_io, unstable_writes,\n"
+"                 writeback_cache (true/false), timeout, max_threads,\n"
+"                 readahead, write_behind, log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    " PROG " mds1:7000 /mnt/rdfs\n"
@@ -277,6 +300,9 @@ static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
 		{ "timeout", cl->timeout },
 		{ "max_threads", cl->max_threads },
 		{ "readahead", cl->readahead },
+		{ "write_behind", cl->write_behind },
+		{ "writeback_cache", cl->writeback_cache ? "true" :
+				     cl->no_writeback_cache ? "false" : NULL },
 		{ "direct_io", cl->direct_io ? "true" : NULL },
 		{ "unstable_writes", cl->unstable_writes ? "true" : NULL },
 	};
@@ -316,6 +342,7 @@ struct settings {
 	int64_t timeout_ms;
 	int64_t max_threads;
 	uint64_t readahead;
+	uint64_t write_behind;
 	int unstable_writes;
 };
 
@@ -358,6 +385,17 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 	    s->readahead > (1ull << 30)) {
 		fprintf(stderr, PROG ": invalid readahead '%s': expected a size up to 1g\n",
 			config_get(cfg, "fuse", "readahead", ""));
+		return -EINVAL;
+	}
+	if (config_get_size(cfg, "fuse", "write_behind", DEFAULT_WRITE_BEHIND,
+			    &s->write_behind) < 0 || s->write_behind > (1ull << 30)) {
+		fprintf(stderr, PROG ": invalid write_behind '%s': expected a size up to 1g\n",
+			config_get(cfg, "fuse", "write_behind", ""));
+		return -EINVAL;
+	}
+	if (config_get_bool(cfg, "fuse", "writeback_cache", 0, &s->fs.writeback_cache) < 0) {
+		fprintf(stderr, PROG ": invalid writeback_cache '%s': expected true or false\n",
+			config_get(cfg, "fuse", "writeback_cache", ""));
 		return -EINVAL;
 	}
 	v = config_get(cfg, "fuse", "log_level", "warn");
@@ -632,6 +670,9 @@ int main(int argc, char *argv[])
 	copts.timeout_ms = (int)s.timeout_ms;
 	copts.role = "client";
 	copts.write_stable = !s.unstable_writes;
+	/* the kernel reads ahead for FUSE (readahead=); the core's would only add a copy */
+	copts.readahead_kb = -1;
+	copts.write_behind_kb = (int)(s.write_behind >> 10);
 	ret = rdfs_client_open(&copts, &s.fs.client);
 	memset(&copts.secret, 0, sizeof(copts.secret));
 	if (ret < 0) {

@@ -146,8 +146,15 @@ static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * the metaserver does not do it by itself on COMMIT.
 	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
-	/* Write-back caching needs size/mtime arbitration rdfs does not have yet. */
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * The kernel's writeback cache only on request: with it the kernel
+	 * trusts its own size over ours for as long as it caches the inode, so
+	 * a truncate by another client would go unseen (see rdfs_op_open).
+	 */
+	if (fs->writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/* Enough background requests to keep both readahead and O_DIRECT pipelines full. */
 	if (conn->max_background < 64)
 		conn->max_background = 64;
@@ -610,6 +617,16 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	 * attributes; the first read past that end or stat() then asks again.
 	 */
 	fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	/*
+	 * With the writeback cache the kernel ignores the size in attributes
+	 * while it caches the inode; a store of nothing at the end of the file
+	 * still raises its size to what another client committed.
+	 */
+	if (fs->writeback_cache && S_ISREG(st.st_mode) && st.st_size > 0) {
+		struct fuse_bufvec none = FUSE_BUFVEC_INIT(0);
+
+		fuse_lowlevel_notify_store(fs->se, ino, st.st_size, &none, 0);
+	}
 	if (fuse_reply_open(req, fi) < 0)
 		rdfs_release(f);
 }

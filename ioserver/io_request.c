@@ -47,6 +47,11 @@
 /* Read-ahead segments one READ may start loading. */
 #define RA_LOADS_PER_READ	64
 /*
+ * Cache segments one unit may be sent from by reference; a unit spanning more
+ * (whole mode, huge units) is copied out of the cache instead.
+ */
+#define UNIT_SEGS		8
+/*
  * Buffers one READ may hold, per unit read in flight: the units being read
  * plus as many read and waiting for the network, so the disk keeps going
  * while the previous units drain to the socket.
@@ -80,8 +85,10 @@ struct ra_load {
 enum unit_state { UNIT_IDLE, UNIT_READING, UNIT_VALID, UNIT_SENT };
 
 struct io_unit {
-	struct rw_op rw;		/* rw.buf is the pool buffer */
+	struct rw_op rw;		/* rw.buf is the pool buffer, NULL when nsegs */
 	size_t buf_len;
+	struct ra_seg *segs[UNIT_SEGS];	/* a cache hit sent from these, held */
+	int nsegs;
 	uint64_t first;			/* blocks [first, first + nblocks) */
 	uint32_t nblocks;
 	uint32_t data_off, data_len;	/* what of the buffer goes on the wire */
@@ -109,6 +116,7 @@ struct io_job {
 	struct io_unit *units;
 	int nunits, next_start, next_send, reading, held, held_max;
 	atomic_int returned;		/* buffers given back by send completions */
+	atomic_bool want_return;	/* blocked on them: the next completion posts us */
 
 	/* WRITE, ZERO */
 	struct range_lock_entry lock;
@@ -493,18 +501,64 @@ static void unit_sent(void *arg, int status)
 	struct io_pool *p = j->pool;
 	int i;
 
-	bufpool_put(p->bufs, u->rw.buf, u->buf_len);
-	if (atomic_load(&p->buf_waiters) > 0)
-		for (i = 0; i < p->nrings; i++) {
-			atomic_store(&p->rings[i].buf_kick, true);
-			ring_kick(&p->rings[i]);
-		}
+	if (u->nsegs) {
+		ra_release(p->ra, u->segs, u->nsegs);
+	} else {
+		bufpool_put(p->bufs, u->rw.buf, u->buf_len);
+		if (atomic_load(&p->buf_waiters) > 0)
+			for (i = 0; i < p->nrings; i++) {
+				atomic_store(&p->rings[i].buf_kick, true);
+				ring_kick(&p->rings[i]);
+			}
+	}
 	if (atomic_load(&j->final_posted)) {
 		job_put(j);
 		return;
 	}
 	atomic_fetch_add(&j->returned, 1);
-	ring_post(j->ring, j);	/* our reference goes with it */
+	/* Wake the ring only when the job waits for this; most sends finish unawaited. */
+	if (atomic_exchange(&j->want_return, false))
+		ring_post(j->ring, j);	/* our reference goes with it */
+	else
+		job_put(j);
+}
+
+/* Give back what an unsent unit holds: cache segments or a pool buffer. */
+static void unit_release(struct io_pool *p, struct io_unit *u)
+{
+	if (u->nsegs)
+		ra_release(p->ra, u->segs, u->nsegs);
+	else
+		bufpool_put(p->bufs, u->rw.buf, u->buf_len);
+}
+
+/* The iovecs of @u's data: its buffer, or the cache segments holding it. */
+static int unit_iov(const struct io_unit *u, struct iovec *iov)
+{
+	uint64_t lo = u->first * RDFS_BLOCK_SIZE + u->data_off, hi = lo + u->data_len;
+	uint64_t s_lo, s_hi;
+	int i, n = 0;
+
+	if (!u->nsegs) {
+		iov[0].iov_base = u->rw.buf + u->data_off;
+		iov[0].iov_len = u->data_len;
+		return 1;
+	}
+	for (i = 0; i < u->nsegs; i++) {
+		s_lo = ra_seg_first(u->segs[i]) * RDFS_BLOCK_SIZE;
+		s_hi = s_lo + (uint64_t)ra_seg_blocks(u->segs[i]) * RDFS_BLOCK_SIZE;
+		if (s_lo < lo)
+			s_lo = lo;
+		if (s_hi > hi)
+			s_hi = hi;
+		if (s_lo >= s_hi)
+			continue;
+		iov[n].iov_base = (uint8_t *)ra_seg_buf(u->segs[i]) +
+				  (s_lo - ra_seg_first(u->segs[i]) * RDFS_BLOCK_SIZE);
+		iov[n].iov_len = s_hi - s_lo;
+		n++;
+	}
+	return n;
 }
 
 static void read_reply_error(struct io_job *j)
@@ -513,7 +567,7 @@ static void read_reply_error(struct io_job *j)
 
 	for (i = j->next_send; i < j->next_start; i++) {
 		if (j->units[i].state == UNIT_VALID) {
-			bufpool_put(j->pool->bufs, j->units[i].rw.buf, j->units[i].buf_len);
+			unit_release(j->pool, &j->units[i]);
 			j->units[i].state = UNIT_SENT;
 		}
 	}
@@ -526,29 +580,28 @@ static void read_reply_error(struct io_job *j)
 static void read_send_ready(struct io_job *j)
 {
 	Rdfs__IoReply reply = RDFS__IO_REPLY__INIT;
+	struct iovec iov[UNIT_SEGS];
 	struct io_unit *u;
-	struct iovec iov;
-	int ret;
+	int niov, ret;
 
 	while (!j->err && j->next_send < j->nunits &&
 	       (u = &j->units[j->next_send])->state == UNIT_VALID) {
-		iov.iov_base = u->rw.buf + u->data_off;
-		iov.iov_len = u->data_len;
+		niov = unit_iov(u, iov);
 		atomic_fetch_add(&j->refs, 1);	/* the send's */
 		if (j->next_send == j->nunits - 1) {
 			reply.length = j->io->length;
 			reply.verifier = j->pool->verifier;
 			u->state = UNIT_SENT;
 			j->next_send++;
-			ret = rpc_server_reply_zc(&j->req, 0, &reply.base, &iov, 1, unit_sent, u);
+			ret = rpc_server_reply_zc(&j->req, 0, &reply.base, iov, niov, unit_sent, u);
 			if (ret) {
 				atomic_fetch_sub(&j->refs, 1);
-				bufpool_put(j->pool->bufs, u->rw.buf, u->buf_len);
+				unit_release(j->pool, u);
 			}
 			job_finish(j);
 			return;
 		}
-		ret = rpc_server_reply_part(&j->req, &iov, 1, unit_sent, u);
+		ret = rpc_server_reply_part(&j->req, iov, niov, unit_sent, u);
 		if (ret) {
 			atomic_fetch_sub(&j->refs, 1);
 			j->err = ret;
@@ -567,10 +620,22 @@ static void read_step(struct io_job *j)
 
 	if (atomic_load(&j->final_posted))
 		return;
+again:
 	j->held -= atomic_exchange(&j->returned, 0);
 	while (!j->err && j->next_start < j->nunits && j->reading < p->depth &&
 	       j->held < j->held_max) {
 		u = &j->units[j->next_start];
+		u->rw.job = j;
+		/* A cache hit is sent from the cache itself, without a copy. */
+		if (p->ra && (u->nsegs = ra_hold(p->ra, u->first, u->nblocks, u->segs,
+						  UNIT_SEGS)) > 0) {
+			u->state = UNIT_VALID;
+			j->held++;
+			j->next_start++;
+			atomic_fetch_add(&p->n_units_cache, 1);
+			continue;
+		}
+		u->nsegs = 0;
 		u->rw.buf = bufpool_get(p->bufs, u->buf_len);
 		if (!u->rw.buf && j->held == 0 && j->reading == 0 && !j->waiting_buf) {
 			/*
@@ -612,8 +677,21 @@ static void read_step(struct io_job *j)
 	read_send_ready(j);
 	if (atomic_load(&j->final_posted))
 		return;
-	if (j->err && j->reading == 0)
-		read_reply_error(j);
+	if (j->err) {
+		if (j->reading == 0)
+			read_reply_error(j);
+		return;
+	}
+	/*
+	 * Nothing on the disk and more to read, yet stopped: only our own sends'
+	 * completions can give buffers back. Ask the next one to post us, then
+	 * look again in case it came before we asked.
+	 */
+	if (j->reading == 0 && j->next_start < j->nunits && !j->waiting_buf) {
+		atomic_store(&j->want_return, true);
+		if (atomic_load(&j->returned) && atomic_exchange(&j->want_return, false))
+			goto again;
+	}
 }
 
 static void ra_load_done(struct ring *r, struct rw_op *op, int err)
@@ -1083,6 +1161,7 @@ void io_pool_submit(struct io_pool *p, const struct rpc_request *req)
 	atomic_init(&j->refs, 2);	/* the ring's hold and the posting's */
 	atomic_init(&j->final_posted, false);
 	atomic_init(&j->returned, 0);
+	atomic_init(&j->want_return, false);
 	j->ring = pick_ring(p);
 	atomic_fetch_add(&p->busy, 1);
 	if (j->op == RDFS_OP_WRITE)

@@ -203,33 +203,60 @@ static void seg_unref(struct ra_cache *ra, struct ra_seg *s)
 		seg_recycle(ra, s);
 }
 
-int ra_read(struct ra_cache *ra, uint64_t first, uint64_t count, void *dst)
+int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs, int max)
 {
-	struct ra_seg *segs[RA_READ_SEGS];
-	uint64_t b, end = first + count, seg_end, lo, hi;
+	uint64_t b, end = first + count, seg_end;
 	int i, n = 0;
 
 	if (!count)
-		return 0;
+		return -ENOENT;
 	pthread_mutex_lock(&ra->mutex);
 	for (b = first; b < end; b = seg_end) {
 		struct ra_seg *s = hash_find(ra, b / RA_SEG_BLOCKS);
 
 		seg_end = (b / RA_SEG_BLOCKS + 1) * RA_SEG_BLOCKS;
-		if (!s || s->state != SEG_VALID || n == RA_READ_SEGS ||
+		if (!s || s->state != SEG_VALID ||
 		    s->idx * RA_SEG_BLOCKS + s->nblocks < (end < seg_end ? end : seg_end)) {
 			pthread_mutex_unlock(&ra->mutex);
 			return -ENOENT;
 		}
+		if (n == max) {
+			pthread_mutex_unlock(&ra->mutex);
+			return -E2BIG;
+		}
 		segs[n++] = s;
 	}
-	/* Hold every segment, copy without the mutex, then let go. */
 	for (i = 0; i < n; i++) {
 		segs[i]->refs++;
 		lru_remove(ra, segs[i]);
 		lru_push(ra, segs[i]);
 	}
 	pthread_mutex_unlock(&ra->mutex);
+	return n;
+}
+
+void ra_release(struct ra_cache *ra, struct ra_seg *const *segs, int n)
+{
+	int i;
+
+	pthread_mutex_lock(&ra->mutex);
+	for (i = 0; i < n; i++)
+		seg_unref(ra, segs[i]);
+	pthread_mutex_unlock(&ra->mutex);
+}
+
+int ra_read(struct ra_cache *ra, uint64_t first, uint64_t count, void *dst)
+{
+	struct ra_seg *segs[RA_READ_SEGS];
+	uint64_t end = first + count, lo, hi;
+	int i, n;
+
+	if (!count)
+		return 0;
+	n = ra_hold(ra, first, count, segs, RA_READ_SEGS);
+	if (n < 0)
+		return -ENOENT;
+	/* Copy without the mutex: held segments do not change. */
 	for (i = 0; i < n; i++) {
 		lo = segs[i]->idx * RA_SEG_BLOCKS;
 		hi = lo + RA_SEG_BLOCKS;
@@ -241,10 +268,7 @@ int ra_read(struct ra_cache *ra, uint64_t first, uint64_t count, void *dst)
 		       (uint8_t *)segs[i]->buf + (lo - segs[i]->idx * RA_SEG_BLOCKS) * RDFS_BLOCK_SIZE,
 		       (hi - lo) * RDFS_BLOCK_SIZE);
 	}
-	pthread_mutex_lock(&ra->mutex);
-	for (i = 0; i < n; i++)
-		seg_unref(ra, segs[i]);
-	pthread_mutex_unlock(&ra->mutex);
+	ra_release(ra, segs, n);
 	return 0;
 }
 

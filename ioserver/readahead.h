@@ -43,6 +43,15 @@ void ra_destroy(struct ra_cache *ra);
 
 /* Copy blocks [first, first + count) to @dst if every one is cached: 0, else -ENOENT. */
 int ra_read(struct ra_cache *ra, uint64_t first, uint64_t count, void *dst);
+/*
+ * Zero-copy hits: if every block of [first, first + count) is cached, hold
+ * the segments that have them (at most @max, in block order) in @segs and
+ * return how many; else -ENOENT (-E2BIG: they span more than @max). A held
+ * segment's bytes never change, even if a write invalidates it meanwhile (it
+ * then holds the bytes from before that write until ra_release()).
+ */
+int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs, int max);
+void ra_release(struct ra_cache *ra, struct ra_seg *const *segs, int n);
 
 /*
  * Note a READ of blocks [first, first + count). Fills @loads (room for @max)

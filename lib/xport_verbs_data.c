@@ -353,21 +353,25 @@ int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 	tx->niov = n;
 	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + hdr->data_len;
 
+	/* The peer's buffer size is fixed once connected; register outside the lock. */
+	peer_size = c->peer.recv_size;
+	if (verbs_eager_len(hdr->body_len, hdr->data_len) > peer_size) {
+		tx->rndv = 1;
+		tx->body_remote = verbs_rndv_len((unsigned int)n, hdr->body_len) > peer_size ||
+				  !hdr->data_len;
+		err = tx_register(c, tx);
+		if (err) {
+			tx_free(c, tx);
+			return err;
+		}
+	}
+
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->base.closing) || c->close_when_sent || c->reaped) {
 		err = -EPIPE;
 		goto err;
 	}
-	peer_size = c->peer.recv_size;
-	if (verbs_eager_len(hdr->body_len, hdr->data_len) > peer_size) {
-		tx->rndv = 1;
-		tx->body_remote = verbs_rndv_len((unsigned int)n + 1, hdr->body_len) > peer_size;
-		if (!tx->body_remote && !hdr->data_len)
-			tx->body_remote = 1;	/* cannot happen with sane sizes; be safe */
-		err = tx_register(c, tx);
-		if (err)
-			goto err;
-	} else if (!user && (c->txq_head || c->done_n || !may_send(c, 0, 1))) {
+	if (!tx->rndv && !user && (c->txq_head || c->done_n || !may_send(c, 0, 1))) {
 		/* Unowned and must wait: keep a copy, the caller's buffers are its own again. */
 		size_t blen = hdr->body_len;
 		uint8_t *p;
@@ -381,14 +385,13 @@ int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 		if (blen)
 			memcpy(tx->copy, body, blen);
 		tx->body = tx->copy;
+		p = (uint8_t *)tx->copy + blen;
+		for (i = 0; i < tx->niov; i++) {
+			memcpy(p, tx->own_iov[i].iov_base, tx->own_iov[i].iov_len);
+			p += tx->own_iov[i].iov_len;
+		}
 		tx->own_iov[0].iov_base = (uint8_t *)tx->copy + blen;
 		tx->own_iov[0].iov_len = hdr->data_len;
-		p = (uint8_t *)tx->copy + blen;
-
-		for (i = 0; i < n; i++) {
-			memcpy(p, data[i].iov_base, data[i].iov_len);
-			p += data[i].iov_len;
-		}
 		tx->niov = hdr->data_len ? 1 : 0;
 	}
 	c->tx_queued += tx->bytes;
@@ -644,11 +647,16 @@ static void on_recv(struct verbs_conn *c, struct verbs_recv *r, uint32_t len)
 
 	/* Structure and credits now; the application's limits when it is consumed. */
 	err = verbs_msg_parse(r->buf, len, RDFS_MAX_BODY, RDFS_MAX_DATA, &m);
-	if (!err)
-		err = verbs_credit_grant(&c->cr, m.vh.credits);
 	if (err) {
-		log_warn("%s: dropping connection: %s", c->base.peer, err_name(err));
+		log_warn("%s: dropping connection: %s (%u bytes, type %u)", c->base.peer,
+			 err_name(err), len, len > 5 ? r->buf[5] : 0);
 		verbs_fail_locked(c, err);
+		return;
+	}
+	if (verbs_credit_grant(&c->cr, m.vh.credits)) {
+		log_warn("%s: dropping connection: %u credits returned, more than we used",
+			 c->base.peer, m.vh.credits);
+		verbs_fail_locked(c, -EPROTO);
 		return;
 	}
 	switch (m.vh.type) {

@@ -300,7 +300,12 @@ class MooseFSTarget(Target):
         wait_for(lambda: os.statvfs(mnt).f_blocks > 0, 60, "the chunkserver to register")
         self.path = mnt / "bench"
         self.path.mkdir(exist_ok=True)
+        # One copy, like every other target here; and no trash: MooseFS keeps
+        # removed files for a day by default, and the matrix removes a lot.
+        sh(nsenter + ["mfssetgoal", "-r", "1", self.path], self.logf, timeout=60)
+        sh(nsenter + ["mfssettrashtime", "-r", "0", self.path], self.logf, timeout=60)
         self.cache_extra = "; mfsmount's own data cache left at its default"
+        self.description += ", goal 1, trash time 0"
 
     def _stop(self, nsenter, prog, cfg):
         sh(nsenter + [prog, "-c", self.root / cfg, "stop"], self.logf, timeout=60, check=False)

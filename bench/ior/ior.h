@@ -24,6 +24,9 @@
 #define IOR_DEFAULT_CONFIG	"/etc/rdfs/rdfs.conf"
 #define IOR_DEFAULT_METASERVER	"tcp://127.0.0.1:7000"
 #define IOR_DEFAULT_SECRET	"/etc/rdfs/secret"
+/* What -a RDFS does between phases: nothing, and why that is honest. */
+#define IOR_RDFS_CACHE_NOTE \
+	"none needed (-a RDFS: the client library keeps no data past a close; each phase opens anew)"
 
 enum ior_phase {
 	IOR_PHASE_WRITE = 0,
@@ -68,6 +71,7 @@ struct ior_params {
 	int check_read;			/* -R */
 	int file_per_proc;		/* -F */
 	int fsync;			/* -e */
+	int fsync_per_write;		/* -Y */
 	int reorder;			/* -C */
 	int random;			/* -z */
 	uint64_t seed;			/* --seed, for -z */
@@ -165,7 +169,8 @@ uint64_t ior_index_offset(const struct ior_params *p, int owner, uint64_t idx);
 struct ior_backend;
 struct ior_file;
 
-int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char *err, size_t errsize);
+int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char *err,
+		     size_t errsize);
 void ior_backend_close(struct ior_backend *b);
 /* @write: open for writing (creating it), else read-only. 0 or -errno. */
 int ior_file_open(struct ior_backend *b, const char *path, int write, int direct,

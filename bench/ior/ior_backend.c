@@ -21,6 +21,8 @@ struct ior_backend {
 	enum ior_api api;
 	struct rdfs_client *client;
 	struct rdfs_cred cred;
+	char dir[IOR_PATH_MAX];		/* the directory last resolved (-a RDFS) ... */
+	uint64_t dir_ino;		/* ... and its inode, 0: none */
 };
 
 struct ior_file {
@@ -29,7 +31,8 @@ struct ior_file {
 	struct rdfs_file *rf;
 };
 
-int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char *err, size_t errsize)
+int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char *err,
+		     size_t errsize)
 {
 	struct rdfs_client_opts o = { 0 };
 	struct ior_backend *b = calloc(1, sizeof(*b));
@@ -83,12 +86,18 @@ void ior_backend_close(struct ior_backend *b)
 	free(b);
 }
 
-/* Resolve the directory part of @path to an inode; *@name points at the last component. */
-static int rdfs_parent(struct ior_backend *b, const char *path, uint64_t *parent, char *name,
-		       size_t namesize)
+/*
+ * Resolve the directory part of @path to an inode and copy the last component
+ * to @name. The last directory resolved is remembered (what a kernel's dentry
+ * cache does for FUSE), so that mdtest's thousands of files in one directory
+ * cost one request each, not one per path component; @fresh forgets it.
+ */
+static int rdfs_parent(struct ior_backend *b, const char *path, int fresh, uint64_t *parent,
+		       char *name, size_t namesize)
 {
 	const char *p = path, *slash = strrchr(path, '/');
 	uint64_t ino = RDFS_ROOT_INO;
+	size_t dirlen;
 	struct stat st;
 	char comp[256];
 	int ret;
@@ -98,6 +107,12 @@ static int rdfs_parent(struct ior_backend *b, const char *path, uint64_t *parent
 	if (strlen(slash + 1) >= namesize)
 		return -ENAMETOOLONG;
 	strcpy(name, slash + 1);
+	dirlen = (size_t)(slash - path);
+	if (!fresh && b->dir_ino && dirlen == strlen(b->dir) && memcmp(b->dir, path, dirlen) == 0) {
+		*parent = b->dir_ino;
+		return 0;
+	}
+	b->dir_ino = 0;
 	while (p < slash) {
 		size_t len;
 
@@ -120,17 +135,70 @@ static int rdfs_parent(struct ior_backend *b, const char *path, uint64_t *parent
 			return -ENOTDIR;
 		ino = st.st_ino;
 	}
+	if (dirlen < sizeof(b->dir)) {
+		memcpy(b->dir, path, dirlen);
+		b->dir[dirlen] = '\0';
+		b->dir_ino = ino;
+	}
 	*parent = ino;
 	return 0;
+}
+
+enum rdfs_path_op { OP_OPEN_WRITE, OP_OPEN_READ, OP_UNLINK, OP_MKDIR, OP_RMDIR, OP_STAT };
+
+/*
+ * One namespace operation on @path through the library. If it fails in a way
+ * a stale remembered directory explains (it was removed, or replaced), it is
+ * tried once more with the path resolved afresh.
+ */
+static int rdfs_path_op(struct ior_backend *b, enum rdfs_path_op op, const char *path,
+			mode_t mode, struct stat *st, struct rdfs_file **file)
+{
+	uint64_t parent;
+	struct stat tmp;
+	char name[256];
+	int fresh, ret = 0;
+
+	if (!st)
+		st = &tmp;
+	for (fresh = 0; fresh < 2; fresh++) {
+		ret = rdfs_parent(b, path, fresh, &parent, name, sizeof(name));
+		if (ret == 0) {
+			switch (op) {
+			case OP_OPEN_WRITE:
+				ret = rdfs_create(b->client, &b->cred, parent, name, mode,
+						  O_WRONLY | O_CREAT, st, file);
+				break;
+			case OP_OPEN_READ:
+				ret = rdfs_lookup(b->client, &b->cred, parent, name, st);
+				if (ret == 0)
+					ret = rdfs_open(b->client, &b->cred, st->st_ino, O_RDONLY, st,
+							file);
+				break;
+			case OP_UNLINK:
+				ret = rdfs_unlink(b->client, &b->cred, parent, name);
+				break;
+			case OP_MKDIR:
+				ret = rdfs_mkdir(b->client, &b->cred, parent, name, mode, st);
+				break;
+			case OP_RMDIR:
+				ret = rdfs_rmdir(b->client, &b->cred, parent, name);
+				break;
+			case OP_STAT:
+				ret = rdfs_lookup(b->client, &b->cred, parent, name, st);
+				break;
+			}
+		}
+		if (ret != -ENOENT && ret != -ESTALE)
+			break;
+	}
+	return ret;
 }
 
 int ior_file_open(struct ior_backend *b, const char *path, int write, int direct,
 		  struct ior_file **out)
 {
 	struct ior_file *f = calloc(1, sizeof(*f));
-	uint64_t parent;
-	struct stat st;
-	char name[256];
 	int ret;
 
 	if (!f)
@@ -151,15 +219,7 @@ int ior_file_open(struct ior_backend *b, const char *path, int write, int direct
 		*out = f;
 		return 0;
 	}
-	ret = rdfs_parent(b, path, &parent, name, sizeof(name));
-	if (ret == 0 && write)
-		ret = rdfs_create(b->client, &b->cred, parent, name, 0644, O_WRONLY | O_CREAT, &st,
-				  &f->rf);
-	else if (ret == 0) {
-		ret = rdfs_lookup(b->client, &b->cred, parent, name, &st);
-		if (ret == 0)
-			ret = rdfs_open(b->client, &b->cred, st.st_ino, O_RDONLY, &st, &f->rf);
-	}
+	ret = rdfs_path_op(b, write ? OP_OPEN_WRITE : OP_OPEN_READ, path, 0644, NULL, &f->rf);
 	if (ret) {
 		free(f);
 		return ret;
@@ -209,51 +269,30 @@ int ior_file_close(struct ior_file *f)
 
 int ior_path_unlink(struct ior_backend *b, const char *path)
 {
-	uint64_t parent;
-	char name[256];
-	int ret;
-
 	if (b->api == IOR_API_POSIX)
 		return unlink(path) < 0 ? -errno : 0;
-	ret = rdfs_parent(b, path, &parent, name, sizeof(name));
-	return ret ? ret : rdfs_unlink(b->client, &b->cred, parent, name);
+	return rdfs_path_op(b, OP_UNLINK, path, 0, NULL, NULL);
 }
 
 int ior_path_mkdir(struct ior_backend *b, const char *path, mode_t mode)
 {
-	uint64_t parent;
-	struct stat st;
-	char name[256];
-	int ret;
-
 	if (b->api == IOR_API_POSIX)
 		return mkdir(path, mode) < 0 ? -errno : 0;
-	ret = rdfs_parent(b, path, &parent, name, sizeof(name));
-	return ret ? ret : rdfs_mkdir(b->client, &b->cred, parent, name, mode, &st);
+	return rdfs_path_op(b, OP_MKDIR, path, mode, NULL, NULL);
 }
 
 int ior_path_rmdir(struct ior_backend *b, const char *path)
 {
-	uint64_t parent;
-	char name[256];
-	int ret;
-
 	if (b->api == IOR_API_POSIX)
 		return rmdir(path) < 0 ? -errno : 0;
-	ret = rdfs_parent(b, path, &parent, name, sizeof(name));
-	return ret ? ret : rdfs_rmdir(b->client, &b->cred, parent, name);
+	return rdfs_path_op(b, OP_RMDIR, path, 0, NULL, NULL);
 }
 
 int ior_path_stat(struct ior_backend *b, const char *path, struct stat *st)
 {
-	uint64_t parent;
-	char name[256];
-	int ret;
-
 	if (b->api == IOR_API_POSIX)
 		return stat(path, st) < 0 ? -errno : 0;
-	ret = rdfs_parent(b, path, &parent, name, sizeof(name));
-	return ret ? ret : rdfs_lookup(b->client, &b->cred, parent, name, st);
+	return rdfs_path_op(b, OP_STAT, path, 0, st, NULL);
 }
 
 int ior_drop_cache(struct ior_backend *b, const char *path, char *note, size_t size)
@@ -261,7 +300,7 @@ int ior_drop_cache(struct ior_backend *b, const char *path, char *note, size_t s
 	int fd, ret = 0;
 
 	if (b->api == IOR_API_RDFS) {
-		snprintf(note, size, "none needed (-a RDFS: the client library keeps no data past a close; each phase opens anew)");
+		snprintf(note, size, "%s", IOR_RDFS_CACHE_NOTE);
 		return 0;
 	}
 	fd = open(path, O_RDONLY);

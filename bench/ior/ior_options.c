@@ -23,8 +23,8 @@ void ior_usage(FILE *f)
 "\n"
 "SYNOPSIS\n"
 "    rdfs-bench [-a POSIX|RDFS] [-w] [-r] [-W] [-R] [-t SIZE] [-b SIZE] [-s N] [-F] [-e]\n"
-"               [-C] [-z] [-D SECS] [-k] [-N TASKS] [-i REPS] [-o PATH] [-O FILE]\n"
-"               [--direct] [--drop-cache] [--drop-cache-cmd CMD] [--json[=FILE]]\n"
+"               [-Y] [-C] [-z] [-D SECS] [-k] [-N TASKS] [-i REPS] [-o PATH] [-O FILE]\n"
+"               [-B|--direct] [--drop-cache] [--drop-cache-cmd CMD] [--json[=FILE]]\n"
 "               [--config FILE] [--metaserver URL] [--secret-file FILE]\n"
 "    rdfs-bench mdtest [options]      (see rdfs-bench mdtest --help)\n"
 "\n"
@@ -63,6 +63,7 @@ void ior_usage(FILE *f)
 "    -s N          Segments (default 1).\n"
 "    -F            File per process instead of one shared file.\n"
 "    -e            fsync after the writes, inside the timed write (as IOR).\n"
+"    -Y            fsync after every write call (timed as part of the call).\n"
 "    -C            Reorder tasks for the read back: task i reads what task i+1 wrote,\n"
 "                  so no task reads data it wrote itself.\n"
 "    -z            Random offsets: each task moves its transfers in a random order\n"
@@ -79,7 +80,7 @@ void ior_usage(FILE *f)
 "    -O FILE       Write the results as JSON to FILE (same as --json=FILE; not IOR's\n"
 "                  -O directive string).\n"
 "    -q            With a JSON file: do not print the table.\n"
-"    --direct      Open with O_DIRECT (sizes must then be multiples of 4 KiB).\n"
+"    -B, --direct  Open with O_DIRECT (sizes must then be multiples of 4 KiB).\n"
 "    --drop-cache  After the write phase and before the read phase, fdatasync and\n"
 "                  posix_fadvise(POSIX_FADV_DONTNEED) the file so reads go to the\n"
 "                  file system, not the page cache (not needed with -a RDFS: the\n"
@@ -256,7 +257,7 @@ int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_
 	save_cmdline(p->cmdline, sizeof(p->cmdline), argc, argv);
 	optind = 0;	/* 0: full reinitialisation, so the parser can run more than once */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:wrWRt:b:s:FeCzD:kN:i:o:O:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":a:wrWRt:b:s:FeYCzD:kN:i:o:O:qBh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
 			if (strcasecmp(optarg, "POSIX") == 0)
@@ -284,6 +285,9 @@ int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_
 		case 'e':
 			p->fsync = 1;
 			break;
+		case 'Y':
+			p->fsync_per_write = 1;
+			break;
 		case 'C':
 			p->reorder = 1;
 			break;
@@ -296,6 +300,7 @@ int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_
 		case 'q':
 			p->quiet = 1;
 			break;
+		case 'B':
 		case OPT_DIRECT:
 			p->direct = 1;
 			break;
@@ -395,7 +400,8 @@ int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_
 			return fail(err, errsize, "-a RDFS needs -o with an absolute path inside rdfs ('%s')",
 				    p->path);
 		if (p->direct || p->drop_cache)
-			return fail(err, errsize, "--direct/--drop-cache are for -a POSIX (the client library keeps no file data past a close)");
+			return fail(err, errsize, "--direct/--drop-cache are for -a POSIX (the client "
+				    "library keeps no file data past a close)");
 		if (ior_load_cluster(&p->cluster, config_path, ms, secret, NULL, err, errsize) < 0)
 			return -EINVAL;
 	} else if (config_path || ms || secret) {

@@ -119,7 +119,7 @@ static void cache_method(const struct ior_params *p, struct ior_shared *sh, char
 	const char *what;
 
 	if (p->api == IOR_API_RDFS)
-		what = "none needed (-a RDFS: the client library keeps no data past a close; each phase opens anew)";
+		what = IOR_RDFS_CACHE_NOTE;
 	else if (p->direct)
 		what = "O_DIRECT (client page cache bypassed)";
 	else if (p->drop_cache)
@@ -181,7 +181,8 @@ static void print_text(const struct ior_params *p, struct ior_shared *sh, const 
 	fprintf(f, "aggregate filesize  : %s\n", agg);
 	if (p->stonewall > 0)
 		fprintf(f, "stonewallingTime    : %g\n", p->stonewall);
-	fprintf(f, "fsync after write   : %s\n", p->fsync ? "yes" : "no");
+	fprintf(f, "fsync after write   : %s\n", p->fsync_per_write ? "every write call" :
+		p->fsync ? "yes" : "no");
 	fprintf(f, "cache between phases: %s\n", cache);
 	fprintf(f, "\nResults: \n\n");
 	fprintf(f, "%-9s %-10s %-10s %-11s %-10s %-10s %-10s %-10s %-10s %-10s %s\n",
@@ -245,12 +246,13 @@ static void print_json(const struct ior_params *p, struct ior_shared *sh, const 
 	fprintf(f, ",\n  \"params\": {\"api\": \"%s\", \"path\": ", api_name(p));
 	json_string(f, p->path);
 	fprintf(f, ", \"tasks\": %d, \"reps\": %d, \"xfer\": %llu, \"block\": %llu, \"segments\": %llu, "
-		"\"file_per_proc\": %s, \"fsync\": %s, \"reorder\": %s, \"random\": %s, "
+		"\"file_per_proc\": %s, \"fsync\": %s, \"fsync_per_write\": %s, \"reorder\": %s, \"random\": %s, "
 		"\"stonewall_s\": %g, \"direct\": %s, "
 		"\"drop_cache\": %s, \"check_write\": %s, \"check_read\": %s, \"aggregate_bytes\": %llu},\n",
 		p->ntasks, p->reps, (unsigned long long)p->xfer, (unsigned long long)p->block,
 		(unsigned long long)p->segments, p->file_per_proc ? "true" : "false",
-		p->fsync ? "true" : "false", p->reorder ? "true" : "false",
+		p->fsync ? "true" : "false", p->fsync_per_write ? "true" : "false",
+		p->reorder ? "true" : "false",
 		p->random ? "true" : "false", p->stonewall,
 		p->direct ? "true" : "false", p->drop_cache ? "true" : "false",
 		p->check_write ? "true" : "false", p->check_read ? "true" : "false",

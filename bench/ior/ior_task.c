@@ -183,11 +183,18 @@ static int64_t transfer_all(struct ior_task *t, struct ior_file *f, int phase, i
 		if (phase == IOR_PHASE_WRITE)
 			ior_pattern_fill(t->buf, p->xfer, off, owner);
 		t0 = now_s();
-		if (deadline > 0 && t0 >= deadline)
+		/* As IOR: the stonewall is checked between transfers, so at least one is done. */
+		if (deadline > 0 && i > 0 && t0 >= deadline)
 			break;
-		if (phase == IOR_PHASE_WRITE)
+		if (phase == IOR_PHASE_WRITE) {
 			n = ior_file_pwrite(f, t->buf, p->xfer, off);
-		else
+			if (n >= 0 && p->fsync_per_write) {
+				int ret = ior_file_fsync(f);
+
+				if (ret < 0)
+					n = ret;
+			}
+		} else
 			n = ior_file_pread(f, t->buf, p->xfer, off);
 		*xfer_sum += now_s() - t0;
 		if (n < 0) {
@@ -253,6 +260,9 @@ static void timed_phase(struct ior_task *t, int iter, int phase)
 	int ret;
 
 	ior_task_path(p, owner, path, sizeof(path));
+	/* The -z permutation is made before the clock starts, as IOR makes its offsets. */
+	if (t->order)
+		order_of(t, owner);
 	/* Also after the write's drop: the -W check has read the file back through the cache. */
 	if (phase == IOR_PHASE_READ && p->drop_cache && !failed(t))
 		drop_own_cache(t, path);

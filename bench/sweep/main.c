@@ -119,6 +119,13 @@ static void usage(FILE *out)
 "    --min-requests N       requests per size at least (default %d)\n"
 "    --depth N              requests outstanding (default 1; disk: 1..64;\n"
 "                           fs-*: one per FILE, each its own thread)\n"
+"    --streams N            ioserver: N sequential readers at once, each on its\n"
+"                           own connection and its own slice of the pass's\n"
+"                           region, splitting each size's requests (default 1;\n"
+"                           prepare must be given the same N)\n"
+"    --shared-connection    ioserver: all streams on one connection, as one\n"
+"                           FUSE client carries all its readers (default: one\n"
+"                           connection each, as separate clients)\n"
 "    --passes N             prepare: regions to write (default 1)\n"
 "    --pass K               the region to read, 0..N-1 (default 0)\n"
 "    --run N                recorded as \"run\" (default 0)\n"
@@ -131,8 +138,8 @@ static void usage(FILE *out)
 "\n"
 "CONFIGURATION\n"
 "    Section [sweep], then [cluster]: metaserver, secret_file, timeout, file,\n"
-"    volume, sizes, bytes_per_size, min_requests, depth, log_level. Command-line\n"
-"    options override the file.\n"
+"    volume, sizes, bytes_per_size, min_requests, depth, streams, log_level.\n"
+"    Command-line options override the file.\n"
 "\n"
 "EXAMPLES\n"
 "    C=build/bench/sweep-cluster\n"
@@ -164,7 +171,7 @@ static int load_config(struct rdfs_config **cfgp, const char *path)
 {
 	static const char *const keys[] = {
 		"metaserver", "secret_file", "timeout", "file", "volume", "sizes",
-		"bytes_per_size", "min_requests", "depth", "log_level",
+		"bytes_per_size", "min_requests", "depth", "streams", "log_level",
 	};
 	struct rdfs_config *file = config_new();
 	int errline = 0, ret;
@@ -215,6 +222,9 @@ static int plan_from_config(const struct rdfs_config *cfg, struct sweep_plan *p)
 	if (config_get_int(cfg, SECTION, "depth", 1, &v) || v < 1 || v > 1024)
 		return bad("--depth", config_get(cfg, SECTION, "depth", ""));
 	p->depth = (int)v;
+	if (config_get_int(cfg, SECTION, "streams", 1, &v) || v < 1 || v > 64)
+		return bad("--streams", config_get(cfg, SECTION, "streams", ""));
+	p->streams = (int)v;
 	return 0;
 }
 
@@ -257,6 +267,8 @@ int main(int argc, char **argv)
 		{ "bytes-per-size", required_argument, NULL, 'B' },
 		{ "min-requests", required_argument, NULL, 'n' },
 		{ "depth", required_argument, NULL, 'd' },
+		{ "streams", required_argument, NULL, 'T' },
+		{ "shared-connection", no_argument, NULL, 'C' },
 		{ "passes", required_argument, NULL, 'P' },
 		{ "pass", required_argument, NULL, 'p' },
 		{ "run", required_argument, NULL, 'r' },
@@ -314,6 +326,12 @@ int main(int argc, char **argv)
 		case 'd':
 			config_set(cfg, SECTION, "depth", optarg);
 			break;
+		case 'T':
+			config_set(cfg, SECTION, "streams", optarg);
+			break;
+		case 'C':
+			plan.shared_connection = 1;
+			break;
 		case 'L':
 			config_set(cfg, SECTION, "log_level", optarg);
 			break;
@@ -329,7 +347,6 @@ int main(int argc, char **argv)
 		case 'P':
 		case 'p':
 		case 'r':
-		case 'e':
 			errno = 0;
 			num = strtol(optarg, &end, 0);
 			if (errno || *end || num < 0 || num > 1000000 || (opt == 'P' && num < 1)) {
@@ -340,10 +357,16 @@ int main(int argc, char **argv)
 				passes = num;
 			else if (opt == 'p')
 				plan.pass = (int)num;
-			else if (opt == 'r')
-				plan.run = (int)num;
 			else
-				plan.seed = (uint64_t)num;
+				plan.run = (int)num;
+			break;
+		case 'e':
+			errno = 0;
+			plan.seed = strtoull(optarg, &end, 0);
+			if (errno || *end || !*optarg) {
+				config_free(cfg);
+				return bad("--seed", optarg);
+			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -18,14 +18,21 @@ uint64_t plan_requests(const struct sweep_plan *p, uint64_t size)
 	return n < p->min_requests ? p->min_requests : n;
 }
 
+uint64_t plan_stream_requests(const struct sweep_plan *p, uint64_t size)
+{
+	uint64_t n = plan_requests(p, size), k = p->streams > 1 ? (uint64_t)p->streams : 1;
+
+	return (n + k - 1) / k;
+}
+
 uint64_t plan_pass_bytes(const struct sweep_plan *p)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, k = p->streams > 1 ? (uint64_t)p->streams : 1;
 	int i;
 
 	/* a request never straddles two runs: each size may skip up to one request */
 	for (i = 0; i < p->nsizes; i++)
-		total += (plan_requests(p, p->sizes[i]) + 1) * p->sizes[i];
+		total += k * (plan_stream_requests(p, p->sizes[i]) + 1) * p->sizes[i];
 	/* whole MiB, so every pass starts aligned for every size */
 	return (total + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
 }

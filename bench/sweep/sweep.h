@@ -8,7 +8,8 @@
  * number of requests outstanding, walking the test file forward so that no block
  * is read twice in one pass. Pass K uses its own region of the file, so the
  * passes of one run (whole, overlap, disk; several runs) never read a block
- * another pass read: every request reaches the disk.
+ * another pass read: every request reaches the disk. With several streams,
+ * stream k walks the k-th slice of the pass's region.
  */
 #ifndef RDFS_SWEEP_H
 #define RDFS_SWEEP_H
@@ -35,7 +36,9 @@ struct sweep_plan {
 	int nsizes;
 	uint64_t bytes_per_size;	/* at least this much read per size */
 	uint64_t min_requests;		/* and at least this many requests */
-	int depth;			/* requests outstanding */
+	int depth;			/* requests outstanding (per stream) */
+	int streams;			/* ioserver: concurrent sequential readers */
+	int shared_connection;		/* ioserver: all streams on one connection */
 	int pass;			/* which region of the file */
 	int run;			/* recorded only */
 	const char *label;		/* the record's "mode" */
@@ -83,6 +86,8 @@ struct sweep_env {
 
 /* ---- plan.c */
 uint64_t plan_requests(const struct sweep_plan *p, uint64_t size);
+/* One stream's share of them (all of them with one stream). */
+uint64_t plan_stream_requests(const struct sweep_plan *p, uint64_t size);
 /* Bytes one pass may walk over (the budget of every size, plus run-break slack). */
 uint64_t plan_pass_bytes(const struct sweep_plan *p);
 int plan_parse_sizes(struct sweep_plan *p, const char *list);

@@ -223,7 +223,7 @@ int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off
 
 static int write_behind_on(const struct rdfs_file *f)
 {
-	return f->c->opts.write_behind_kb >= 0 && !(f->flags & O_DIRECT) &&
+	return f->c->opts.write_behind_kb > 0 && !(f->flags & O_DIRECT) &&
 	       !(f->flags & (O_SYNC | O_DSYNC));
 }
 

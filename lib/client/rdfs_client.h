@@ -63,11 +63,13 @@ struct rdfs_client_opts {
 	/*
 	 * Write-behind per file: rdfs_pwrite() copies the data, gathers writes
 	 * that continue each other into chunk-sized WRITEs and returns before the
-	 * I/O servers answer; at most this many KiB are in flight unanswered.
-	 * Errors are reported by the next write, flush, fsync or release (as NFS
-	 * does). Data is durable (or, with write_stable 0, committable) once
-	 * rdfs_flush()/rdfs_fsync()/rdfs_release() returns. 0: 16384; < 0: off
-	 * (each write returns when the servers have it).
+	 * I/O servers answer (before blocks are even allocated); at most this
+	 * many KiB are in flight unanswered. Errors (-EIO, -ENOSPC) are reported
+	 * by the next write and by the next flush, fsync or release (as NFS
+	 * does). The data is durable (or, with write_stable 0, committable) once
+	 * rdfs_flush()/rdfs_fsync()/rdfs_release() returns. O_DIRECT and O_SYNC
+	 * opens never use it. 0: off (each write returns when the servers have
+	 * it); 16384 is a good value for streaming writers.
 	 */
 	int write_behind_kb;
 };

@@ -27,7 +27,6 @@
 #include "client_internal.h"
 #include "log.h"
 
-#define WB_DEFAULT_KB		16384
 #define WB_MAX_UNITS		64
 
 /* One chunk-sized run of gathered bytes and the WRITEs that carry it. */
@@ -51,9 +50,7 @@ struct write_behind {
 
 static uint64_t wb_limit(const struct rdfs_client *c)
 {
-	int kb = c->opts.write_behind_kb ? c->opts.write_behind_kb : WB_DEFAULT_KB;
-
-	return (uint64_t)kb << 10;
+	return (uint64_t)c->opts.write_behind_kb << 10;
 }
 
 static void unit_free(struct wb_unit *u)

@@ -33,6 +33,7 @@ def expected_modes():
         direct.append("overlap")
     fuse = ["fuse-write", "disk-write", "fuse-cold", "fuse-warm"]
     if ioserver_supports("--readahead-cache"):
+        direct += ["streams-ra-off", "streams-ra-on"]
         fuse += ["fuse-ra-off", "fuse-ra-on", "fuse-ra-off-par", "fuse-ra-on-par"]
     return direct, fuse
 

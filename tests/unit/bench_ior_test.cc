@@ -112,7 +112,7 @@ TEST(BenchOptions, DefaultsAreIors)
 
 TEST(BenchOptions, EveryIorOptionLands)
 {
-	Parsed r = parse({"-a", "posix", "-w", "-W", "-t", "1m", "-b", "4m", "-s", "3", "-F", "-e",
+	Parsed r = parse({"-a", "posix", "-w", "-W", "-t", "1m", "-b", "4m", "-s", "3", "-F", "-e", "-Y",
 			  "-C", "-z", "-D", "2.5", "-k", "-N", "4", "-i", "5", "-o", "/x/y",
 			  "-O", "/tmp/r.json", "--drop-cache", "--drop-cache-cmd", "sync",
 			  "--seed", "9"});
@@ -126,6 +126,7 @@ TEST(BenchOptions, EveryIorOptionLands)
 	EXPECT_EQ(r.p.segments, 3u);
 	EXPECT_TRUE(r.p.file_per_proc);
 	EXPECT_TRUE(r.p.fsync);
+	EXPECT_TRUE(r.p.fsync_per_write);
 	EXPECT_TRUE(r.p.reorder);
 	EXPECT_TRUE(r.p.random);
 	EXPECT_DOUBLE_EQ(r.p.stonewall, 2.5);
@@ -161,8 +162,10 @@ TEST(BenchOptions, ErrorsSayWhatIsWrong)
 		{{"-W", "-r"}, "-W needs a write phase"},
 		{{"-R", "-w"}, "-R needs a read phase"},
 		{{"--direct", "-t", "1000", "-b", "8000"}, "multiples of 4k"},
-		{{"-Y"}, "unknown option"},
-		{{"-t"}, "needs a value"},
+		{{"-Q"}, "unknown option '-Q'"},
+		{{"--frob"}, "unknown option '--frob'"},
+		{{"--drop-cache-cmd"}, "option '--drop-cache-cmd' needs a value"},
+		{{"-t"}, "option '-t' needs a value"},
 		{{"stray"}, "unexpected argument 'stray'"},
 		{{"-a", "RDFS", "-o", "relative"}, "absolute path"},
 		{{"--config", "/nonexistent/rdfs.conf"}, "are for -a RDFS"},
@@ -177,6 +180,9 @@ TEST(BenchOptions, ErrorsSayWhatIsWrong)
 			<< "args " << c.args[0] << ": error '" << r.err << "' lacks '" << c.says << "'";
 	}
 	EXPECT_EQ(parse({"--help"}).rc, 1);
+	Parsed b = parse({"-B", "-t", "4k", "-b", "8k"});
+	EXPECT_EQ(b.rc, 0);
+	EXPECT_TRUE(b.p.direct) << "-B is IOR's O_DIRECT";
 	EXPECT_EQ(parse({"-h"}).rc, 1);
 }
 

@@ -136,14 +136,20 @@ public:
 	void start_ioserver(int i)
 	{
 		std::string url = "tcp://127.0.0.1:" + std::to_string(ios_ports[i]);
+		std::vector<std::string> args = {
+			bin_dir() + "/rdfs-ioserver", "--volume",
+			dir + "/vol" + std::to_string(i), "--create-size", vol_size,
+			"--listen", url, "--metaserver", ms_url, "--name",
+			"ios" + std::to_string(i), "--secret-file", secret_path,
+			"--cap-key-file", cap_path, "--log-level", "warn"
+		};
 
-		ios_pids[i] = spawn({ bin_dir() + "/rdfs-ioserver", "--volume",
-				      dir + "/vol" + std::to_string(i), "--create-size", vol_size,
-				      "--listen", url, "--metaserver", ms_url, "--name",
-				      "ios" + std::to_string(i), "--secret-file", secret_path,
-				      "--cap-key-file", cap_path, "--log-level", "warn" },
-				    dir + "/ioserver" + std::to_string(i) + ".log");
+		args.insert(args.end(), ios_args.begin(), ios_args.end());
+		ios_pids[i] = spawn(args, dir + "/ioserver" + std::to_string(i) + ".log");
 	}
+
+	// Extra options for every I/O server (set before start()).
+	std::vector<std::string> ios_args;
 
 	static void kill_wait(pid_t &pid)
 	{

@@ -111,11 +111,19 @@ public:
 	{
 		start();
 	}
-	/* Answer every request with @reply_size bytes of pattern(size, tag) instead of an echo. */
-	static Server *answering(uint32_t reply_size)
+	/*
+	 * Answer every request with @reply_size bytes of pattern(size, tag) instead
+	 * of an echo: from a fresh buffer each time, or (@declared) from one
+	 * long-lived buffer declared with xport_mem_register() (one request at a time).
+	 */
+	static Server *answering(uint32_t reply_size, bool declared = false)
 	{
 		Server *s = new Server(reply_size);
 
+		if (declared) {
+			s->pool_.resize(reply_size);
+			EXPECT_EQ(0, xport_mem_register(s->pool_.data(), s->pool_.size()));
+		}
 		s->start();
 		return s;
 	}
@@ -133,6 +141,9 @@ public:
 		stop_ = true;
 		xport_ctx_wake(ctx_, nullptr);
 		thread_.join();
+		if (!pool_.empty()) {
+			EXPECT_EQ(0, xport_mem_deregister(pool_.data(), pool_.size()));
+		}
 		for (auto *c : conns_)
 			xport_conn_put(c);
 		for (auto *m : got_)
@@ -222,6 +233,10 @@ private:
 				h.body_len = 0;
 				h.data_len = reply_size_;
 				iov = { r->data.data(), r->data.size() };
+				if (!pool_.empty()) {
+					memcpy(pool_.data(), r->data.data(), reply_size_);
+					iov.iov_base = pool_.data();
+				}
 				EXPECT_EQ(0, xport_post_send(ev->conn, &h, nullptr, &iov, 1, r));
 				break;
 			}
@@ -259,6 +274,7 @@ private:
 	bool echo_, pause_;
 	uint32_t max_data_;
 	uint32_t reply_size_ = 0;
+	std::vector<uint8_t> pool_;	/* declared reply buffer */
 	struct xport_ctx *ctx_ = nullptr;
 	struct xport_listener *l_ = nullptr;
 	std::string url_;
@@ -631,6 +647,21 @@ TEST(VerbsRdma, ConnectToAClosedPortIsRefused)
 	xport_ctx_destroy(ctx);
 }
 
+TEST(VerbsRdma, ConnectToNobodyTimesOut)
+{
+	NEED_RDMA();
+	struct xport_ctx *ctx;
+	struct xport_conn *c = nullptr;
+	std::string addr = test_rdma_addr();
+
+	/* An address on eth0's subnet that nobody answers ARP for. */
+	addr = addr.substr(0, addr.rfind('.')) + ".254";
+	ASSERT_EQ(0, xport_ctx_create(&ctx));
+	int err = xport_connect(ctx, ("rdma://" + addr + ":7000").c_str(), 500, &c);
+	EXPECT_TRUE(err == -ETIMEDOUT || err == -EHOSTUNREACH) << err;
+	xport_ctx_destroy(ctx);
+}
+
 /* Run in a child process by KilledPeer...: connect, send, die without closing. */
 TEST(VerbsRdmaHelper, ConnectSendAndDie)
 {
@@ -757,12 +788,13 @@ class RawPeer {
 public:
 	static const uint32_t kRecv = 32768, kNrecv = 16;
 
-	explicit RawPeer(const std::string &url)
+	explicit RawPeer(const std::string &url) { setup(url); }
+	/* ASSERTs need a void function: a failed setup leaves ok() false. */
+	void setup(const std::string &url)
 	{
 		std::string hp = url.substr(strlen("rdma://"));
 		std::string host = hp.substr(0, hp.rfind(':')), port = hp.substr(hp.rfind(':') + 1);
 		struct addrinfo hints = {}, *res;
-		struct rdma_cm_event *ev;
 
 		hints.ai_socktype = SOCK_STREAM;
 		ech_ = rdma_create_event_channel();
@@ -879,16 +911,23 @@ public:
 			out->assign(p, p + len);
 		return st;
 	}
-	/* The next received message's bytes (reposting its buffer); empty on timeout. */
+	/*
+	 * The next received message's bytes but for credit returns (reposting its
+	 * buffer; we never send enough to need the credits); empty on timeout.
+	 */
 	std::vector<uint8_t> recv()
 	{
-		if (pending_.empty() && wait_wc(0) != IBV_WC_SUCCESS)
-			return {};
-		if (pending_.empty())
-			return {};
-		auto m = pending_.front();
-		pending_.erase(pending_.begin());
-		return m;
+		for (;;) {
+			if (pending_.empty() && wait_wc(0) != IBV_WC_SUCCESS)
+				return {};
+			if (pending_.empty())
+				return {};
+			auto m = pending_.front();
+			pending_.erase(pending_.begin());
+			if (m.size() > 5 && m[5] == VERBS_MSG_CREDIT)
+				continue;
+			return m;
+		}
 	}
 
 private:
@@ -1032,15 +1071,17 @@ TEST(VerbsRdma, MalformedMessagesCloseWithEproto)
 	round_trip(good, 4, 1, 10);
 }
 
-TEST(VerbsRdma, RkeyDiesWhenItsSendCompletes)
+/* Each reply exposes its bytes under a key that dies with the send. */
+void expect_rkey_dies_with_its_send(bool declared)
 {
-	NEED_RDMA();
-	std::unique_ptr<Server> s(Server::answering(1u << 20));
+	std::unique_ptr<Server> s(Server::answering(1u << 20, declared));
 	RawPeer raw(s->url());
 	struct verbs_msg m1, m2;
 	struct verbs_desc d1, d2;
 	std::vector<uint8_t> got;
+	struct verbs_stats before, after;
 
+	verbs_stats_get(&before);
 	ASSERT_TRUE(raw.ok());
 	ASSERT_EQ(IBV_WC_SUCCESS, raw.send(raw_eager(1)));
 	auto r1 = raw.recv();
@@ -1059,10 +1100,30 @@ TEST(VerbsRdma, RkeyDiesWhenItsSendCompletes)
 	ASSERT_EQ(IBV_WC_SUCCESS, raw.send(raw_eager(2)));
 	auto r2 = raw.recv();
 	ASSERT_EQ(0, verbs_msg_parse(r2.data(), r2.size(), RDFS_MAX_BODY, RDFS_MAX_DATA, &m2));
+	ASSERT_EQ(VERBS_MSG_RNDV, m2.vh.type);
 	verbs_desc_get(m2.desc, &d2);
 	EXPECT_NE(d1.rkey, d2.rkey);
 	EXPECT_NE(m1.vh.cookie, m2.vh.cookie);
+	verbs_stats_get(&after);
+	if (declared) {
+		EXPECT_EQ(d1.addr, d2.addr);	/* same memory, still a new key */
+		EXPECT_EQ(2u, after.windows - before.windows);
+	} else {
+		EXPECT_EQ(2u, after.send_mrs - before.send_mrs);
+	}
 	/* The finished send's key is dead: the READ fails (and takes our QP down). */
 	EXPECT_NE(IBV_WC_SUCCESS, raw.read(d1.addr, d1.rkey, 4096, nullptr));
 	ASSERT_TRUE(s->wait_closed(1));
+}
+
+TEST(VerbsRdma, RkeyDiesWhenItsSendCompletes)
+{
+	NEED_RDMA();
+	expect_rkey_dies_with_its_send(false);
+}
+
+TEST(VerbsRdma, WindowRkeyOverCachedMemoryDiesWhenItsSendCompletes)
+{
+	NEED_RDMA();
+	expect_rkey_dies_with_its_send(true);
 }
