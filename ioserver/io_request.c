@@ -122,6 +122,7 @@ struct io_job {
 	struct range_lock_entry lock;
 	bool locked;
 	bool lock_wait;			/* queued for the range lock */
+	bool acked;			/* write-back WRITE: acknowledged before the disk write */
 	struct rw_op wop[3];
 	int reads_pending, writes_pending;
 	uint8_t *bounce;
@@ -168,7 +169,7 @@ struct io_pool {
 	int fd;
 	const struct auth_secret *cap_key;
 	const struct server_id *id;
-	uint64_t verifier;
+	atomic_uint_fast64_t verifier;	/* changes when an acknowledged write-back write fails */
 	enum io_send_mode send_mode;
 	uint32_t unit_size;
 	int depth;
@@ -449,7 +450,7 @@ static void io_reply_length(struct io_pool *p, struct rpc_request *req, uint32_t
 	Rdfs__IoReply reply = RDFS__IO_REPLY__INIT;
 
 	reply.length = length;
-	reply.verifier = p->verifier;
+	reply.verifier = atomic_load(&p->verifier);
 	rpc_server_reply(req, 0, &reply.base, NULL, 0);
 }
 
@@ -460,6 +461,10 @@ static void job_finish(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
 
+	if (j->locked) {
+		range_lock_release(volume_range_lock(p->vol), &j->lock);
+		j->locked = false;
+	}
 	if (j->epoch) {
 		epoch_end(p, j->epoch);
 		j->epoch = NULL;
@@ -590,7 +595,7 @@ static void read_send_ready(struct io_job *j)
 		atomic_fetch_add(&j->refs, 1);	/* the send's */
 		if (j->next_send == j->nunits - 1) {
 			reply.length = j->io->length;
-			reply.verifier = j->pool->verifier;
+			reply.verifier = atomic_load(&j->pool->verifier);
 			u->state = UNIT_SENT;
 			j->next_send++;
 			ret = rpc_server_reply_zc(&j->req, 0, &reply.base, iov, niov, unit_sent, u);
@@ -674,6 +679,11 @@ again:
 		rw_start(j->ring, &u->rw, j, false, u->rw.buf, u->first,
 			 u->nblocks * RDFS_BLOCK_SIZE, 0, unit_read_done);
 	}
+	/* Every unit is off the disk: writers of these blocks may go on. */
+	if (j->locked && j->reading == 0 && (j->next_start == j->nunits || j->err)) {
+		range_lock_release(volume_range_lock(p->vol), &j->lock);
+		j->locked = false;
+	}
 	read_send_ready(j);
 	if (atomic_load(&j->final_posted))
 		return;
@@ -724,6 +734,9 @@ static void read_ahead(struct io_job *j, uint64_t first, uint64_t count)
 	}
 }
 
+static bool lock_blocks(struct io_job *j, uint64_t count, bool shared);
+static void read_locked(struct io_job *j);
+
 static void read_start(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
@@ -763,13 +776,41 @@ static void read_start(struct io_job *j)
 		u->data_len = (uint32_t)(hi - lo);
 	}
 	j->held_max = p->depth * HELD_PER_DEPTH;
+	/*
+	 * Shared with other READs; after every WRITE that came before, even one
+	 * acknowledged before it reached the disk (write-back).
+	 */
+	if (lock_blocks(j, n, true))
+		read_locked(j);
+}
+
+static void read_locked(struct io_job *j)
+{
+	const Rdfs__IoReq *io = j->io;
+
 	read_step(j);
 	/* After the request's own reads, which are queued first on the ring. */
-	if (p->ra)
-		read_ahead(j, io->first_block, n);
+	if (j->pool->ra)
+		read_ahead(j, io->first_block, volume_blocks_touched(io->head, io->length));
 }
 
 /* ------------------------------------------------------------ WRITE and ZERO */
+
+/*
+ * A write-back WRITE we acknowledged failed on the disk: its data is lost. As
+ * after a restart, a new verifier makes every client whose unstable writes
+ * predate it send them again (the next COMMIT shows the change).
+ */
+static void verifier_change(struct io_pool *p)
+{
+	uint64_t v;
+
+	if (auth_random(&v, sizeof(v)))
+		v = atomic_load(&p->verifier) + 0x9e3779b97f4a7c15ull;
+	atomic_store(&p->verifier, v);
+	log_error("an acknowledged write-back write was lost; new write verifier %016llx",
+		  (unsigned long long)v);
+}
 
 static void write_done(struct io_job *j)
 {
@@ -778,17 +819,23 @@ static void write_done(struct io_job *j)
 	uint64_t n = volume_blocks_touched(io->head, io->length);
 	int err = j->err;
 
-	range_lock_release(volume_range_lock(p->vol), &j->lock);
-	j->locked = false;
-	/* Before the acknowledgement: no later READ may find the old bytes cached. */
+	/*
+	 * Before the acknowledgement and before the READs waiting for these
+	 * blocks go on: none of them may find the old bytes cached.
+	 */
 	if (p->ra)
 		ra_invalidate(p->ra, io->first_block, n);
+	range_lock_release(volume_range_lock(p->vol), &j->lock);
+	j->locked = false;
 	if (err) {
 		log_error("volume write of %u bytes at block %llu+%u failed: %s", io->length,
 			  (unsigned long long)io->first_block, io->head, strerror(-err));
-		rpc_server_reply_error(&j->req, err, err == -ENOSPC ? "volume is full"
-								   : "volume write failed");
-	} else {
+		if (j->acked)
+			verifier_change(p);
+		else
+			rpc_server_reply_error(&j->req, err, err == -ENOSPC ? "volume is full"
+									   : "volume write failed");
+	} else if (!j->acked) {
 		io_reply_length(p, &j->req, io->length);
 	}
 	job_finish(j);
@@ -898,10 +945,10 @@ static void zero_locked(struct io_job *j)
 	/* fallocate and fdatasync have no cheap ring form for every fallback; ZERO is rare */
 	int ret = volume_zero_locked(p->vol, io->first_block, io->block_count);
 
-	range_lock_release(volume_range_lock(p->vol), &j->lock);
-	j->locked = false;
 	if (p->ra)
 		ra_invalidate(p->ra, io->first_block, io->block_count);
+	range_lock_release(volume_range_lock(p->vol), &j->lock);
+	j->locked = false;
 	if (ret) {
 		log_error("zeroing blocks %llu+%u failed: %s", (unsigned long long)io->first_block,
 			  io->block_count, strerror(-ret));
@@ -921,22 +968,22 @@ static void lock_granted(void *arg)
 	ring_post(j->ring, j);	/* the reference taken when it started waiting */
 }
 
-/* Take the job's blocks; continue now or once granted (job_step sees locked). */
-static void lock_blocks(struct io_job *j, uint64_t count)
+/*
+ * Take the job's blocks: true when held now, else job_step() continues once
+ * they are granted. Either way the job is in line for them from here on.
+ */
+static bool lock_blocks(struct io_job *j, uint64_t count, bool shared)
 {
 	j->locked = true;
 	atomic_fetch_add(&j->refs, 1);
 	if (!range_lock_acquire_async(volume_range_lock(j->pool->vol), &j->lock,
-				      j->io->first_block, j->io->first_block + count,
+				      j->io->first_block, j->io->first_block + count, shared,
 				      lock_granted, j)) {
 		j->lock_wait = true;
-		return;
+		return false;
 	}
 	atomic_fetch_sub(&j->refs, 1);
-	if (j->op == RDFS_OP_ZERO)
-		zero_locked(j);
-	else
-		write_locked(j);
+	return true;
 }
 
 /*
@@ -946,12 +993,14 @@ static void lock_blocks(struct io_job *j, uint64_t count)
  */
 static void zero_start(struct io_job *j)
 {
-	lock_blocks(j, j->io->block_count);
+	if (lock_blocks(j, j->io->block_count, false))
+		zero_locked(j);
 }
 
 static void write_start(struct io_job *j)
 {
 	const Rdfs__IoReq *io = j->io;
+	bool granted;
 
 	if (j->req.msg->hdr.data_len != io->length) {
 		rpc_server_reply_error(&j->req, -EINVAL,
@@ -964,7 +1013,19 @@ static void write_start(struct io_job *j)
 		job_finish(j);
 		return;
 	}
-	lock_blocks(j, volume_blocks_touched(io->head, io->length));
+	granted = lock_blocks(j, volume_blocks_touched(io->head, io->length), false);
+	/*
+	 * Write-back (SuperNBD's asynchronous write): acknowledged on receipt. The
+	 * data stays in the transport's buffer until written, and the WRITE is in
+	 * line for its blocks, so every later READ of them waits for it; COMMIT
+	 * waits for it too.
+	 */
+	if (!io->stable) {
+		io_reply_length(j->pool, &j->req, io->length);
+		j->acked = true;
+	}
+	if (granted)
+		write_locked(j);
 }
 
 /* ------------------------------------------------------------ IO_COMMIT */
@@ -1136,8 +1197,10 @@ static void job_step(struct io_job *j)
 		j->lock_wait = false;
 		if (j->op == RDFS_OP_ZERO)
 			zero_locked(j);
-		else
+		else if (j->op == RDFS_OP_WRITE)
 			write_locked(j);
+		else
+			read_locked(j);
 		return;
 	}
 	if (j->op == RDFS_OP_READ)
@@ -1180,6 +1243,11 @@ void io_pool_get_stats(struct io_pool *p, struct io_pool_stats *out)
 	out->parts_sent = atomic_load(&p->n_parts);
 	out->ra_loads = atomic_load(&p->n_ra);
 	out->ra_loads_done = atomic_load(&p->n_ra_done);
+}
+
+uint64_t io_pool_verifier(struct io_pool *p)
+{
+	return atomic_load(&p->verifier);
 }
 
 int io_pool_busy(struct io_pool *p)
@@ -1275,7 +1343,7 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 	p->fd = volume_fd(o->vol);
 	p->cap_key = o->cap_key;
 	p->id = o->id;
-	p->verifier = o->verifier;
+	atomic_init(&p->verifier, o->verifier);
 	p->send_mode = o->send_mode;
 	p->unit_size = o->unit_size;
 	p->depth = o->pipeline_depth;

@@ -22,9 +22,13 @@
  * WRITE: the data stays in the transport's 4096-aligned receive buffer and is
  * written from there (only a partial first/last block goes through a bounce
  * block for its read-modify-write), under the blocks' range lock. Stable
- * writes carry RWF_DSYNC and are acknowledged when durable; unstable ones are
- * acknowledged once written (visible to every later READ, not yet flushed),
- * and IO_COMMIT waits for every WRITE received before it, then fdatasyncs.
+ * writes carry RWF_DSYNC and are acknowledged when durable; unstable ones
+ * (write-back) are acknowledged on receipt, once in line for their blocks'
+ * range lock: READs take their blocks shared, in the same line, so a READ
+ * arriving after the acknowledgement waits for the write. IO_COMMIT waits
+ * for every WRITE received before it, then fdatasyncs. A write-back WRITE
+ * that fails after its acknowledgement changes the write verifier, as a
+ * restart would, so its client sends it again.
  */
 #ifndef RDFS_IOS_IO_REQUEST_H
 #define RDFS_IOS_IO_REQUEST_H
@@ -73,7 +77,12 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out);
 void io_pool_get_stats(struct io_pool *p, struct io_pool_stats *out);
 /* Hand @req (READ, WRITE, IO_COMMIT or ZERO) to a ring thread, which replies and releases it. */
 void io_pool_submit(struct io_pool *p, const struct rpc_request *req);
-/* Requests submitted whose final reply is not posted yet (a snapshot). */
+/*
+ * The write verifier now: the boot verifier, changed again whenever a
+ * write-back WRITE fails after its acknowledgement.
+ */
+uint64_t io_pool_verifier(struct io_pool *p);
+/* Requests submitted and not finished (a snapshot; write-back WRITEs count until written). */
 int io_pool_busy(struct io_pool *p);
 /* Wait until every submitted request is answered, then stop the ring threads. */
 void io_pool_stop(struct io_pool *p);

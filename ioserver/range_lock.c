@@ -29,22 +29,22 @@ void range_lock_destroy(struct range_lock *rl)
 	pthread_mutex_destroy(&rl->mutex);
 }
 
-/* Does any entry of @list before @stop overlap [first, end)? */
+/* Does any entry of @list before @stop conflict with [first, end) (@shared)? */
 static int list_overlaps(const struct range_lock_entry *list, const struct range_lock_entry *stop,
-			 uint64_t first, uint64_t end)
+			 uint64_t first, uint64_t end, int shared)
 {
 	const struct range_lock_entry *e;
 
 	for (e = list; e && e != stop; e = e->next)
-		if (e->first < end && first < e->end)
+		if (e->first < end && first < e->end && !(shared && e->shared))
 			return 1;
 	return 0;
 }
 
-static int range_busy(const struct range_lock *rl, uint64_t first, uint64_t end)
+static int range_busy(const struct range_lock *rl, uint64_t first, uint64_t end, int shared)
 {
-	return list_overlaps(rl->held, NULL, first, end) ||
-	       list_overlaps(rl->waiting, NULL, first, end);
+	return list_overlaps(rl->held, NULL, first, end, shared) ||
+	       list_overlaps(rl->waiting, NULL, first, end, shared);
 }
 
 static void hold(struct range_lock *rl, struct range_lock_entry *e, uint64_t first, uint64_t end)
@@ -59,23 +59,25 @@ void range_lock_acquire(struct range_lock *rl, struct range_lock_entry *e, uint6
 			uint64_t end)
 {
 	pthread_mutex_lock(&rl->mutex);
-	while (range_busy(rl, first, end))
+	while (range_busy(rl, first, end, 0))
 		pthread_cond_wait(&rl->released, &rl->mutex);
 	e->granted = NULL;
+	e->shared = 0;
 	hold(rl, e, first, end);
 	pthread_mutex_unlock(&rl->mutex);
 }
 
 int range_lock_acquire_async(struct range_lock *rl, struct range_lock_entry *e,
-			     uint64_t first, uint64_t end, void (*granted)(void *arg),
-			     void *arg)
+			     uint64_t first, uint64_t end, int shared,
+			     void (*granted)(void *arg), void *arg)
 {
 	int now;
 
 	e->granted = granted;
 	e->arg = arg;
+	e->shared = shared;
 	pthread_mutex_lock(&rl->mutex);
-	now = !range_busy(rl, first, end);
+	now = !range_busy(rl, first, end, shared);
 	if (now) {
 		hold(rl, e, first, end);
 	} else {
@@ -106,8 +108,8 @@ void range_lock_release(struct range_lock *rl, struct range_lock_entry *e)
 	/* Grant, in order, every waiter that conflicts with nothing held or before it. */
 	for (w = rl->waiting; w; w = next) {
 		next = w->next;
-		if (list_overlaps(rl->held, NULL, w->first, w->end) ||
-		    list_overlaps(rl->waiting, w, w->first, w->end)) {
+		if (list_overlaps(rl->held, NULL, w->first, w->end, w->shared) ||
+		    list_overlaps(rl->waiting, w, w->first, w->end, w->shared)) {
 			prev = w;
 			continue;
 		}

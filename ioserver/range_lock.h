@@ -8,6 +8,11 @@
  * for each other. A range is taken whole, at once, so there is no lock order to
  * get wrong.
  *
+ * Ranges are exclusive (writers) or shared (readers: a READ holds its blocks
+ * while it reads them, so it sees every write acknowledged before it arrived,
+ * including write-back writes not yet on the disk); shared ranges conflict
+ * only with exclusive ones.
+ *
  * Two ways to wait: range_lock_acquire() blocks the thread (the synchronous
  * volume_* calls); range_lock_acquire_async() never blocks and calls back when
  * the range is granted, for the io_uring threads, which must keep reaping
@@ -26,6 +31,7 @@
 struct range_lock_entry {
 	uint64_t first;			/* blocks [first, end) */
 	uint64_t end;
+	int shared;
 	struct range_lock_entry *next;	/* on the held or the waiting list */
 	struct range_lock_entry *grant_next;	/* release(): grants to call back */
 	void (*granted)(void *arg);	/* async waiters only */
@@ -46,13 +52,15 @@ void range_lock_destroy(struct range_lock *rl);
 void range_lock_acquire(struct range_lock *rl, struct range_lock_entry *e, uint64_t first,
 			uint64_t end);
 /*
- * Hold [first, end) in @e now and return 1, or queue @e and return 0: then
- * @granted(@arg) runs once the range is held, on the thread that released the
- * last conflicting range (outside the lock's mutex).
+ * Hold [first, end) in @e (@shared: alongside other shared holders) now and
+ * return 1, or queue @e and return 0: then @granted(@arg) runs once the range
+ * is held, on the thread that released the last conflicting range (outside the
+ * lock's mutex). Either way @e is in line from now on: a range asked for
+ * later that conflicts with it comes after it.
  */
 int range_lock_acquire_async(struct range_lock *rl, struct range_lock_entry *e,
-			     uint64_t first, uint64_t end, void (*granted)(void *arg),
-			     void *arg);
+			     uint64_t first, uint64_t end, int shared,
+			     void (*granted)(void *arg), void *arg);
 void range_lock_release(struct range_lock *rl, struct range_lock_entry *e);
 
 #endif

@@ -203,7 +203,7 @@ const char *ios_server_advertise_url(const struct ios_server *s)
 
 uint64_t ios_server_verifier(const struct ios_server *s)
 {
-	return s->verifier;
+	return io_pool_verifier(s->pool);
 }
 
 void ios_server_stats(const struct ios_server *s, struct ios_stats *out)

@@ -5,7 +5,7 @@
  *
  * Everything about a connection happens under its lock, from whichever thread:
  * xport_post_send() sends at once when credits allow; the completion channel
- * handler (progress thread) drains the CQ and then runs verbs_progress_locked()
+ * handler (progress thread) drains the CQ and then runs progress_locked()
  * to start receives, post READs, deliver, and send what waits.
  *
  * Receive side: a message stays in its receive buffer (RX_HELD) until it is
@@ -99,8 +99,12 @@ static int tx_register(struct verbs_conn *c, struct verbs_tx *tx)
 	int i, err;
 
 	if (!tx->user) {
-		/* Unowned: the caller may reuse its buffers at once, so read from a copy. */
-		size_t blen = tx->body_remote ? tx->fh.body_len : 0;
+		/*
+		 * Unowned: the caller may reuse its buffers at once, so the body
+		 * (inline or not: the message may wait for credits) and the data
+		 * go out from a copy, laid out body then data.
+		 */
+		size_t blen = tx->fh.body_len;
 		uint8_t *p;
 
 		tx->copy_len = blen + tx->fh.data_len;
@@ -110,28 +114,16 @@ static int tx_register(struct verbs_conn *c, struct verbs_tx *tx)
 		p = tx->copy;
 		if (blen) {
 			memcpy(p, tx->body, blen);
+			tx->body = p;
 			p += blen;
 		}
 		for (i = 0; i < tx->niov; i++) {
 			memcpy(p, tx->iov[i].iov_base, tx->iov[i].iov_len);
 			p += tx->iov[i].iov_len;
 		}
-		err = reg_piece(c, &tx->reg[0], tx->copy, tx->copy_len);
-		if (err)
-			return err;
-		tx->nreg = 1;
-		if (blen && tx->fh.data_len) {
-			/* Body and data are separate descriptors of one registration. */
-			tx->reg[1] = tx->reg[0];
-			tx->reg[1].mr = NULL;
-			tx->reg[1].mw = NULL;
-			tx->reg[1].ce = NULL;
-			tx->reg[1].addr = (uint8_t *)tx->copy + blen;
-			tx->reg[1].len = tx->fh.data_len;
-			tx->reg[0].len = (uint32_t)blen;
-			tx->nreg = 2;
-		}
-		return 0;
+		tx->own_iov[0].iov_base = (uint8_t *)tx->copy + blen;
+		tx->own_iov[0].iov_len = tx->fh.data_len;
+		tx->niov = tx->fh.data_len ? 1 : 0;
 	}
 	if (tx->body_remote) {
 		err = reg_piece(c, &tx->reg[tx->nreg], (void *)tx->body, tx->fh.body_len);

@@ -291,6 +291,7 @@ ssize_t rdfs_pread(struct rdfs_file *f, void *buf, size_t size, off_t off)
 	ret = read_clamp(f, &size, off, &fsize);
 	if (ret <= 0)
 		return ret;
+	ret = 0;
 	done = readahead_serve(f, buf, size, off, fsize);
 	if (done < size) {
 		pl.buf = (uint8_t *)buf + done;

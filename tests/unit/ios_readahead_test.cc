@@ -200,10 +200,10 @@ TEST(RangeLockAsync, WaitersAreGrantedInOrderWhenTheirRangeFrees)
 	auto cb = [](void *arg) { ((std::vector<char> *)((void **)arg)[0])->push_back(*(char *)((void **)arg)[1]); };
 	char nb = 'b', nc = 'c', nd = 'd';
 	void *ab[2] = { &order, &nb }, *ac[2] = { &order, &nc }, *ad[2] = { &order, &nd };
-	EXPECT_EQ(range_lock_acquire_async(&rl, &a, 0, 10, cb, nullptr), 1);
-	EXPECT_EQ(range_lock_acquire_async(&rl, &b, 5, 6, cb, ab), 0);	/* under a */
-	EXPECT_EQ(range_lock_acquire_async(&rl, &c, 5, 20, cb, ac), 0);	/* after b */
-	EXPECT_EQ(range_lock_acquire_async(&rl, &d, 30, 40, cb, ad), 1);	/* disjoint */
+	EXPECT_EQ(range_lock_acquire_async(&rl, &a, 0, 10, 0, cb, nullptr), 1);
+	EXPECT_EQ(range_lock_acquire_async(&rl, &b, 5, 6, 0, cb, ab), 0);	/* under a */
+	EXPECT_EQ(range_lock_acquire_async(&rl, &c, 5, 20, 0, cb, ac), 0);	/* after b */
+	EXPECT_EQ(range_lock_acquire_async(&rl, &d, 30, 40, 0, cb, ad), 1);	/* disjoint */
 	EXPECT_TRUE(order.empty());
 	range_lock_release(&rl, &a);
 	ASSERT_EQ(order, std::vector<char>({ 'b' }));	/* c overlaps the waiting b */
@@ -213,7 +213,7 @@ TEST(RangeLockAsync, WaitersAreGrantedInOrderWhenTheirRangeFrees)
 	range_lock_release(&rl, &d);
 	/* a blocking acquirer waits behind an async holder */
 	struct range_lock_entry e, f;
-	EXPECT_EQ(range_lock_acquire_async(&rl, &e, 0, 1, cb, nullptr), 1);
+	EXPECT_EQ(range_lock_acquire_async(&rl, &e, 0, 1, 0, cb, nullptr), 1);
 	std::atomic<bool> got{false};
 	std::thread t([&]() {
 		range_lock_acquire(&rl, &f, 0, 1);
@@ -225,6 +225,29 @@ TEST(RangeLockAsync, WaitersAreGrantedInOrderWhenTheirRangeFrees)
 	range_lock_release(&rl, &e);
 	t.join();
 	EXPECT_TRUE(got.load());
+	range_lock_destroy(&rl);
+}
+
+TEST(RangeLockAsync, ReadersShareAndQueueBehindAnEarlierWriter)
+{
+	struct range_lock rl;
+	struct range_lock_entry r1, r2, w, r3;
+	std::atomic<int> granted{0};
+	auto cb = [](void *arg) { (*(std::atomic<int> *)arg)++; };
+
+	ASSERT_EQ(range_lock_init(&rl), 0);
+	EXPECT_EQ(range_lock_acquire_async(&rl, &r1, 0, 10, 1, cb, &granted), 1);
+	EXPECT_EQ(range_lock_acquire_async(&rl, &r2, 5, 15, 1, cb, &granted), 1);	/* shared */
+	EXPECT_EQ(range_lock_acquire_async(&rl, &w, 8, 9, 0, cb, &granted), 0);	/* waits */
+	/* a reader after the waiting writer must see its data: it waits too */
+	EXPECT_EQ(range_lock_acquire_async(&rl, &r3, 0, 20, 1, cb, &granted), 0);
+	range_lock_release(&rl, &r1);
+	EXPECT_EQ(granted.load(), 0);
+	range_lock_release(&rl, &r2);
+	EXPECT_EQ(granted.load(), 1);	/* the writer */
+	range_lock_release(&rl, &w);
+	EXPECT_EQ(granted.load(), 2);	/* then the reader */
+	range_lock_release(&rl, &r3);
 	range_lock_destroy(&rl);
 }
 

@@ -242,6 +242,8 @@ private:
 			}
 			EXPECT_EQ(0, xport_post_send(ev->conn, &h, m->body, &iov,
 						     m->hdr.data_len ? 1 : 0, new Reply{ m, {} }));
+			if (hang_up_after_reply_)
+				xport_conn_close_when_sent(ev->conn);
 			break;
 		}
 		case XPORT_EV_SEND: {
@@ -288,6 +290,7 @@ private:
 
 public:
 	std::atomic<int> sends_done_{0};
+	std::atomic<bool> hang_up_after_reply_{false};
 };
 
 /* A client context driven by the test thread. */
@@ -634,6 +637,30 @@ TEST(VerbsRdma, OversizedFrameClosesThatConnectionOnly)
 	}
 	Client good(s.url());
 	round_trip(good, 2, 10, 60000);
+}
+
+TEST(VerbsRdma, CloseWhenSentDeliversTheLastReplyFirst)
+{
+	NEED_RDMA();
+	Server s;
+	s.hang_up_after_reply_ = true;
+	Client c(s.url());
+	auto d = pattern(3u << 20, 77);
+	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, 77, 0, (uint32_t)d.size());
+	struct iovec iov = { d.data(), d.size() };
+
+	/* The reply goes by rendezvous: the server must wait for our DONE to hang up. */
+	ASSERT_EQ(0, xport_post_send(c.conn, &h, nullptr, &iov, 1, nullptr));
+	auto got = c.recv(1);
+	ASSERT_EQ(1u, got.size());
+	ASSERT_EQ(d.size(), got[0]->hdr.data_len);
+	EXPECT_EQ(0, memcmp(d.data(), got[0]->data, d.size()));
+	free_all(got);
+	c.idle(3000);
+	EXPECT_EQ(1, c.closed);
+	ASSERT_TRUE(s.wait_closed(1));
+	EXPECT_EQ(0, s.closed()[0]);
+	EXPECT_EQ(1, s.sends_done_.load());
 }
 
 TEST(VerbsRdma, ConnectToAClosedPortIsRefused)
