@@ -55,7 +55,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
 .PHONY: all deps test test-unit test-integration test-vm demo install clean \
-        bench bench-sweep bench-vm
+        bench bench-sweep bench-vm lkm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -158,11 +158,15 @@ test-vm: all
 	tests/vm/run-suite
 
 bench-sweep: all
-	bench/sweep/run $(if $(QUICK),--quick)
+	RDFS_BIN=$(BUILD)/bin bench/sweep/run $(if $(QUICK),--quick)
 
 bench: all
 	@deploy/install-deps --bench
 	bench/compare $(if $(FULL),--full)
+
+# The kernel client, against KVER's headers (default: the guest kernel of tests/vm).
+lkm: all
+	client-lkm/build $(if $(KVER),--kver $(KVER)) --out $(BUILD)/lkm
 
 bench-vm: all
 	@deploy/install-deps --vm
