@@ -55,6 +55,7 @@ struct cmdline {
 	char *write_behind;
 	int writeback_cache;
 	int no_writeback_cache;
+	int splice;
 	int direct_io;
 	int unstable_writes;
 	unsigned int max_read;
@@ -87,6 +88,7 @@ static const struct fuse_opt cmdline_spec[] = {
 	{ "write_behind=%s", offsetof(struct cmdline, write_behind), 0 },
 	CMD_OPT("writeback_cache", writeback_cache),
 	CMD_OPT("no_writeback_cache", no_writeback_cache),
+	CMD_OPT("splice", splice),
 	/* libfuse insists that init() and the mount option agree on it */
 	{ "max_read=%u", offsetof(struct cmdline, max_read), 0 },
 	CMD_OPT("direct_io", direct_io),
@@ -168,6 +170,10 @@ static void help(void)
 "                          from its own writes, so another client's truncate\n"
 "                          is not seen here until the file leaves the cache\n"
 "                          (growth is: it is pushed to the kernel at open)\n"
+"    splice                send read replies to the kernel with vmsplice and\n"
+"                          splice(2) instead of writev(2) (default off: the\n"
+"                          kernel copies from the pipe just the same, so it\n"
+"                          saves no copy)\n"
 "    timeout=MS            milliseconds before an unanswered request fails with\n"
 "                          EIO (default %d)\n"
 "    max_threads=N         most request threads of the session loop (default %d)\n"
@@ -645,6 +651,7 @@ int main(int argc, char *argv[])
 		goto out_config;
 	}
 	s.fs.default_permissions = !cl.no_default_permissions;
+	s.fs.splice = cl.splice;
 	s.fs.max_read = RDFS_FUSE_MAX_IO;
 	if (cl.max_read)
 		s.fs.max_read = cl.max_read < 4096 ? 4096 :

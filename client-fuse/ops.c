@@ -11,6 +11,7 @@
  * The client core returns -errno; the reply carries errno.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -139,8 +140,17 @@ static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/* O_TRUNC travels with OPEN (rdfs_open truncates), saving a SETATTR round trip. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	/* Splicing buys nothing until the client core can take pipe buffers. */
+	/*
+	 * Splice (-o splice, off by default): READ replies go out with
+	 * vmsplice + splice instead of writev. The kernel still copies from the
+	 * pipe into its page cache (it no longer steals spliced pages), so this
+	 * saves no copy; it is kept as an option for measuring that. WRITE
+	 * requests are never spliced: the data must be in our memory to be sent
+	 * to the I/O servers, so splicing them would add the pipe, not save a copy.
+	 */
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	if (fs->splice && (conn->capable & FUSE_CAP_SPLICE_WRITE))
+		conn->want |= FUSE_CAP_SPLICE_WRITE | (conn->capable & FUSE_CAP_SPLICE_MOVE);
 	/*
 	 * The kernel clears set-user-ID/set-group-ID bits on write with a SETATTR;
 	 * the metaserver does not do it by itself on COMMIT.
@@ -568,6 +578,22 @@ static void set_open_flags(struct rdfs_fuse *fs, struct fuse_file_info *fi,
 		fi->direct_io = 1;
 }
 
+/*
+ * Under the writeback cache the kernel appends by itself (at the size it
+ * knows) and reads pages to fill partly written ones even for files opened
+ * write-only: O_APPEND must not move its writes again, and a write-only open
+ * is made read-write where the caller may read.
+ */
+static int open_flags(const struct rdfs_fuse *fs, int flags)
+{
+	if (!fs->writeback_cache)
+		return flags;
+	flags &= ~O_APPEND;
+	if ((flags & O_ACCMODE) == O_WRONLY)
+		flags = (flags & ~O_ACCMODE) | O_RDWR;
+	return flags;
+}
+
 static void rdfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			   struct fuse_file_info *fi)
 {
@@ -579,7 +605,10 @@ static void rdfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, 
 	int ret;
 
 	req_cred(req, &cr);
-	ret = rdfs_create(fs->client, &cr, parent, name, mode, fi->flags, &st, &f);
+	ret = rdfs_create(fs->client, &cr, parent, name, mode, open_flags(fs, fi->flags), &st, &f);
+	if (ret == -EACCES && open_flags(fs, fi->flags) != fi->flags)
+		ret = rdfs_create(fs->client, &cr, parent, name, mode, fi->flags & ~O_APPEND,
+				  &st, &f);
 	if (ret < 0) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -604,7 +633,9 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	int ret;
 
 	req_cred(req, &cr);
-	ret = rdfs_open(fs->client, &cr, ino, fi->flags, &st, &f);
+	ret = rdfs_open(fs->client, &cr, ino, open_flags(fs, fi->flags), &st, &f);
+	if (ret == -EACCES && open_flags(fs, fi->flags) != fi->flags)
+		ret = rdfs_open(fs->client, &cr, ino, fi->flags & ~O_APPEND, &st, &f);
 	if (ret < 0) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -619,16 +650,38 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	/*
 	 * With the writeback cache the kernel ignores the size in attributes
-	 * while it caches the inode; a store of nothing at the end of the file
-	 * still raises its size to what another client committed.
+	 * while it caches the inode; storing the file's last byte into its page
+	 * cache raises its size to what another client committed (it never
+	 * lowers it: a truncate elsewhere stays unseen, see --help).
 	 */
 	if (fs->writeback_cache && S_ISREG(st.st_mode) && st.st_size > 0) {
-		struct fuse_bufvec none = FUSE_BUFVEC_INIT(0);
+		struct fuse_bufvec last = FUSE_BUFVEC_INIT(1);
+		uint8_t byte;
 
-		fuse_lowlevel_notify_store(fs->se, ino, st.st_size, &none, 0);
+		last.buf[0].mem = &byte;
+		if (rdfs_pread(f, &byte, 1, st.st_size - 1) == 1)
+			fuse_lowlevel_notify_store(fs->se, ino, st.st_size - 1, &last, 0);
 	}
 	if (fuse_reply_open(req, fi) < 0)
 		rdfs_release(f);
+}
+
+/* fuse_reply_data() of memory buffers: vmsplice + splice when the kernel took SPLICE_WRITE. */
+static void reply_spliced(fuse_req_t req, const struct iovec *iov, int niov)
+{
+	struct fuse_bufvec *bv = calloc(1, sizeof(*bv) + niov * sizeof(bv->buf[0]));
+
+	if (!bv) {
+		fuse_reply_iov(req, iov, niov);
+		return;
+	}
+	bv->count = niov;
+	for (int i = 0; i < niov; i++) {
+		bv->buf[i].mem = iov[i].iov_base;
+		bv->buf[i].size = iov[i].iov_len;
+	}
+	fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
+	free(bv);
 }
 
 /*
@@ -649,6 +702,8 @@ static void rdfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, (int)-n);
 	else if (n == 0)
 		fuse_reply_buf(req, NULL, 0);
+	else if (req_fs(req)->splice)
+		reply_spliced(req, iov, niov);
 	else
 		fuse_reply_iov(req, iov, niov);
 	rdfs_read_buf_free(rb);

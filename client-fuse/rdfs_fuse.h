@@ -27,6 +27,7 @@ struct rdfs_fuse {
 	double entry_timeout;		/* seconds the kernel may cache name -> inode */
 	int direct_io;			/* bypass the page cache for every open file */
 	int writeback_cache;		/* the kernel gathers writes in its page cache */
+	int splice;			/* READ replies by vmsplice + splice */
 	int default_permissions;	/* the kernel checks mode bits before we see a request */
 	unsigned int max_io;		/* max_write asked for at init */
 	unsigned int max_read;		/* max_read, the same as the mount option */

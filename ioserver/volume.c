@@ -35,6 +35,10 @@
 _Static_assert(sizeof(VOLUME_MAGIC) - 1 == 8, "the magic fills its 8-byte field");
 _Static_assert(SB_OFF_UUID + VOLUME_UUID_LEN == SB_OFF_CAPACITY, "uuid field size");
 
+/* How long volume_open() waits for another process to let go of the volume. */
+#define VOLUME_LOCK_TRIES	40
+#define VOLUME_LOCK_WAIT_US	50000
+
 /* The smallest useful volume: the superblock area and one data block. */
 #define VOLUME_MIN_SIZE		(VOLUME_DATA_OFFSET + VOLUME_BLOCK_SIZE)
 
@@ -273,6 +277,27 @@ static void close_fds(struct volume *v)
 	v->fd = v->fd_sync = -1;
 }
 
+/*
+ * Take the volume's exclusive flock; -EBUSY while another process holds it.
+ * A server killed with I/O in flight on its io_uring lets go of the file only
+ * once the kernel has torn the ring down, a moment after the process is gone,
+ * so a restart right after a kill -9 waits that moment out.
+ */
+static int lock_volume(int fd)
+{
+	int i;
+
+	for (i = 0;; i++) {
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (i == VOLUME_LOCK_TRIES)
+			return -EBUSY;
+		usleep(VOLUME_LOCK_WAIT_US);
+	}
+}
+
 /* Create a sparse file of @size bytes; -EEXIST if someone else made it first. */
 static int create_sparse(const char *path, uint64_t size)
 {
@@ -329,10 +354,9 @@ int volume_open(const struct volume_open_opts *o, struct volume **out)
 	if (ret)
 		goto err_locks;
 	/* Two servers on one volume would corrupt each other's partial-block writes. */
-	if (flock(v->fd, LOCK_EX | LOCK_NB)) {
-		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	ret = lock_volume(v->fd);
+	if (ret)
 		goto err_close;
-	}
 	ret = volume_size(v->fd, &st, &size);
 	if (ret)
 		goto err_close;
@@ -343,8 +367,8 @@ int volume_open(const struct volume_open_opts *o, struct volume **out)
 		/* Accepted the open flag, refused the I/O: same fallback. */
 		close_fds(v);
 		ret = open_fds(v, o->path, false);
-		if (!ret && flock(v->fd, LOCK_EX | LOCK_NB))
-			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		if (!ret)
+			ret = lock_volume(v->fd);
 		if (!ret)
 			ret = volume_read_sb(v, size, sb);
 	}

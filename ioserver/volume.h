@@ -76,7 +76,7 @@ struct volume_open_opts {
  * and !format), -EUCLEAN (superblock corrupt, unknown version, or the volume is
  * shorter than its capacity), -EFBIG (create_size/device too small for one data
  * block), -ENOTBLK (neither a regular file nor a block device), -EBUSY (another
- * process has the volume open: volumes are locked with flock), -errno of
+ * process has the volume open, still after 2 s: volumes are locked with flock), -errno of
  * open/read/write.
  */
 int volume_open(const struct volume_open_opts *o, struct volume **out);

@@ -59,7 +59,7 @@ protected:
 		auth_secret_from_bytes(&secret, "cluster-secret-for-tests-0123456789", 35);
 		auth_secret_from_bytes(&cap_key, "capability-key-for-tests-0123456789", 35);
 		path = dir.path() + "/vol";
-		open_volume();
+		ASSERT_NO_FATAL_FAILURE(open_volume());
 	}
 	void TearDown() override
 	{
@@ -599,7 +599,7 @@ TEST_F(PipelineTest, CommittedUnstableWritesSurviveKill9)
 	rpc_client_close(c);
 
 	/* Restart on the same volume: the committed bytes are there. */
-	open_volume();
+	ASSERT_NO_FATAL_FAILURE(open_volume());
 	start();
 	Cap rcap(&cap_key, kServerId, RDFS_CAP_READ, {{0, kVolBlocks}});
 	for (int i = 0; i < 12; i++) {
@@ -630,7 +630,7 @@ TEST_F(PipelineTest, UncommittedWriteThenRestartChangesTheVerifier)
 	kill9(child);
 	rpc_client_close(c);
 
-	open_volume();
+	ASSERT_NO_FATAL_FAILURE(open_volume());
 	start();
 	/* The client's COMMIT after the restart tells it the write may be gone. */
 	IoResult cm = io_call(clients[0], RDFS_OP_IO_COMMIT, nullptr, 0, 0, 0, 0);

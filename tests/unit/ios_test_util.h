@@ -136,7 +136,7 @@ struct IoResult {
 	std::vector<uint8_t> data;	/* READ's bulk data */
 };
 
-IoResult io_call(struct rpc_client *c, uint16_t op, Rdfs__Capability *cap, uint64_t first,
+inline IoResult io_call(struct rpc_client *c, uint16_t op, Rdfs__Capability *cap, uint64_t first,
 		 uint32_t count, uint32_t head, uint32_t length, const void *data = nullptr,
 		 size_t data_len = 0, bool stable = true)
 {
@@ -182,7 +182,7 @@ IoResult io_call(struct rpc_client *c, uint16_t op, Rdfs__Capability *cap, uint6
 	return r;
 }
 
-std::vector<uint8_t> pattern(size_t len, uint32_t seed)
+inline std::vector<uint8_t> pattern(size_t len, uint32_t seed)
 {
 	std::vector<uint8_t> p(len);
 	std::mt19937 rng(seed);

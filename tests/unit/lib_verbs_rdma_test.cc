@@ -207,6 +207,8 @@ private:
 			std::lock_guard<std::mutex> g(mu_);
 			EXPECT_EQ(0, strncmp(xport_conn_peer(ev->conn), "rdma://", 7));
 			xport_conn_set_rx_limits(ev->conn, RDFS_MAX_BODY, max_data_);
+			if (tx_limit_)
+				xport_conn_set_tx_limit(ev->conn, tx_limit_);
 			if (pause_)
 				xport_conn_pause_rx(ev->conn, 1);
 			conns_.insert(ev->conn);
@@ -216,6 +218,7 @@ private:
 		case XPORT_EV_RECV: {
 			struct xport_msg *m = ev->msg;
 
+			requests_++;
 			if (!echo_) {
 				std::lock_guard<std::mutex> g(mu_);
 				got_.push_back(m);
@@ -291,6 +294,8 @@ private:
 public:
 	std::atomic<int> sends_done_{0};
 	std::atomic<bool> hang_up_after_reply_{false};
+	std::atomic<size_t> tx_limit_{0};
+	std::atomic<int> requests_{0};
 };
 
 /* A client context driven by the test thread. */
@@ -661,6 +666,39 @@ TEST(VerbsRdma, CloseWhenSentDeliversTheLastReplyFirst)
 	ASSERT_TRUE(s.wait_closed(1));
 	EXPECT_EQ(0, s.closed()[0]);
 	EXPECT_EQ(1, s.sends_done_.load());
+}
+
+TEST(VerbsRdma, PeerThatDoesNotReadRepliesIsHeldBackByTheTxLimit)
+{
+	NEED_RDMA();
+	Server s;
+	s.tx_limit_ = 2u << 20;
+	Client c(s.url());
+	const int n = 40;
+	auto d = pattern(1u << 20, 5);
+
+	/* We read nothing: the server's replies queue up, so it stops taking requests. */
+	xport_conn_pause_rx(c.conn, 1);
+	for (int i = 0; i < n; i++) {
+		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, i, 0, (uint32_t)d.size());
+		struct iovec iov = { d.data(), d.size() };
+
+		ASSERT_EQ(0, xport_post_send(c.conn, &h, nullptr, &iov, 1, nullptr));
+	}
+	c.idle(3000);
+	int taken = s.requests_.load();
+	EXPECT_LT(taken, n);
+	EXPECT_GT(xport_conn_queued_bytes(c.conn), 0u);
+
+	xport_conn_pause_rx(c.conn, 0);
+	auto got = c.recv(n);
+	ASSERT_EQ((size_t)n, got.size());
+	for (int i = 0; i < n; i++) {
+		EXPECT_EQ((uint32_t)i, got[i]->hdr.tag);
+		EXPECT_EQ(0, memcmp(d.data(), got[i]->data, d.size()));
+	}
+	free_all(got);
+	EXPECT_EQ(n, s.requests_.load());
 }
 
 TEST(VerbsRdma, ConnectToAClosedPortIsRefused)

@@ -223,7 +223,7 @@ TEST(Xport, BadUrlsAreEinval)
 
 	ASSERT_EQ(0, xport_ctx_create(&ctx));
 	EXPECT_EQ(-EPROTONOSUPPORT, xport_connect(ctx, "udp://127.0.0.1:1", 100, &conn));
-	EXPECT_EQ(-EPROTONOSUPPORT, xport_listen(ctx, "rdma://0.0.0.0:7000", &l));
+	EXPECT_EQ(-EPROTONOSUPPORT, xport_listen(ctx, "udp://0.0.0.0:7000", &l));
 	EXPECT_EQ(-EINVAL, xport_connect(ctx, "tcp://127.0.0.1:65536", 100, &conn));
 	EXPECT_EQ(-EINVAL, xport_connect(ctx, "tcp://127.0.0.1:", 100, &conn));
 	EXPECT_EQ(-EINVAL, xport_connect(ctx, "tcp://127.0.0.1", 100, &conn));

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rdfs.h - the kernel client's internal interfaces: the helper channel
+ * (dev.c), the VFS glue (super.c, inode.c, file.c) and the data path to the
+ * I/O servers (data_tcp.c, codec.c).
+ */
+#ifndef RDFS_H
+#define RDFS_H
+
+#include <linux/fs.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/net.h>
+#include <linux/wait.h>
+
+#include "rdfs_dev_abi.h"
+
+#define RDFS_MAX_SERVERS	64
+
+/* One open of /dev/rdfs: the helper of (at most) one mount. */
+struct rdfs_chan {
+	struct kref ref;
+	struct mutex lock;		/* everything below */
+	wait_queue_head_t helper_wait;	/* helper threads waiting for requests */
+	struct list_head pending;	/* not yet read by the helper */
+	struct list_head sent;		/* read, waiting for the reply */
+	u64 next_id;
+	bool dead;			/* helper closed the device */
+	bool unmounted;			/* file system gone: read(2) returns 0 */
+	bool mounted;
+};
+
+/* One request through the channel; lives on the requester's stack. */
+struct rdfs_dev_call {
+	struct list_head link;
+	struct rdfs_dev_req req;	/* header (len, op, id filled by dev_call) */
+	const void *args[4];		/* payload pieces */
+	size_t arg_len[4];
+	void *out;			/* reply payload buffer */
+	size_t out_size;
+	size_t out_len;			/* reply payload received */
+	s32 error;
+	u64 val;
+	struct socket *sock;		/* CONNECT: from reply.fd */
+	bool done;
+	wait_queue_head_t wait;
+};
+
+struct rdfs_conn {
+	struct mutex lock;		/* one request at a time on the socket */
+	struct socket *sock;		/* NULL: not connected */
+	u32 tag;
+};
+
+struct rdfs_sb_info {
+	struct rdfs_chan *chan;
+	char source[128];
+	unsigned int attr_timeout;	/* jiffies */
+	unsigned int entry_timeout;
+	unsigned int readahead_kb;
+	struct rdfs_conn conns[RDFS_MAX_SERVERS];
+};
+
+struct rdfs_inode_info {
+	struct inode vfs_inode;
+	unsigned long attr_time;	/* jiffies of the last attribute refresh */
+	spinlock_t lock;		/* the fields below */
+	u64 wr_handle;			/* a writable open's handle, for writeback */
+	int wr_opens;
+	u64 dirty_first;		/* blocks written since the last commit */
+	u64 dirty_end;
+};
+
+static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)
+{
+	return sb->s_fs_info;
+}
+
+static inline struct rdfs_inode_info *RDFS_I(struct inode *inode)
+{
+	return container_of(inode, struct rdfs_inode_info, vfs_inode);
+}
+
+/* dev.c */
+int rdfs_dev_init(void);
+void rdfs_dev_exit(void);
+struct rdfs_chan *rdfs_chan_from_fd(int fd);
+void rdfs_chan_put(struct rdfs_chan *ch);
+void rdfs_chan_unmount(struct rdfs_chan *ch);
+void rdfs_call_init(struct rdfs_dev_call *c, u16 op, u64 ino, u64 handle);
+void rdfs_call_arg(struct rdfs_dev_call *c, const void *p, size_t len);
+int rdfs_call(struct rdfs_chan *ch, struct rdfs_dev_call *c);
+
+/* inode.c */
+extern const struct inode_operations rdfs_dir_iops;
+extern const struct inode_operations rdfs_file_iops;
+extern const struct inode_operations rdfs_symlink_iops;
+extern const struct dentry_operations rdfs_dentry_ops;
+struct inode *rdfs_iget(struct super_block *sb, const struct rdfs_dev_attr *a);
+void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a);
+int rdfs_revalidate_attr(struct inode *inode, bool force);
+
+/* file.c */
+extern const struct file_operations rdfs_file_fops;
+extern const struct file_operations rdfs_dir_fops;
+extern const struct address_space_operations rdfs_aops;
+int rdfs_commit(struct inode *inode, u64 handle);
+
+/* data_tcp.c */
+struct rdfs_io_seg;
+int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages);
+int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
+		    loff_t size);
+void rdfs_conns_close(struct rdfs_sb_info *sbi);
+
+/* codec.c */
+#include "codec.h"
+
+#endif

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
+/*
+ * rdfs_dev_abi.h - the request/reply ABI of /dev/rdfs between the kernel
+ * module and its user-space helper (rdfs-lkm-helper). Shared by both sides.
+ *
+ * The helper opens /dev/rdfs and passes "fd=N" in the mount data; the mount
+ * then sends its namespace requests through that open file. The helper read(2)s
+ * one request at a time (struct rdfs_dev_req + op payload; a read buffer of
+ * RDFS_DEV_MAX_MSG bytes always suffices) and write(2)s one reply (struct
+ * rdfs_dev_reply + op payload) naming the request's id. Any number of helper
+ * threads may read and reply concurrently; replies may come in any order.
+ * read(2) returns 0 once the file system is unmounted: the helper exits then.
+ * When the helper closes the device (or dies), every request pending or
+ * in progress fails with EIO and later ones fail at once.
+ *
+ * All fields are native-endian (both ends run on one host). Strings in
+ * payloads are NUL-terminated; their lengths include the NUL.
+ */
+#ifndef RDFS_DEV_ABI_H
+#define RDFS_DEV_ABI_H
+
+#include <linux/types.h>
+
+#define RDFS_DEV_ABI_VERSION	1
+#define RDFS_DEV_NAME		"rdfs"
+/* Largest message either way: header + payload. */
+#define RDFS_DEV_MAX_MSG	(64u * 1024u)
+
+enum rdfs_dev_op {
+	RDFS_DEV_INIT = 1,	/* -> rdfs_dev_init_reply; first request of a mount */
+	RDFS_DEV_LOOKUP,	/* ino = parent; name -> rdfs_dev_attr */
+	RDFS_DEV_GETATTR,	/* ino -> rdfs_dev_attr */
+	RDFS_DEV_SETATTR,	/* ino, handle (0: none); rdfs_dev_setattr -> rdfs_dev_attr */
+	RDFS_DEV_CREATE,	/* ino = parent; rdfs_dev_mknod + name -> rdfs_dev_attr */
+	RDFS_DEV_MKNOD,		/* as CREATE, also for fifos/sockets/devices */
+	RDFS_DEV_MKDIR,		/* ino = parent; rdfs_dev_mknod + name -> rdfs_dev_attr */
+	RDFS_DEV_UNLINK,	/* ino = parent; name */
+	RDFS_DEV_RMDIR,		/* ino = parent; name */
+	RDFS_DEV_RENAME,	/* ino = parent; rdfs_dev_rename + name + newname */
+	RDFS_DEV_LINK,		/* ino = target; rdfs_dev_rename(newparent) + newname -> rdfs_dev_attr */
+	RDFS_DEV_SYMLINK,	/* ino = parent; name + target -> rdfs_dev_attr */
+	RDFS_DEV_READLINK,	/* ino -> target (string) */
+	RDFS_DEV_OPENDIR,	/* ino -> rdfs_dev_open_reply */
+	RDFS_DEV_READDIR,	/* handle; rdfs_dev_readdir -> rdfs_dev_dirent... */
+	RDFS_DEV_RELEASEDIR,	/* handle */
+	RDFS_DEV_STATFS,	/* -> rdfs_dev_statfs */
+	RDFS_DEV_OPEN,		/* ino; rdfs_dev_open -> rdfs_dev_open_reply */
+	RDFS_DEV_RELEASE,	/* handle */
+	RDFS_DEV_LAYOUT,	/* handle; rdfs_dev_layout_req -> rdfs_dev_layout_reply */
+	RDFS_DEV_CONNECT,	/* rdfs_dev_connect -> reply.fd: an authenticated TCP socket */
+	RDFS_DEV_COMMIT,	/* handle; rdfs_dev_commit: blocks written, new size */
+	RDFS_DEV_FSYNC,		/* handle; commit + make the I/O servers' data durable */
+	RDFS_DEV_GETXATTR,	/* ino; rdfs_dev_xattr + name -> value (size 0: needed size in reply.val) */
+	RDFS_DEV_SETXATTR,	/* ino; rdfs_dev_xattr + name + value */
+	RDFS_DEV_LISTXATTR,	/* ino; rdfs_dev_xattr -> names (NUL-separated) */
+	RDFS_DEV_REMOVEXATTR,	/* ino; name */
+	RDFS_DEV_OP_MAX
+};
+
+/* Module -> helper. */
+struct rdfs_dev_req {
+	__u32 len;		/* header + payload */
+	__u16 version;		/* RDFS_DEV_ABI_VERSION */
+	__u16 op;		/* enum rdfs_dev_op */
+	__u64 id;		/* echoed in the reply */
+	__u64 ino;
+	__u64 handle;		/* helper's open-file handle, 0 if none */
+	__u32 uid;		/* caller's fsuid/fsgid: the metaserver checks them */
+	__u32 gid;
+};
+
+/* Helper -> module. */
+struct rdfs_dev_reply {
+	__u32 len;		/* header + payload */
+	__s32 error;		/* 0 or -errno */
+	__u64 id;
+	__s32 fd;		/* CONNECT: the socket, in the helper; else -1 */
+	__u32 pad;
+	__u64 val;		/* op-specific scalar (GETXATTR/LISTXATTR: size) */
+};
+
+struct rdfs_dev_attr {
+	__u64 ino;
+	__u64 size;
+	__u64 blocks;		/* 512-byte units */
+	__s64 atime_ns;
+	__s64 mtime_ns;
+	__s64 ctime_ns;
+	__u32 mode;
+	__u32 nlink;
+	__u32 uid;
+	__u32 gid;
+	__u32 rdev;
+	__u32 blksize;
+};
+
+struct rdfs_dev_init_reply {
+	__u32 version;		/* helper's RDFS_DEV_ABI_VERSION */
+	__u32 block_size;
+	struct rdfs_dev_attr root;
+};
+
+struct rdfs_dev_setattr {
+	__u32 valid;		/* RDFS_SET_* of lib/client/rdfs_client.h */
+	__u32 mode;
+	__u32 uid;
+	__u32 gid;
+	__u64 size;
+	__s64 atime_ns;
+	__s64 mtime_ns;
+};
+
+struct rdfs_dev_mknod {
+	__u32 mode;
+	__u32 rdev;
+	__u32 flags;		/* CREATE: open(2) flags (O_EXCL honoured) */
+	__u32 pad;
+};
+
+struct rdfs_dev_rename {
+	__u64 newparent;
+	__u32 flags;		/* RENAME_NOREPLACE, RENAME_EXCHANGE */
+	__u32 pad;
+};
+
+struct rdfs_dev_open {
+	__u32 flags;		/* open(2) flags */
+	__u32 pad;
+};
+
+struct rdfs_dev_open_reply {
+	__u64 handle;
+	struct rdfs_dev_attr attr;
+};
+
+struct rdfs_dev_readdir {
+	__u64 index;		/* first entry wanted (0 = the first after . and ..) */
+};
+
+/* Entries follow each other, each padded to 8 bytes; reply.val = 1 at the end. */
+struct rdfs_dev_dirent {
+	__u64 ino;
+	__u16 reclen;		/* this entry, name and padding included */
+	__u16 namelen;		/* without the NUL */
+	__u32 type;		/* DT_* */
+	char name[];
+};
+
+struct rdfs_dev_statfs {
+	__u64 blocks;
+	__u64 bfree;
+	__u64 files;
+	__u64 ffree;
+	__u32 bsize;
+	__u32 namelen;
+};
+
+struct rdfs_dev_layout_req {
+	__u64 offset;		/* bytes, block-aligned */
+	__u64 length;
+	__u32 allocate;		/* allocate holes (writes) */
+	__u32 pad;
+};
+
+#define RDFS_DEV_SEG_HOLE	1u
+#define RDFS_DEV_SEG_UNWRITTEN	2u
+
+/*
+ * One run of the file: bytes [offset, offset + length) are at volume block
+ * @block of server @server_id, or a hole. The capability is the protobuf
+ * encoding of rdfs.proto's Capability, at @cap_off in the reply payload (after
+ * the segment array), sent to the I/O server verbatim as IoReq.cap.
+ */
+struct rdfs_dev_seg {
+	__u64 offset;
+	__u64 length;
+	__u64 block;
+	__u32 server_id;
+	__u32 flags;		/* RDFS_DEV_SEG_* */
+	__u32 cap_off;
+	__u32 cap_len;
+};
+
+struct rdfs_dev_layout_reply {
+	__u64 size;		/* the file's size as the helper knows it */
+	__u32 nsegs;
+	__u32 pad;
+	struct rdfs_dev_seg segs[];
+};
+
+struct rdfs_dev_connect {
+	__u32 server_id;
+	__u32 pad;
+};
+
+struct rdfs_dev_commit {
+	__u64 first_block;	/* file blocks [first_block, end_block) were written */
+	__u64 end_block;
+	__u64 size;		/* the file's size now */
+	__s64 mtime_ns;
+};
+
+struct rdfs_dev_xattr {
+	__u32 size;		/* GET/LIST: buffer size (0: ask the size); SET: value length */
+	__u32 flags;		/* SET: XATTR_CREATE, XATTR_REPLACE */
+};
+
+#endif
