@@ -153,9 +153,9 @@ test: deps
 	$(MAKE) test-integration
 	$(MAKE) test-vm
 
-test-vm: all
+test-vm: all $(BUILD)/tests/test_lib
 	@deploy/install-deps --vm
-	tests/vm/run-suite
+	RDFS_BUILD=$(BUILD) tests/vm/run-suite
 
 bench-sweep: all
 	RDFS_BIN=$(BUILD)/bin bench/sweep/run $(if $(QUICK),--quick)
@@ -170,7 +170,7 @@ lkm: all
 
 bench-vm: all
 	@deploy/install-deps --vm
-	tests/vm/bench
+	RDFS_BUILD=$(BUILD) tests/vm/bench
 
 test-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --gtest_brief=1; done

@@ -13,9 +13,12 @@
 
 /*
  * Largest READ/WRITE the kernel sends us. libfuse 3.14 cannot take more than
- * 256 pages per request (FUSE_MAX_MAX_PAGES), and the kernel's default
- * fs.fuse.max_pages_limit is also 256, so 1 MiB is the ceiling; it is also the
- * default chunk size, so one FUSE request maps onto one I/O server request.
+ * 256 pages per request (FUSE_MAX_MAX_PAGES sizes its receive buffer, and it
+ * clamps max_write to that), and the kernel's fs.fuse.max_pages_limit (6.x)
+ * defaults to 256 too, so 1 MiB is the ceiling; it is also the default chunk
+ * size, so one FUSE request maps onto one I/O server request. Larger write(2)s
+ * are split by the kernel; with write-behind (or the writeback cache) the
+ * pieces are in flight together.
  */
 #define RDFS_FUSE_MAX_IO	(1u << 20)
 

@@ -4,6 +4,7 @@
  * the helper; attributes and names are cached for attr_timeout/entry_timeout.
  */
 #include <linux/namei.h>
+#include <linux/pagemap.h>
 #include <linux/slab.h>
 #include <linux/xattr.h>
 
@@ -27,17 +28,22 @@ void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 	inode->i_ctime = rdfs_ns_to_ts(a->ctime_ns);
 	inode->i_blocks = a->blocks;
 	spin_lock(&ri->lock);
-	dirty = ri->dirty_end != 0;
+	dirty = ri->dirty_end != 0 || ri->wr_opens;
 	spin_unlock(&ri->lock);
+	dirty |= mapping_tagged(inode->i_mapping, PAGECACHE_TAG_DIRTY) ||
+		 mapping_tagged(inode->i_mapping, PAGECACHE_TAG_WRITEBACK);
 	/* our uncommitted writes are newer than what the metaserver says */
-	if (!dirty || a->size > i_size_read(inode)) {
-		if (S_ISREG(inode->i_mode) && !dirty &&
-		    (a->size != i_size_read(inode) ||
-		     timespec64_compare(&inode->i_mtime, &(struct timespec64){0}) &&
-		     rdfs_ns_to_ts(a->mtime_ns).tv_sec != inode->i_mtime.tv_sec))
+	if (!dirty) {
+		struct timespec64 mtime = rdfs_ns_to_ts(a->mtime_ns);
+
+		/* changed elsewhere: drop what we cached (close-to-open) */
+		if (S_ISREG(inode->i_mode) && inode->i_mapping->nrpages &&
+		    (a->size != i_size_read(inode) || !timespec64_equal(&mtime, &inode->i_mtime)))
 			invalidate_inode_pages2(inode->i_mapping);
 		i_size_write(inode, a->size);
-		inode->i_mtime = rdfs_ns_to_ts(a->mtime_ns);
+		inode->i_mtime = mtime;
+	} else if (a->size > i_size_read(inode)) {
+		i_size_write(inode, a->size);
 	}
 	ri->attr_time = jiffies;
 }

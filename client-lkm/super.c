@@ -205,6 +205,7 @@ static int rdfs_fill_super(struct super_block *sb, struct fs_context *fc)
 	sb->s_magic = RDFS_SUPER_MAGIC;
 	sb->s_op = &rdfs_super_ops;
 	sb->s_d_op = &rdfs_dentry_ops;
+	sb->s_xattr = rdfs_xattr_handlers;
 	sb->s_blocksize = PAGE_SIZE;
 	sb->s_blocksize_bits = PAGE_SHIFT;
 	sb->s_maxbytes = MAX_LFS_FILESIZE;

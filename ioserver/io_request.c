@@ -5,20 +5,27 @@
  * Threads and ownership:
  *  - The main loop (rpc_server_next) creates a job per request and posts it to
  *    a ring thread; send completions (rpc_server_reply_part/_zc callbacks) also
- *    run there: they give the unit's buffer back to the pool and post the job
- *    again so it can start more reads.
+ *    run there: they give the unit's buffer back to the pool (or the cache
+ *    segments it was sent from), and post the job again only when it waits
+ *    for that buffer to read further.
  *  - A ring thread owns its jobs' state: only it reads or changes a job, apart
- *    from the atomics (refs, returned, final_posted). It sleeps in
+ *    from the atomics (refs, returned, want_return, final_posted). It sleeps in
  *    io_uring_submit_and_wait(); a read of its eventfd on the same ring wakes it
- *    for posted jobs.
+ *    for posted jobs and for buffers given back to the pool.
  *  - A job lives until its final reply is posted and every send holding one of
  *    its buffers has completed: refs counts the ring's hold, each posting and
  *    each send in flight.
+ *  - Blocks: READs take their range lock shared, WRITE and ZERO exclusive,
+ *    all through range_lock_acquire_async() so a ring thread never blocks on
+ *    another request; lock order is arrival order.
  *
- * Memory per byte read (disk to wire), in DESIGN's terms: the disk DMAs into a
- * pool buffer (O_DIRECT), and the transport sends that buffer by reference
- * (writev from it): no copy in user space, in both send modes. A read-ahead
- * cache hit costs one copy (cache segment to pool buffer).
+ * Memory copies per byte read (disk to wire): none in user space, in both
+ * send modes. The disk DMAs into a pool buffer (O_DIRECT) and the transport
+ * sends that buffer by reference (one writev; TCP's own kernel copy into the
+ * socket is the only one). A read-ahead cache hit is sent by reference from
+ * the cache segments the same way (a unit spanning more than UNIT_SEGS
+ * segments, i.e. whole mode or units over 896 KiB, is copied once instead).
+ */
  */
 #include <errno.h>
 #include <liburing.h>

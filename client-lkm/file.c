@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * file.c - file and directory operations and the address_space operations
+ * that move file data between the page cache and the I/O servers.
+ *
+ * Close-to-open: open refetches the attributes (dropping cached pages when the
+ * file changed elsewhere); flush (close) writes the dirty pages and COMMITs
+ * the written blocks and the size through the helper.
+ */
+#include <linux/pagemap.h>
+#include <linux/slab.h>
+#include <linux/writeback.h>
+
+#include "rdfs.h"
+
+#define RDFS_WB_BATCH	256	/* pages per WRITE batch */
+
+struct rdfs_open_file {
+	u64 handle;
+	struct list_head link;		/* on the inode's writable opens */
+	bool writable;
+};
+
+static u64 rdfs_file_handle(struct file *file)
+{
+	struct rdfs_open_file *of = file ? file->private_data : NULL;
+
+	return of ? of->handle : 0;
+}
+
+/* A handle for writeback, which has no file: any writable open's. */
+static u64 rdfs_wb_handle(struct inode *inode)
+{
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	u64 h;
+
+	spin_lock(&ri->lock);
+	h = ri->wr_handle;
+	spin_unlock(&ri->lock);
+	return h;
+}
+
+int rdfs_commit(struct inode *inode, u64 handle)
+{
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct rdfs_dev_commit cm;
+	struct rdfs_dev_call c;
+	int err;
+
+	spin_lock(&ri->lock);
+	cm.first_block = ri->dirty_first;
+	cm.end_block = ri->dirty_end;
+	ri->dirty_first = U64_MAX;
+	ri->dirty_end = 0;
+	spin_unlock(&ri->lock);
+	if (!cm.end_block)
+		return 0;
+	cm.size = i_size_read(inode);
+	cm.mtime_ns = timespec64_to_ns(&inode->i_mtime);
+	rdfs_call_init(&c, RDFS_DEV_COMMIT, inode->i_ino, handle);
+	rdfs_call_arg(&c, &cm, sizeof(cm));
+	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	if (err) {
+		spin_lock(&ri->lock);
+		ri->dirty_first = min(ri->dirty_first, cm.first_block);
+		ri->dirty_end = max(ri->dirty_end, cm.end_block);
+		spin_unlock(&ri->lock);
+	}
+	return err;
+}
+
+static int rdfs_open(struct inode *inode, struct file *file)
+{
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct rdfs_dev_open o = { .flags = file->f_flags & ~(O_CREAT | O_EXCL | O_NOCTTY) };
+	struct rdfs_dev_open_reply rep;
+	struct rdfs_open_file *of;
+	struct rdfs_dev_call c;
+	int err;
+
+	of = kzalloc(sizeof(*of), GFP_KERNEL);
+	if (!of)
+		return -ENOMEM;
+	rdfs_call_init(&c, RDFS_DEV_OPEN, inode->i_ino, 0);
+	rdfs_call_arg(&c, &o, sizeof(o));
+	c.out = &rep;
+	c.out_size = sizeof(rep);
+	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	if (!err && c.out_len < sizeof(rep))
+		err = -EIO;
+	if (err) {
+		kfree(of);
+		return err;
+	}
+	of->handle = rep.handle;
+	INIT_LIST_HEAD(&of->link);
+	rdfs_attr_apply(inode, &rep.attr);
+	if (file->f_mode & FMODE_WRITE) {
+		of->writable = true;
+		spin_lock(&ri->lock);
+		if (!ri->wr_opens++)
+			ri->wr_handle = of->handle;
+		spin_unlock(&ri->lock);
+	}
+	file->private_data = of;
+	if ((file->f_flags & O_TRUNC) && i_size_read(inode))
+		truncate_pagecache(inode, 0);
+	return 0;
+}
+
+static int rdfs_flush(struct file *file, fl_owner_t id)
+{
+	struct inode *inode = file_inode(file);
+	int err;
+
+	if (!(file->f_mode & FMODE_WRITE))
+		return 0;
+	err = filemap_write_and_wait(inode->i_mapping);
+	if (!err)
+		err = rdfs_commit(inode, rdfs_file_handle(file));
+	return err;
+}
+
+static int rdfs_release(struct inode *inode, struct file *file)
+{
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct rdfs_open_file *of = file->private_data;
+	struct rdfs_dev_call c;
+
+	if (of->writable) {
+		/* writeback may outlive this open: it borrows the last writable handle */
+		filemap_write_and_wait(inode->i_mapping);
+		rdfs_commit(inode, of->handle);
+		spin_lock(&ri->lock);
+		if (!--ri->wr_opens)
+			ri->wr_handle = 0;
+		spin_unlock(&ri->lock);
+	}
+	rdfs_call_init(&c, RDFS_DEV_RELEASE, inode->i_ino, of->handle);
+	rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	kfree(of);
+	return 0;
+}
+
+static int rdfs_fsync(struct file *file, loff_t start, loff_t end, int datasync)
+{
+	struct inode *inode = file_inode(file);
+	struct rdfs_dev_call c;
+	int err;
+
+	err = file_write_and_wait_range(file, start, end);
+	if (err)
+		return err;
+	err = rdfs_commit(inode, rdfs_file_handle(file));
+	if (err)
+		return err;
+	rdfs_call_init(&c, RDFS_DEV_FSYNC, inode->i_ino, rdfs_file_handle(file));
+	return rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+}
+
+static ssize_t rdfs_file_read_iter(struct kiocb *iocb, struct iov_iter *to)
+{
+	struct inode *inode = file_inode(iocb->ki_filp);
+	int err = rdfs_revalidate_attr(inode, false);
+
+	if (err)
+		return err;
+	return generic_file_read_iter(iocb, to);
+}
+
+const struct file_operations rdfs_file_fops = {
+	.llseek		= generic_file_llseek,
+	.read_iter	= rdfs_file_read_iter,
+	.write_iter	= generic_file_write_iter,
+	.mmap		= generic_file_mmap,
+	.open		= rdfs_open,
+	.flush		= rdfs_flush,
+	.release	= rdfs_release,
+	.fsync		= rdfs_fsync,
+	.splice_read	= generic_file_splice_read,
+	.splice_write	= iter_file_splice_write,
+};
+
+/* ---------------------------------------------------------------- directories */
+
+static int rdfs_opendir(struct inode *inode, struct file *file)
+{
+	struct rdfs_dev_open_reply rep;
+	struct rdfs_open_file *of;
+	struct rdfs_dev_call c;
+	int err;
+
+	of = kzalloc(sizeof(*of), GFP_KERNEL);
+	if (!of)
+		return -ENOMEM;
+	rdfs_call_init(&c, RDFS_DEV_OPENDIR, inode->i_ino, 0);
+	c.out = &rep;
+	c.out_size = sizeof(rep);
+	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	if (!err && c.out_len < sizeof(rep.handle))
+		err = -EIO;
+	if (err) {
+		kfree(of);
+		return err;
+	}
+	of->handle = rep.handle;
+	file->private_data = of;
+	return 0;
+}
+
+static int rdfs_releasedir(struct inode *inode, struct file *file)
+{
+	struct rdfs_open_file *of = file->private_data;
+	struct rdfs_dev_call c;
+
+	rdfs_call_init(&c, RDFS_DEV_RELEASEDIR, inode->i_ino, of->handle);
+	rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	kfree(of);
+	return 0;
+}
+
+/* ctx->pos: 0 ".", 1 "..", 2 + i the helper's entry i. */
+static int rdfs_readdir(struct file *file, struct dir_context *ctx)
+{
+	struct inode *inode = file_inode(file);
+	struct rdfs_dev_readdir rd;
+	struct rdfs_dev_call c;
+	size_t off;
+	void *buf;
+	int err = 0;
+
+	if (!dir_emit_dots(file, ctx))
+		return 0;
+	buf = kvmalloc(RDFS_DEV_MAX_MSG, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		rd.index = ctx->pos - 2;
+		rdfs_call_init(&c, RDFS_DEV_READDIR, inode->i_ino, rdfs_file_handle(file));
+		rdfs_call_arg(&c, &rd, sizeof(rd));
+		c.out = buf;
+		c.out_size = RDFS_DEV_MAX_MSG;
+		err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+		if (err)
+			break;
+		for (off = 0; off + sizeof(struct rdfs_dev_dirent) <= c.out_len;) {
+			struct rdfs_dev_dirent *d = buf + off;
+
+			if (d->reclen < sizeof(*d) + d->namelen || off + d->reclen > c.out_len) {
+				err = -EIO;
+				goto out;
+			}
+			if (!dir_emit(ctx, d->name, d->namelen, d->ino, d->type))
+				goto out;
+			ctx->pos++;
+			off += d->reclen;
+		}
+		if (c.val || !c.out_len)
+			break;
+	}
+out:
+	kvfree(buf);
+	return err;
+}
+
+const struct file_operations rdfs_dir_fops = {
+	.llseek		= generic_file_llseek,
+	.read		= generic_read_dir,
+	.iterate_shared	= rdfs_readdir,
+	.open		= rdfs_opendir,
+	.release	= rdfs_releasedir,
+	.fsync		= noop_fsync,
+};
+
+/* ---------------------------------------------------------------- address space */
+
+static int rdfs_read_folio(struct file *file, struct folio *folio)
+{
+	struct inode *inode = folio->mapping->host;
+	struct page *page = &folio->page;
+	u64 h = rdfs_file_handle(file);
+	int err;
+
+	err = rdfs_data_read(inode, h ? h : rdfs_wb_handle(inode), &page, 1);
+	if (!err)
+		folio_mark_uptodate(folio);
+	folio_unlock(folio);
+	return err;
+}
+
+static void rdfs_readahead(struct readahead_control *rac)
+{
+	struct inode *inode = rac->mapping->host;
+	u64 h = rdfs_file_handle(rac->file);
+	struct page **pages;
+	struct folio *folio;
+	int n = 0, i, err;
+	unsigned int max = min_t(unsigned int, readahead_count(rac), RDFS_WB_BATCH);
+
+	if (!h)
+		h = rdfs_wb_handle(inode);
+	pages = kmalloc_array(max, sizeof(*pages), GFP_NOFS);
+	if (!pages)
+		return;
+	for (;;) {
+		folio = readahead_folio(rac);
+		if (folio && (!n || (folio->index == pages[n - 1]->index + 1 && n < max))) {
+			pages[n++] = &folio->page;
+			continue;
+		}
+		if (n) {
+			err = rdfs_data_read(inode, h, pages, n);
+			for (i = 0; i < n; i++) {
+				if (!err)
+					SetPageUptodate(pages[i]);
+				unlock_page(pages[i]);
+			}
+			n = 0;
+		}
+		if (!folio)
+			break;
+		pages[n++] = &folio->page;
+	}
+	kfree(pages);
+}
+
+static int rdfs_write_begin(struct file *file, struct address_space *mapping, loff_t pos,
+			    unsigned int len, struct page **pagep, void **fsdata)
+{
+	struct inode *inode = mapping->host;
+	struct page *page;
+	unsigned int from = pos & ~PAGE_MASK;
+	int err;
+
+	page = grab_cache_page_write_begin(mapping, pos >> PAGE_SHIFT);
+	if (!page)
+		return -ENOMEM;
+	*pagep = page;
+	if (PageUptodate(page) || len == PAGE_SIZE)
+		return 0;
+	if (page_offset(page) >= i_size_read(inode)) {
+		zero_user_segments(page, 0, from, from + len, PAGE_SIZE);
+		return 0;
+	}
+	err = rdfs_data_read(inode, rdfs_file_handle(file), &page, 1);
+	if (err) {
+		unlock_page(page);
+		put_page(page);
+		return err;
+	}
+	SetPageUptodate(page);
+	return 0;
+}
+
+static int rdfs_write_end(struct file *file, struct address_space *mapping, loff_t pos,
+			  unsigned int len, unsigned int copied, struct page *page, void *fsdata)
+{
+	struct inode *inode = mapping->host;
+
+	if (!PageUptodate(page)) {
+		if (copied < len) {
+			copied = 0;	/* a short copy into a page we never read: retry */
+			goto out;
+		}
+		SetPageUptodate(page);
+	}
+	if (pos + copied > i_size_read(inode))
+		i_size_write(inode, pos + copied);
+	inode->i_mtime = inode->i_ctime = current_time(inode);
+	set_page_dirty(page);
+out:
+	unlock_page(page);
+	put_page(page);
+	return copied;
+}
+
+struct rdfs_wb {
+	struct inode *inode;
+	u64 handle;
+	struct page *pages[RDFS_WB_BATCH];
+	int n;
+	int err;
+};
+
+static void rdfs_wb_flush(struct rdfs_wb *wb)
+{
+	struct rdfs_inode_info *ri = RDFS_I(wb->inode);
+	int err, i;
+
+	if (!wb->n)
+		return;
+	err = wb->handle ? rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n,
+					   i_size_read(wb->inode)) : -EBADF;
+	if (!err) {
+		spin_lock(&ri->lock);
+		ri->dirty_first = min_t(u64, ri->dirty_first, wb->pages[0]->index);
+		ri->dirty_end = max_t(u64, ri->dirty_end, wb->pages[wb->n - 1]->index + 1);
+		spin_unlock(&ri->lock);
+	} else {
+		pr_warn_ratelimited("rdfs: writeback of inode %lu failed: %d\n",
+				    wb->inode->i_ino, err);
+		mapping_set_error(wb->inode->i_mapping, err);
+		wb->err = err;
+	}
+	for (i = 0; i < wb->n; i++) {
+		if (err)
+			SetPageError(wb->pages[i]);
+		end_page_writeback(wb->pages[i]);
+	}
+	wb->n = 0;
+}
+
+static int rdfs_writepage_cb(struct page *page, struct writeback_control *wbc, void *data)
+{
+	struct rdfs_wb *wb = data;
+	loff_t isize = i_size_read(wb->inode);
+
+	if (page_offset(page) >= isize) {
+		unlock_page(page);
+		return 0;
+	}
+	if (wb->n && (wb->n == RDFS_WB_BATCH ||
+		      page->index != wb->pages[wb->n - 1]->index + 1))
+		rdfs_wb_flush(wb);
+	set_page_writeback(page);
+	unlock_page(page);
+	wb->pages[wb->n++] = page;
+	return 0;
+}
+
+static int rdfs_writepages(struct address_space *mapping, struct writeback_control *wbc)
+{
+	struct rdfs_wb *wb;
+	int err;
+
+	wb = kmalloc(sizeof(*wb), GFP_NOFS);
+	if (!wb)
+		return -ENOMEM;
+	wb->inode = mapping->host;
+	wb->handle = rdfs_wb_handle(mapping->host);
+	wb->n = 0;
+	wb->err = 0;
+	err = write_cache_pages(mapping, wbc, rdfs_writepage_cb, wb);
+	rdfs_wb_flush(wb);
+	if (!err)
+		err = wb->err;
+	kfree(wb);
+	return err;
+}
+
+const struct address_space_operations rdfs_aops = {
+	.read_folio	= rdfs_read_folio,
+	.readahead	= rdfs_readahead,
+	.write_begin	= rdfs_write_begin,
+	.write_end	= rdfs_write_end,
+	.writepages	= rdfs_writepages,
+	.dirty_folio	= filemap_dirty_folio,
+};
