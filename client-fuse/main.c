@@ -252,27 +252,32 @@ static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *
 static int parse_spec(const char *spec, char **url, char **fsname)
 {
 	const char *hostport = spec;
+	const char *scheme = "tcp://";
 	const char *colon;
 	int n;
 
 	if (strncmp(hostport, "rdfs#", 5) == 0)
 		hostport += 5;
-	if (strncmp(hostport, "tcp://", 6) == 0)
+	if (strncmp(hostport, "tcp://", 6) == 0) {
 		hostport += 6;
-	else if (strstr(hostport, "://"))
-		return -EINVAL;		/* no other transport yet */
+	} else if (strncmp(hostport, "rdma://", 7) == 0) {
+		hostport += 7;
+		scheme = "rdma://";
+	} else if (strstr(hostport, "://")) {
+		return -EINVAL;		/* no other transport */
+	}
 	if (!*hostport || strchr(hostport, ',') || strchr(hostport, '/'))
 		return -EINVAL;
 	colon = strrchr(hostport, ':');
 	/* A bare IPv6 address has colons but no port: "[::1]" or "::1". */
 	if (!colon || (hostport[0] == '[' && strchr(colon, ']')) ||
 	    (hostport[0] != '[' && strchr(hostport, ':') != colon))
-		n = asprintf(url, "tcp://%s:" DEFAULT_PORT, hostport);
+		n = asprintf(url, "%s%s:" DEFAULT_PORT, scheme, hostport);
 	else
-		n = asprintf(url, "tcp://%s", hostport);
+		n = asprintf(url, "%s%s", scheme, hostport);
 	if (n < 0)
 		return -ENOMEM;
-	if (asprintf(fsname, "rdfs#%s", *url + 6) < 0)
+	if (asprintf(fsname, "rdfs#%s", *url + strlen(scheme)) < 0)
 		return -ENOMEM;
 	return 0;
 }
