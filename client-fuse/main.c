@@ -36,7 +36,7 @@
 #define DEFAULT_TIMEOUT_MS	30000
 #define DEFAULT_MAX_THREADS	32
 #define DEFAULT_READAHEAD	(8u << 20)
-#define DEFAULT_WRITE_BEHIND	(16u << 20)
+#define DEFAULT_WRITE_BEHIND	(32u << 20)
 #define RDFS_VERSION		"0.1"
 
 enum exit_status { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -154,7 +154,7 @@ static void help(void)
 "    unstable_writes       I/O servers acknowledge writes before they are durable;\n"
 "                          fsync(2) makes them durable (default off: every\n"
 "                          write is durable once the I/O servers answered it)\n"
-"    write_behind=SIZE     write-behind per file (default 16m; 0 turns it off):\n"
+"    write_behind=SIZE     write-behind per file (default 32m; 0 turns it off):\n"
 "                          write(2) returns once its data is copied, and up to\n"
 "                          SIZE of WRITEs are in flight to the I/O servers. All\n"
 "                          of a file's writes are on the servers when close(2)\n"

@@ -254,16 +254,24 @@ static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle
 	c.out_size = RDFS_DEV_MAX_MSG;
 	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
 	if (!err && (c.out_len < sizeof(*rep) ||
-		     rep->nsegs > (c.out_len - sizeof(*rep)) / sizeof(rep->segs[0])))
+		     rep->nsegs > (c.out_len - sizeof(*rep)) / sizeof(rep->segs[0]))) {
+		pr_warn_ratelimited("rdfs: layout reply of %zu bytes, %u segments\n",
+				    c.out_len, rep->nsegs);
 		err = -EIO;
+	}
 	for (i = 0; !err && i < rep->nsegs; i++) {
 		struct rdfs_dev_seg *s = &rep->segs[i];
 
 		if ((s->offset | s->length) & (RDFS_BLOCK_SIZE - 1) ||
-		    (u64)s->cap_off + s->cap_len > c.out_len)
+		    (u64)s->cap_off + s->cap_len > c.out_len) {
+			pr_warn_ratelimited("rdfs: bad layout segment %llu+%llu cap %u+%u\n",
+					    s->offset, s->length, s->cap_off, s->cap_len);
 			err = -EIO;
+		}
 	}
 	if (err) {
+		pr_warn_ratelimited("rdfs: layout of inode %lu [%llu, +%llu): %d\n",
+				    inode->i_ino, pos, len, err);
 		kvfree(rep);
 		return ERR_PTR(err);
 	}
@@ -317,8 +325,11 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 		done = b;
 	}
 	kvfree(rep);
-	if (err)
+	if (err) {
+		pr_warn_ratelimited("rdfs: read of inode %lu [%llu, %llu) failed: %d\n",
+				    inode->i_ino, pos, end, err);
 		return err;
+	}
 	rdfs_zero_pages(pages, (done - pos) >> PAGE_SHIFT, npages);
 	/* the tail of the last block past the end of the file */
 	if (isize > pos && isize < pos + ((u64)npages << PAGE_SHIFT) && (isize & ~PAGE_MASK))
@@ -364,5 +375,8 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 	kvfree(rep);
 	if (!err && covered < end)
 		err = -EIO;
+	if (err)
+		pr_warn_ratelimited("rdfs: write of inode %lu [%llu, %llu) failed at %llu: %d\n",
+				    inode->i_ino, pos, end, covered, err);
 	return err;
 }

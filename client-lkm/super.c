@@ -6,6 +6,7 @@
  * mount -t rdfs HOST:PORT /mnt -o fd=N,... where N is the helper's open
  * /dev/rdfs (mount.rdfs starts the helper, which mounts).
  */
+#include <linux/backing-dev.h>
 #include <linux/fs_context.h>
 #include <linux/fs_parser.h>
 #include <linux/module.h>

@@ -26,7 +26,6 @@
  * the cache segments the same way (a unit spanning more than UNIT_SEGS
  * segments, i.e. whole mode or units over 896 KiB, is copied once instead).
  */
- */
 #include <errno.h>
 #include <liburing.h>
 #include <pthread.h>

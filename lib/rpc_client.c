@@ -47,6 +47,7 @@ struct rpc_client {
 	pthread_t thread;
 	int thread_started;
 	atomic_int broken;
+	atomic_int failed;		/* a protocol error: closing, CLOSED not seen yet */
 	int stopping;			/* progress thread: exit at the next wake */
 
 	pthread_mutex_t lock;		/* table, next_tag, every pending's state */
@@ -239,6 +240,7 @@ static int client_take_reply(struct rpc_client *c, struct xport_msg *m)
 		 * The call fails as on a lost connection, now: a later frame of the
 		 * same batch must not complete it with data missing.
 		 */
+		atomic_store(&c->failed, 1);
 		table_take(c, m->hdr.tag);
 		p->done = 1;
 		p->status = -ENOTCONN;
@@ -485,7 +487,8 @@ void rpc_client_close(struct rpc_client *c)
 
 int rpc_client_broken(const struct rpc_client *c)
 {
-	return atomic_load(&((struct rpc_client *)c)->broken);
+	return atomic_load(&((struct rpc_client *)c)->broken) ||
+	       atomic_load(&((struct rpc_client *)c)->failed);
 }
 
 const char *rpc_client_url(const struct rpc_client *c)
@@ -501,7 +504,7 @@ int rpc_call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *re
 	size_t blen = 0, dlen;
 	int err;
 
-	if (atomic_load(&c->broken))
+	if (rpc_client_broken(c))
 		return -ENOTCONN;
 	if (op == 0 || op >= RDFS_OP_MAX || niov < 0)
 		return -EINVAL;

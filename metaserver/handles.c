@@ -248,7 +248,7 @@ static int inode_close(struct ms *ms, uint64_t ino, int trim)
 			leveldb_writebatch_t *b = leveldb_writebatch_create();
 			struct ms_freelist f = { 0 };
 
-			ret = ns_inode_purge(ms, b, ino, &f);
+			ret = ns_inode_purge(ms, b, ino, &in, 1, &f);
 			if (!ret)
 				ret = ns_write(ms, b);
 			leveldb_writebatch_destroy(b);

@@ -155,6 +155,9 @@ static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 	if (cs == 0)
 		return -EIO;
 	f->ino = in->ino;
+	/* no blocks, no chunk records (see ns_inode_purge): skip the scan */
+	if (in->blocks == 0)
+		return 0;
 	it = leveldb_create_iterator(ms->db, ms->ropts);
 	for (leveldb_iter_seek(it, (char *)k, key_layout(k, in->ino, keep / cs));
 	     leveldb_iter_valid(it); leveldb_iter_next(it)) {

@@ -272,10 +272,21 @@ void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit);
 
 /*
- * Drop an inode whose last link is gone: delete its record, layout, xattrs and
- * orphan key into @b and collect its blocks into @f.
+ * Drop inode @ino, whose last link is gone: delete its record, layout and
+ * xattrs into @b, with @orphan its orphan key too (it has one: it waited for
+ * its last release), and collect its blocks into @f. @in is its record, or
+ * NULL when that is unreadable; a record without blocks has no layout
+ * records (in->blocks counts their blocks in the same batches), so none are
+ * searched for.
+ *
+ * Why not just delete and scan everything: every delete of a LevelDB key
+ * leaves a tombstone until compaction reaches the bottom level, and a prefix
+ * scan that finds nothing steps over all tombstones up to the next live key,
+ * so deleting keys that were never written (an orphan key per unlink) made
+ * each later create and remove slower than the one before.
  */
-int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino, struct ms_freelist *f);
+int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino,
+		   const struct ms_inode *in, int orphan, struct ms_freelist *f);
 /*
  * The last link of @in went away (nlink already 0): purge it now, or keep it
  * as an orphan while open handles exist.

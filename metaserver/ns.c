@@ -277,16 +277,20 @@ static int delete_prefixed(struct ms *ms, leveldb_writebatch_t *b, char tag, uin
 	return ret;
 }
 
-int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino, struct ms_freelist *f)
+int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino,
+		   const struct ms_inode *in, int orphan, struct ms_freelist *f)
 {
 	uint8_t k[MS_KEY_MAX];
-	int ret;
+	int ret = 0;
 
 	leveldb_writebatch_delete(b, (char *)k, key_inode(k, ino));
-	leveldb_writebatch_delete(b, (char *)k, key_orphan(k, ino));
+	/* not otherwise: a tombstone of a key never written only slows later scans */
+	if (orphan)
+		leveldb_writebatch_delete(b, (char *)k, key_orphan(k, ino));
 	f->ino = ino;
 	f->inodes++;
-	ret = delete_prefixed(ms, b, MS_TAG_LAYOUT, ino, f);
+	if (!in || in->blocks)
+		ret = delete_prefixed(ms, b, MS_TAG_LAYOUT, ino, f);
 	if (!ret)
 		ret = delete_prefixed(ms, b, MS_TAG_XATTR, ino, NULL);
 	return ret;
@@ -302,7 +306,7 @@ int ns_inode_unlinked(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 		leveldb_writebatch_put(b, (char *)k, key_orphan(k, in->ino), "", 0);
 		return 0;
 	}
-	return ns_inode_purge(ms, b, in->ino, f);
+	return ns_inode_purge(ms, b, in->ino, in, 0, f);
 }
 
 /* ---------------------------------------------------------------- open / close */
@@ -368,7 +372,8 @@ static int ms_scan_inodes(struct ms *ms)
 			/* relinked before the crash? cannot happen, but never drop a linked inode */
 			leveldb_writebatch_delete(b, (const char *)key, l);
 		} else {
-			ns_inode_purge(ms, b, ino, &f);
+			/* the record may be gone or unreadable: search every prefix */
+			ns_inode_purge(ms, b, ino, NULL, 1, &f);
 			log_info("reclaimed orphan inode %llu", (unsigned long long)ino);
 		}
 		ret = ns_write(ms, b);

@@ -444,7 +444,7 @@ static int remove_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	if (rmdir) {
 		dir.nlink--;
 		in->nlink = 0;
-		ret = ns_inode_purge(ms, b, child, &f);
+		ret = ns_inode_purge(ms, b, child, in, 0, &f);
 	} else {
 		in->nlink--;
 		in->ctime_ns = now;

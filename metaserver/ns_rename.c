@@ -181,7 +181,7 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 			if (dst_dir) {
 				nd_delta--;
 				dst->nlink = 0;
-				ret = ns_inode_purge(ms, b, d_ino, &f);
+				ret = ns_inode_purge(ms, b, d_ino, dst, 0, &f);
 			} else {
 				dst->nlink--;
 				if (dst->nlink == 0)

@@ -87,6 +87,21 @@ static void wb_complete_oldest(struct rdfs_inode *in, struct write_behind *wb)
 	unit_free(u);
 }
 
+/* 1 if a unit in flight shares a block with @u. */
+static int wb_overlaps(const struct write_behind *wb, const struct wb_unit *u)
+{
+	uint64_t start = BLK_DOWN(u->off), end = BLK_UP(u->off + u->len);
+	int i;
+
+	for (i = 0; i < wb->count; i++) {
+		const struct wb_unit *q = wb->q[(wb->head + i) % WB_MAX_UNITS];
+
+		if (BLK_DOWN(q->off) < end && start < BLK_UP(q->off + q->len))
+			return 1;
+	}
+	return 0;
+}
+
 /* Send the gathered unit; keeps the in-flight bytes within the limit. */
 static void wb_send_fill(struct rdfs_inode *in, struct write_behind *wb)
 {
@@ -98,6 +113,14 @@ static void wb_send_fill(struct rdfs_inode *in, struct write_behind *wb)
 		return;
 	wb->fill = NULL;
 	while (wb->count && (wb->count == WB_MAX_UNITS || wb->inflight + u->len > wb_limit(c)))
+		wb_complete_oldest(in, wb);
+	/*
+	 * WRITEs in flight together may land in any order: an older unit that
+	 * shares blocks with this one must land first, or it could overwrite
+	 * the newer bytes. A stream's units never share blocks (they end at
+	 * chunk boundaries), so only rewrites wait.
+	 */
+	while (wb_overlaps(wb, u))
 		wb_complete_oldest(in, wb);
 	memset(&u->plan, 0, sizeof(u->plan));
 	u->plan.off = u->off;

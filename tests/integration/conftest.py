@@ -9,8 +9,16 @@
 
 Each cluster gets its own port base P from 7200-7299 (metaserver P, I/O server
 i on P+100+i), so every port stays inside 7200-7599 and none is shared.
+
+RDFS_TEST_TRANSPORT=rdma (default tcp) starts every cluster with
+`local-cluster up --transport rdma` (at RDFS_TEST_RDMA_ADDR if set, else the
+address local-cluster finds), so the mounts, the tools and the I/O servers'
+data go over RDMA; extra mounts (mount_second) use the rdma:// URL too. The
+servers keep their tcp listeners, so the tests that speak the wire protocol
+themselves (rdfswire.py, Cluster.url) are unchanged.
 """
 import atexit
+import json
 import os
 import re
 import shutil
@@ -28,6 +36,16 @@ REPO = Path(__file__).resolve().parents[2]
 # RDFS_BIN: programs from another build dir (make BUILD=...), as local-cluster --bin.
 BIN = Path(os.environ["RDFS_BIN"]).resolve() if os.environ.get("RDFS_BIN") else REPO / "build" / "bin"
 LOCAL_CLUSTER = REPO / "deploy" / "local-cluster"
+
+TRANSPORT = os.environ.get("RDFS_TEST_TRANSPORT") or "tcp"
+if TRANSPORT not in ("tcp", "rdma"):
+    raise RuntimeError("RDFS_TEST_TRANSPORT=%s: expected tcp or rdma" % TRANSPORT)
+# The options every `local-cluster up` of the tests takes for the transport.
+LC_TRANSPORT_OPTS = []
+if TRANSPORT == "rdma":
+    LC_TRANSPORT_OPTS = ["--transport", "rdma"]
+    if os.environ.get("RDFS_TEST_RDMA_ADDR"):
+        LC_TRANSPORT_OPTS += ["--rdma-addr", os.environ["RDFS_TEST_RDMA_ADDR"]]
 
 PORT_BASE_FIRST = 7200
 PORT_BASE_LAST = 7299
@@ -177,6 +195,15 @@ class Cluster:
         return "tcp://127.0.0.1:%d" % self.port
 
     @property
+    def mount_spec(self):
+        """The metaserver as rdfs-fuse is given it: HOST:PORT, or the rdma:// URL."""
+        if TRANSPORT == "rdma":
+            with open(self.dir / "state.json") as f:
+                addr = json.load(f)["rdma_addr"]
+            return "rdma://%s:%d" % (addr, self.port)
+        return "127.0.0.1:%d" % self.port
+
+    @property
     def secret(self):
         return self.dir / "secret"
 
@@ -197,7 +224,8 @@ class Cluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
-             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN], timeout=180)
+             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN] + LC_TRANSPORT_OPTS,
+            timeout=180)
         assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
 
     def down(self):
@@ -252,7 +280,7 @@ class Cluster:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         o = "secret_file=%s" % self.secret + ("," + opts if opts else "")
-        run([BIN / "rdfs-fuse", "-o", o, "127.0.0.1:%d" % self.port, path], timeout=120)
+        run([BIN / "rdfs-fuse", "-o", o, self.mount_spec, path], timeout=120)
         self.extra_mounts.append(path)
         wait_until(lambda: os.path.ismount(path), "second mount at %s" % path)
         return path

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,6 +146,14 @@ public:
 		};
 
 		args.insert(args.end(), ios_args.begin(), ios_args.end());
+		// RDFS_TEST_IOSERVER_OPTS="--send-mode whole ...": run the suites against other modes
+		if (const char *env = getenv("RDFS_TEST_IOSERVER_OPTS")) {
+			std::istringstream words(env);
+			std::string w;
+
+			while (words >> w)
+				args.push_back(w);
+		}
 		ios_pids[i] = spawn(args, dir + "/ioserver" + std::to_string(i) + ".log");
 	}
 

@@ -269,7 +269,9 @@ TEST_F(ClientFastpath, WriteBehindWithJumpsOverwritesAndAppends)
 	std::vector<uint8_t> back(model.size() + 10);
 	ASSERT_EQ(rdfs_pread(g, back.data(), back.size(), 0), (ssize_t)model.size());
 	back.resize(model.size());
-	EXPECT_TRUE(back == model);
+	auto diff = std::mismatch(back.begin(), back.end(), model.begin());
+	EXPECT_TRUE(diff.first == back.end())
+		<< "first difference at " << (diff.first - back.begin()) << " of " << model.size();
 	ASSERT_EQ(rdfs_release(g), 0);
 	rdfs_client_close(w);
 }

@@ -503,6 +503,34 @@ TEST_F(PipelineTest, MalformedRequestsAmongPipelinedReadsGetErrors)
 	rpc_reply_release(&rep);
 }
 
+TEST_F(PipelineTest, ListensOnEveryUrlOfACommaSeparatedList)
+{
+	struct ios_options o = {};
+	o.vol = vol;
+	o.listen = "tcp://127.0.0.1:0,tcp://127.0.0.1:0";
+	o.fixed_server_id = kServerId;
+	o.secret = &secret;
+	o.cap_key = &cap_key;
+	ASSERT_EQ(ios_server_create(&o, &server), 0);
+	loop = std::thread([this]() { EXPECT_EQ(ios_server_run(server), 0); });
+	ASSERT_NE(ios_server_url(server, 1), nullptr);
+	EXPECT_STRNE(ios_server_url(server, 0), ios_server_url(server, 1));
+	Cap cap(&cap_key, kServerId, RDFS_CAP_READ | RDFS_CAP_WRITE, {{0, 16}});
+	std::vector<uint8_t> d = pattern(8192, 42);
+	for (int i = 0; i < 2; i++) {
+		struct rpc_client *cl = nullptr;
+		ASSERT_EQ(rpc_client_connect(ios_server_url(server, i), &secret, "client", 5000, &cl),
+			  0);
+		clients.push_back(cl);
+	}
+	IoResult w = io_call(clients[0], RDFS_OP_WRITE, cap.get(), 0, 2, 0, d.size(), d.data(),
+			     d.size());
+	ASSERT_EQ(w.status, 0);
+	IoResult r = io_call(clients[1], RDFS_OP_READ, cap.get(), 0, 2, 0, d.size());
+	ASSERT_EQ(r.status, 0);
+	EXPECT_TRUE(r.data == d);
+}
+
 /* ------------------------------------------------------------ crash durability */
 
 /*

@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: MIT
+/*
+ * serve.c - answer the kernel module's requests on /dev/rdfs with lib/client.
+ *
+ * Namespace operations map one to one onto rdfs_client.h. LAYOUT and COMMIT
+ * reach into the client core (client_internal.h): the module moves the data
+ * itself, so the helper hands out the cached layout with its capabilities and
+ * records the blocks the module wrote, then commits them as rdfs-fuse would.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "helper.h"
+#include "log.h"
+#include "rdfs_dev_abi.h"
+
+#define HANDLE_FILE	1
+#define HANDLE_DIR	2
+
+struct msg {
+	struct helper *h;
+	const struct rdfs_dev_req *req;
+	const uint8_t *in;		/* payload */
+	size_t in_len;
+	uint8_t *out;			/* reply payload */
+	size_t out_len;
+	struct rdfs_dev_reply *rep;
+	struct rdfs_cred cred;
+};
+
+static uint64_t handle_new(struct helper *h, void *p, int type)
+{
+	size_t i;
+	void **grown;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->nhandles; i++)
+		if (!h->handles[i])
+			goto found;
+	grown = realloc(h->handles, (h->nhandles + 64) * sizeof(*grown));
+	if (!grown) {
+		pthread_mutex_unlock(&h->lock);
+		return 0;
+	}
+	memset(grown + h->nhandles, 0, 64 * sizeof(*grown));
+	h->handles = grown;
+	i = h->nhandles;
+	h->nhandles += 64;
+found:
+	h->handles[i] = p;
+	pthread_mutex_unlock(&h->lock);
+	return ((uint64_t)(i + 1) << 2) | type;
+}
+
+static void *handle_get(struct helper *h, uint64_t handle, int type, int remove)
+{
+	size_t i = (handle >> 2) - 1;
+	void *p = NULL;
+
+	if ((handle & 3) != (uint64_t)type || !(handle >> 2))
+		return NULL;
+	pthread_mutex_lock(&h->lock);
+	if (i < h->nhandles) {
+		p = h->handles[i];
+		if (remove)
+			h->handles[i] = NULL;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return p;
+}
+
+/* The @n-th NUL-terminated string of the payload after @skip bytes, or NULL. */
+static const char *arg_str(struct msg *m, size_t skip, int n)
+{
+	const char *p = (const char *)m->in + skip, *end = (const char *)m->in + m->in_len;
+
+	if (skip > m->in_len)
+		return NULL;
+	for (;;) {
+		const char *nul = memchr(p, '\0', end - p);
+
+		if (!nul)
+			return NULL;
+		if (!n--)
+			return p;
+		p = nul + 1;
+	}
+}
+
+static void stat_to_attr(const struct stat *st, struct rdfs_dev_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = st->st_ino;
+	a->size = st->st_size;
+	a->blocks = st->st_blocks;
+	a->atime_ns = st->st_atim.tv_sec * 1000000000LL + st->st_atim.tv_nsec;
+	a->mtime_ns = st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+	a->ctime_ns = st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+	a->mode = st->st_mode;
+	a->nlink = st->st_nlink;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->rdev = st->st_rdev;
+	a->blksize = st->st_blksize;
+}
+
+static int reply_attr(struct msg *m, const struct stat *st)
+{
+	stat_to_attr(st, (struct rdfs_dev_attr *)m->out);
+	m->out_len = sizeof(struct rdfs_dev_attr);
+	return 0;
+}
+
+static int op_entry(struct msg *m)
+{
+	const struct rdfs_dev_req *r = m->req;
+	struct rdfs_client *c = m->h->client;
+	const struct rdfs_dev_mknod *mk = (const void *)m->in;
+	const struct rdfs_dev_rename *rn = (const void *)m->in;
+	const char *name, *name2;
+	struct stat st;
+	int err;
+
+	switch (r->op) {
+	case RDFS_DEV_LOOKUP:
+		if (!(name = arg_str(m, 0, 0)))
+			return -EINVAL;
+		err = rdfs_lookup(c, &m->cred, r->ino, name, &st);
+		break;
+	case RDFS_DEV_GETATTR:
+		err = rdfs_getattr(c, &m->cred, r->ino, &st);
+		break;
+	case RDFS_DEV_CREATE:
+	case RDFS_DEV_MKNOD:
+	case RDFS_DEV_MKDIR:
+		if (m->in_len < sizeof(*mk) || !(name = arg_str(m, sizeof(*mk), 0)))
+			return -EINVAL;
+		if (r->op == RDFS_DEV_MKDIR)
+			err = rdfs_mkdir(c, &m->cred, r->ino, name, mk->mode, &st);
+		else
+			err = rdfs_mknod(c, &m->cred, r->ino, name, mk->mode, mk->rdev, &st);
+		break;
+	case RDFS_DEV_SYMLINK:
+		if (!(name = arg_str(m, 0, 0)) || !(name2 = arg_str(m, 0, 1)))
+			return -EINVAL;
+		err = rdfs_symlink(c, &m->cred, r->ino, name, name2, &st);
+		break;
+	case RDFS_DEV_LINK:
+		if (m->in_len < sizeof(*rn) || !(name = arg_str(m, sizeof(*rn), 0)))
+			return -EINVAL;
+		err = rdfs_link(c, &m->cred, r->ino, rn->newparent, name, &st);
+		break;
+	default:
+		return -ENOSYS;
+	}
+	return err ? err : reply_attr(m, &st);
+}
+
+static int op_setattr(struct msg *m)
+{
+	const struct rdfs_dev_setattr *s = (const void *)m->in;
+	struct rdfs_file *f = NULL;
+	struct stat in, out;
+	int err;
+
+	if (m->in_len < sizeof(*s))
+		return -EINVAL;
+	if (m->req->handle && !(f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0)))
+		return -EBADF;
+	memset(&in, 0, sizeof(in));
+	in.st_mode = s->mode;
+	in.st_uid = s->uid;
+	in.st_gid = s->gid;
+	in.st_size = s->size;
+	in.st_atim.tv_sec = s->atime_ns / 1000000000LL;
+	in.st_atim.tv_nsec = s->atime_ns % 1000000000LL;
+	in.st_mtim.tv_sec = s->mtime_ns / 1000000000LL;
+	in.st_mtim.tv_nsec = s->mtime_ns % 1000000000LL;
+	err = rdfs_setattr(m->h->client, &m->cred, m->req->ino, &in, s->valid, f, &out);
+	return err ? err : reply_attr(m, &out);
+}
+
+static int op_remove(struct msg *m)
+{
+	const struct rdfs_dev_rename *rn = (const void *)m->in;
+	struct rdfs_client *c = m->h->client;
+	const char *name, *name2;
+
+	switch (m->req->op) {
+	case RDFS_DEV_UNLINK:
+	case RDFS_DEV_RMDIR:
+		if (!(name = arg_str(m, 0, 0)))
+			return -EINVAL;
+		return m->req->op == RDFS_DEV_UNLINK ? rdfs_unlink(c, &m->cred, m->req->ino, name)
+						     : rdfs_rmdir(c, &m->cred, m->req->ino, name);
+	case RDFS_DEV_RENAME:
+		if (m->in_len < sizeof(*rn) || !(name = arg_str(m, sizeof(*rn), 0)) ||
+		    !(name2 = arg_str(m, sizeof(*rn), 1)))
+			return -EINVAL;
+		return rdfs_rename(c, &m->cred, m->req->ino, name, rn->newparent, name2, rn->flags);
+	}
+	return -ENOSYS;
+}
+
+static int op_readlink(struct msg *m)
+{
+	int n = rdfs_readlink(m->h->client, &m->cred, m->req->ino, (char *)m->out,
+			      RDFS_SYMLINK_MAX + 1);
+
+	if (n < 0)
+		return n;
+	m->out_len = strlen((char *)m->out);
+	return 0;
+}
+
+static int op_opendir(struct msg *m)
+{
+	struct rdfs_dev_open_reply *o = (void *)m->out;
+	struct rdfs_dir *d;
+	int err;
+
+	err = rdfs_opendir(m->h->client, &m->cred, m->req->ino, &d);
+	if (err)
+		return err;
+	memset(o, 0, sizeof(*o));
+	o->handle = handle_new(m->h, d, HANDLE_DIR);
+	if (!o->handle) {
+		rdfs_closedir(d);
+		return -ENOMEM;
+	}
+	m->out_len = sizeof(*o);
+	return 0;
+}
+
+static int op_readdir(struct msg *m)
+{
+	const struct rdfs_dev_readdir *rd = (const void *)m->in;
+	size_t room = RDFS_DEV_MAX_MSG - sizeof(struct rdfs_dev_reply);
+	struct rdfs_dirent ent;
+	struct rdfs_dir *d;
+	uint64_t i;
+	int ret;
+
+	if (m->in_len < sizeof(*rd))
+		return -EINVAL;
+	d = handle_get(m->h, m->req->handle, HANDLE_DIR, 0);
+	if (!d)
+		return -EBADF;
+	for (i = rd->index;; i++) {
+		struct rdfs_dev_dirent *de = (void *)(m->out + m->out_len);
+		size_t nlen, reclen;
+
+		ret = rdfs_readdir_at(d, i, &ent);
+		if (ret < 0)
+			return m->out_len ? 0 : ret;
+		if (ret == 0) {
+			m->rep->val = 1;
+			return 0;
+		}
+		nlen = strlen(ent.name);
+		reclen = (sizeof(*de) + nlen + 1 + 7) & ~(size_t)7;
+		if (m->out_len + reclen > room)
+			return 0;
+		de->ino = ent.ino;
+		de->reclen = reclen;
+		de->namelen = nlen;
+		de->type = IFTODT(ent.type);
+		memcpy(de->name, ent.name, nlen + 1);
+		m->out_len += reclen;
+	}
+}
+
+static int op_statfs(struct msg *m)
+{
+	struct rdfs_dev_statfs *s = (void *)m->out;
+	struct statvfs sv;
+	int err;
+
+	err = rdfs_statfs(m->h->client, &m->cred, &sv);
+	if (err)
+		return err;
+	s->blocks = sv.f_blocks;
+	s->bfree = sv.f_bavail;
+	s->files = sv.f_files;
+	s->ffree = sv.f_ffree;
+	s->bsize = sv.f_frsize;
+	s->namelen = sv.f_namemax;
+	m->out_len = sizeof(*s);
+	return 0;
+}
+
+static int op_open(struct msg *m)
+{
+	const struct rdfs_dev_open *o = (const void *)m->in;
+	struct rdfs_dev_open_reply *rep = (void *)m->out;
+	struct rdfs_file *f;
+	struct stat st;
+	int err, flags;
+
+	if (m->in_len < sizeof(*o))
+		return -EINVAL;
+	/* the kernel truncates (setattr) and positions O_APPEND writes itself */
+	flags = o->flags & ~(O_TRUNC | O_APPEND | O_CREAT | O_EXCL);
+	err = rdfs_open(m->h->client, &m->cred, m->req->ino, flags, &st, &f);
+	if (err)
+		return err;
+	rep->handle = handle_new(m->h, f, HANDLE_FILE);
+	if (!rep->handle) {
+		rdfs_release(f);
+		return -ENOMEM;
+	}
+	stat_to_attr(&st, &rep->attr);
+	m->out_len = sizeof(*rep);
+	return 0;
+}
+
+static int op_release(struct msg *m)
+{
+	void *p;
+
+	if (m->req->op == RDFS_DEV_RELEASEDIR) {
+		p = handle_get(m->h, m->req->handle, HANDLE_DIR, 1);
+		if (p)
+			rdfs_closedir(p);
+		return p ? 0 : -EBADF;
+	}
+	p = handle_get(m->h, m->req->handle, HANDLE_FILE, 1);
+	return p ? rdfs_release(p) : -EBADF;
+}
+
+static int op_layout(struct msg *m)
+{
+	const struct rdfs_dev_layout_req *lr = (const void *)m->in;
+	struct rdfs_dev_layout_reply *rep = (void *)m->out;
+	size_t room = RDFS_DEV_MAX_MSG - sizeof(struct rdfs_dev_reply), caps;
+	struct layout_seg *segs;
+	struct rdfs_file *f;
+	struct rdfs_inode *in;
+	uint64_t bstart, bend;
+	int n, i, err = 0;
+
+	if (m->in_len < sizeof(*lr) || lr->offset % BLK || lr->length % BLK)
+		return -EINVAL;
+	f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	if (!f)
+		return -EBADF;
+	in = f->in;
+	bstart = lr->offset / BLK;
+	bend = (lr->offset + lr->length) / BLK;
+	n = layout_get(f->c, in, f, NULL, bstart, bend, bend, lr->allocate, &segs);
+	if (n < 0)
+		return n;
+	memset(rep, 0, sizeof(*rep));
+	caps = sizeof(*rep) + n * sizeof(rep->segs[0]);
+	if (caps > room)
+		err = -E2BIG;
+	pthread_mutex_lock(&in->lock);
+	rep->size = inode_size(in);
+	for (i = 0; i < n && !err; i++) {
+		struct rdfs_dev_seg *s = &rep->segs[i];
+		const struct layout_seg *ls = &segs[i];
+
+		s->offset = ls->start * BLK;
+		s->length = (ls->end - ls->start) * BLK;
+		s->block = ls->block;
+		s->server_id = ls->server_id;
+		/* unwritten blocks read as zeros, except for the client that wrote them */
+		if (ls->hole || (!lr->allocate && ls->unwritten &&
+				 !inode_block_written_here(in, ls->start, ls->end)))
+			s->flags |= RDFS_DEV_SEG_HOLE;
+		if (ls->unwritten)
+			s->flags |= RDFS_DEV_SEG_UNWRITTEN;
+		if (s->flags & RDFS_DEV_SEG_HOLE || !ls->cap)
+			continue;
+		s->cap_len = rdfs__capability__get_packed_size(ls->cap);
+		if (caps + s->cap_len > room) {
+			err = -E2BIG;
+			break;
+		}
+		s->cap_off = caps;
+		rdfs__capability__pack(ls->cap, m->out + caps);
+		caps += s->cap_len;
+	}
+	pthread_mutex_unlock(&in->lock);
+	rep->nsegs = i;
+	layout_segs_put(segs, n);
+	if (err)
+		return err;
+	m->out_len = caps;
+	return 0;
+}
+
+static int op_connect(struct msg *m)
+{
+	const struct rdfs_dev_connect *cr = (const void *)m->in;
+	struct rdfs_client *c = m->h->client;
+	struct rdfs_peer *p;
+	char url[sizeof(p->url)];
+	int fd;
+
+	if (m->in_len < sizeof(*cr))
+		return -EINVAL;
+	p = ios_peer(c, cr->server_id, NULL);
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_lock(&p->lock);
+	memcpy(url, p->url, sizeof(url));
+	pthread_mutex_unlock(&p->lock);
+	if (!url[0])
+		return -EHOSTUNREACH;
+	fd = ioconn_connect(url, &c->opts.secret, m->h->timeout_ms);
+	if (fd < 0) {
+		log_msg(LOG_LVL_WARN, "I/O server %u (%s): %s", cr->server_id, url, strerror(-fd));
+		return -EIO;
+	}
+	m->rep->fd = fd;
+	return 0;
+}
+
+static int op_commit(struct msg *m)
+{
+	const struct rdfs_dev_commit *cm = (const void *)m->in;
+	struct rdfs_file *f;
+	struct rdfs_inode *in;
+	int err = 0;
+
+	f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	if (!f)
+		return -EBADF;
+	if (m->req->op == RDFS_DEV_FSYNC)
+		return rdfs_fsync(f, 0);
+	if (m->in_len < sizeof(*cm) || cm->first_block > cm->end_block)
+		return -EINVAL;
+	in = f->in;
+	pthread_mutex_lock(&in->lock);
+	if (cm->end_block > cm->first_block)
+		err = range_set_add(&in->uncommitted, cm->first_block, cm->end_block);
+	if (!err) {
+		/* the kernel's size is authoritative for what it wrote */
+		in->pending_size = cm->size;
+		in->mtime_ns = cm->mtime_ns;
+		in->dirty = 1;
+		inode_data_changed(in);
+	}
+	pthread_mutex_unlock(&in->lock);
+	return err ? err : rdfs_flush(f);
+}
+
+static int op_xattr(struct msg *m)
+{
+	const struct rdfs_dev_xattr *x = (const void *)m->in;
+	struct rdfs_client *c = m->h->client;
+	size_t room = RDFS_DEV_MAX_MSG - sizeof(struct rdfs_dev_reply);
+	const char *name;
+	int n;
+
+	if (m->req->op == RDFS_DEV_REMOVEXATTR) {
+		if (!(name = arg_str(m, 0, 0)))
+			return -EINVAL;
+		return rdfs_removexattr(c, &m->cred, m->req->ino, name);
+	}
+	if (m->in_len < sizeof(*x))
+		return -EINVAL;
+	if (m->req->op == RDFS_DEV_LISTXATTR) {
+		n = rdfs_listxattr(c, &m->cred, m->req->ino, (char *)m->out,
+				   x->size < room ? x->size : room);
+	} else {
+		if (!(name = arg_str(m, sizeof(*x), 0)))
+			return -EINVAL;
+		if (m->req->op == RDFS_DEV_SETXATTR) {
+			size_t off = sizeof(*x) + strlen(name) + 1;
+
+			if (off + x->size > m->in_len)
+				return -EINVAL;
+			return rdfs_setxattr(c, &m->cred, m->req->ino, name, m->in + off,
+					     x->size, x->flags);
+		}
+		n = rdfs_getxattr(c, &m->cred, m->req->ino, name, m->out,
+				  x->size < room ? x->size : room);
+	}
+	if (n < 0)
+		return n;
+	m->rep->val = n;
+	m->out_len = x->size ? (size_t)n : 0;
+	return 0;
+}
+
+static int op_init(struct msg *m)
+{
+	struct rdfs_dev_init_reply *r = (void *)m->out;
+	struct stat st;
+	int err;
+
+	err = rdfs_getattr(m->h->client, &m->cred, RDFS_ROOT_INO, &st);
+	if (err)
+		return err;
+	r->version = RDFS_DEV_ABI_VERSION;
+	r->block_size = BLK;
+	stat_to_attr(&st, &r->root);
+	m->out_len = sizeof(*r);
+	return 0;
+}
+
+static int dispatch(struct msg *m)
+{
+	switch (m->req->op) {
+	case RDFS_DEV_INIT:
+		return op_init(m);
+	case RDFS_DEV_LOOKUP:
+	case RDFS_DEV_GETATTR:
+	case RDFS_DEV_CREATE:
+	case RDFS_DEV_MKNOD:
+	case RDFS_DEV_MKDIR:
+	case RDFS_DEV_SYMLINK:
+	case RDFS_DEV_LINK:
+		return op_entry(m);
+	case RDFS_DEV_SETATTR:
+		return op_setattr(m);
+	case RDFS_DEV_UNLINK:
+	case RDFS_DEV_RMDIR:
+	case RDFS_DEV_RENAME:
+		return op_remove(m);
+	case RDFS_DEV_READLINK:
+		return op_readlink(m);
+	case RDFS_DEV_OPENDIR:
+		return op_opendir(m);
+	case RDFS_DEV_READDIR:
+		return op_readdir(m);
+	case RDFS_DEV_RELEASEDIR:
+	case RDFS_DEV_RELEASE:
+		return op_release(m);
+	case RDFS_DEV_STATFS:
+		return op_statfs(m);
+	case RDFS_DEV_OPEN:
+		return op_open(m);
+	case RDFS_DEV_LAYOUT:
+		return op_layout(m);
+	case RDFS_DEV_CONNECT:
+		return op_connect(m);
+	case RDFS_DEV_COMMIT:
+	case RDFS_DEV_FSYNC:
+		return op_commit(m);
+	case RDFS_DEV_GETXATTR:
+	case RDFS_DEV_SETXATTR:
+	case RDFS_DEV_LISTXATTR:
+	case RDFS_DEV_REMOVEXATTR:
+		return op_xattr(m);
+	}
+	return -ENOSYS;
+}
+
+static void *serve_thread(void *arg)
+{
+	struct helper *h = arg;
+	uint8_t *in = malloc(RDFS_DEV_MAX_MSG), *out = malloc(RDFS_DEV_MAX_MSG);
+	intptr_t ret = 0;
+
+	if (!in || !out) {
+		ret = -ENOMEM;
+		goto done;
+	}
+	for (;;) {
+		struct rdfs_dev_req *req = (void *)in;
+		struct rdfs_dev_reply *rep = (void *)out;
+		struct msg m = { .h = h, .req = req, .out = out + sizeof(*rep), .rep = rep };
+		ssize_t n = read(h->dev_fd, in, RDFS_DEV_MAX_MSG);
+
+		if (n == 0)
+			break;		/* unmounted */
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			log_msg(LOG_LVL_ERROR, "read /dev/rdfs: %s", strerror(errno));
+			break;
+		}
+		if ((size_t)n < sizeof(*req) || req->len != n ||
+		    req->version != RDFS_DEV_ABI_VERSION)
+			continue;
+		memset(rep, 0, sizeof(*rep));
+		rep->id = req->id;
+		rep->fd = -1;
+		m.in = in + sizeof(*req);
+		m.in_len = n - sizeof(*req);
+		m.cred.uid = req->uid;
+		m.cred.gid = req->gid;
+		rep->error = dispatch(&m);
+		if (rep->error && rep->error != -ENOENT && rep->error != -EEXIST &&
+		    rep->error != -ENOTEMPTY && rep->error != -ENODATA)
+			log_msg(LOG_LVL_INFO, "op %u ino %llu: %s", req->op,
+				(unsigned long long)req->ino, strerror(-rep->error));
+		if (rep->error)
+			m.out_len = 0;
+		rep->len = sizeof(*rep) + m.out_len;
+		if (write(h->dev_fd, out, rep->len) < 0)
+			log_msg(LOG_LVL_WARN, "reply to op %u: %s", req->op, strerror(errno));
+		if (rep->fd >= 0)
+			close(rep->fd);	/* the module holds its own reference now */
+	}
+done:
+	free(in);
+	free(out);
+	return (void *)ret;
+}
+
+int helper_start(struct helper *h)
+{
+	int i;
+
+	for (i = 0; i < HELPER_THREADS; i++)
+		if (pthread_create(&h->threads[h->nthreads], NULL, serve_thread, h) == 0)
+			h->nthreads++;
+	return h->nthreads ? 0 : -EAGAIN;
+}
+
+int helper_join(struct helper *h)
+{
+	void *ret;
+	int i, err = 0;
+
+	for (i = 0; i < h->nthreads; i++) {
+		pthread_join(h->threads[i], &ret);
+		if ((intptr_t)ret && !err)
+			err = (intptr_t)ret;
+	}
+	h->nthreads = 0;
+	return err;
+}
