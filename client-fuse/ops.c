@@ -281,6 +281,16 @@ static void rdfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, i
 			return;
 		}
 	}
+	/*
+	 * Under the writeback cache the kernel publishes the mtime of the writes
+	 * it cached with an explicit-time SETATTR on the writer's handle, with
+	 * the writer's credentials; explicit times are the owner's to set, but a
+	 * handle open for writing may move them as its writes would.
+	 */
+	if (fs->writeback_cache && f && (valid & RDFS_SET_MTIME) &&
+	    !(valid & ~(RDFS_SET_MTIME | RDFS_SET_CTIME)) &&
+	    (rdfs_file_flags(f) & O_ACCMODE) != O_RDONLY)
+		memset(&cr, 0, sizeof(cr));
 	ret = rdfs_setattr(fs->client, &cr, ino, attr, valid, f, &st);
 	reply_attr(req, ret, &st);
 }

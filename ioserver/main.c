@@ -527,7 +527,7 @@ static int serve(struct ios_options *o, struct volume *vol)
 
 	ret = ios_server_create(o, &server);
 	if (ret) {
-		startup_error("cannot listen on %s: %s", o->listen, strerror(-ret));
+		startup_error("cannot start serving on %s: %s", o->listen, strerror(-ret));
 		return EXIT_FAIL;
 	}
 	log_info("listening on %s%s, advertised as %s, metaserver %s",

@@ -310,8 +310,11 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 		goto err_rpc;
 	po.verifier = s->verifier;
 	ret = io_pool_create(&po, &s->pool);
-	if (ret)
+	if (ret) {
+		log_error("cannot set up the io_uring threads: %s%s", strerror(-ret),
+			  ret == -EPERM || ret == -ENOSYS ? " (io_uring not allowed here?)" : "");
 		goto err_rpc;
+	}
 
 	/*
 	 * The pristine flag leaves the superblock before anyone can write to the

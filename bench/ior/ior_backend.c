@@ -60,6 +60,7 @@ int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char 
 	o.timeout_ms = p->cluster.timeout_ms;
 	o.role = "client";
 	o.write_stable = 1;
+	o.write_behind_kb = 16384;	/* NFS-like: errors at fsync/close */
 	ret = rdfs_client_open(&o, &b->client);
 	if (ret) {
 		snprintf(err, errsize, "cannot connect to metaserver %s: %s%s", p->cluster.metaserver,

@@ -366,6 +366,7 @@ static int op_layout(struct msg *m)
 		struct rdfs_dev_seg *s = &rep->segs[i];
 		const struct layout_seg *ls = &segs[i];
 
+		memset(s, 0, sizeof(*s));
 		s->offset = ls->start * BLK;
 		s->length = (ls->end - ls->start) * BLK;
 		s->block = ls->block;

@@ -426,6 +426,11 @@ uint64_t rdfs_file_ino(const struct rdfs_file *f)
 	return f->in->ino;
 }
 
+int rdfs_file_flags(const struct rdfs_file *f)
+{
+	return f->flags;
+}
+
 uint64_t rdfs_file_size(const struct rdfs_file *f)
 {
 	uint64_t size;

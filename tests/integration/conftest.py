@@ -227,6 +227,10 @@ class Cluster:
              "--mount", self.mnt, "--port-base", self.port, "--bin", BIN] + LC_TRANSPORT_OPTS,
             timeout=180)
         assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
+        if TRANSPORT == "rdma":
+            # Proof the data goes over RDMA: clients get the I/O servers' rdma:// URLs.
+            out = self.rdfs("status").stdout
+            assert out.count("rdma://") > self.n_io, "not an RDMA cluster:\n" + out
 
     def down(self):
         """Stop everything; never leave a mount or a process behind, even if `down` fails."""

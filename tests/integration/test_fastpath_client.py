@@ -172,3 +172,24 @@ def test_io_server_death_is_reported_at_close(fresh_cluster):
     except OSError:
         failed = True
     assert failed, "writes to dead I/O servers were lost silently"
+
+
+def test_writeback_cache_non_owner_write_clears_setid(workdir, wbc_mount):
+    from test_permissions import ALICE, ok
+    f = wbc_mount / workdir.name / "suid"
+    f.write_bytes(b"x" * 100)
+    os.chmod(f, 0o6777)
+
+    def write_as_other():
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            return os.pwrite(fd, b"hello", 10)
+        finally:
+            os.close(fd)
+
+    assert ok(ALICE, write_as_other) == 5
+    mode = os.stat(f).st_mode & 0o7777
+    assert mode & 0o6000 == 0, oct(mode)
+    drop_cache(f)
+    data = (workdir / "suid").read_bytes()
+    assert data[10:15] == b"hello" and len(data) == 100

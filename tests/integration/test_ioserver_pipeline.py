@@ -47,13 +47,14 @@ class OptCluster(Cluster):
         self.opts = opts
 
     def up(self):
-        from conftest import _live
-        if self not in _live:
-            _live.append(self)
+        import conftest
+        if self not in conftest._live:
+            conftest._live.append(self)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
              "--mount", self.mnt, "--port-base", self.port, "--bin", BIN]
+            + getattr(conftest, "LC_TRANSPORT_OPTS", [])
             + ["--ioserver-opt=" + o for o in self.opts], timeout=180)
         assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
 

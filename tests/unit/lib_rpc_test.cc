@@ -755,10 +755,17 @@ TEST(Rpc, PeerThatOutrunsTheServerIsHeldBackThenServed)
 	ASSERT_EQ(0, rpc_client_connect(url.c_str(), &kSecret, "client", 5000, &c));
 	for (int i = 0; i < n; i++)
 		ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_WRITE, nullptr, &iov, 1, &p[i]));
-	/* Wait until the server stops taking more (bounded; liveness only). */
-	int last = -1;
-	for (int i = 0; i < 200 && seen.load() != last; i++) {
-		last = seen.load();
+	/*
+	 * Wait until the server stops taking more: unchanged for half a second,
+	 * so a loaded machine's slow sender is not taken for a held-back one
+	 * (bounded; liveness only).
+	 */
+	int last = -1, still = 0;
+	for (int i = 0; i < 300 && still < 5; i++) {
+		int now = seen.load();
+
+		still = now == last ? still + 1 : 0;
+		last = now;
 		usleep(100000);
 	}
 	/* It holds ~64 MiB, plus what one read round took, and no more. */
