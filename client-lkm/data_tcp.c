@@ -145,13 +145,27 @@ static int rdfs_sock_send(struct socket *sock, void *hdr, size_t hlen, struct pa
 	return ret == len ? 0 : ret < 0 ? ret : -EIO;
 }
 
+/* One READ or WRITE sent and not yet answered; holds its connection's lock. */
+struct rdfs_io_pending {
+	struct rdfs_conn *cn;
+	u32 server_id;
+	u16 op;
+	struct page **pages;
+	size_t off;
+	u32 data_len;		/* READ: bytes expected */
+	u8 *buf;		/* frame header + body */
+};
+
 /*
- * One READ or WRITE of blocks [first_block, first_block + len / 4096) on
- * @server_id, data in @pages from byte @off. Returns 0 or -errno; socket and
- * protocol errors drop the connection.
+ * Send one READ or WRITE of blocks [first_block, first_block + len / 4096)
+ * on @server_id, data in @pages from byte @off. With @wait false, a
+ * connection busy elsewhere gives -EAGAIN at once: a caller holding other
+ * connections must never sleep on one (no lock-order deadlocks). On success
+ * the connection stays locked until rdfs_io_finish().
  */
-static int rdfs_io(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap, u32 cap_len,
-		   u64 first_block, struct page **pages, size_t off, u32 len, u32 data_len)
+static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
+			 u32 cap_len, u64 first_block, struct page **pages, size_t off, u32 len,
+			 u32 data_len, bool wait, struct rdfs_io_pending *p)
 {
 	struct rdfs_ioreq r = {
 		.cap = cap, .cap_len = cap_len, .first_block = first_block,
@@ -160,52 +174,79 @@ static int rdfs_io(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *ca
 	};
 	struct rdfs_conn *cn;
 	struct rdfs_frame f;
-	struct rdfs_ioreply rep;
-	size_t got = 0;
-	u8 *buf;
 	int err;
 
-	if (server_id >= RDFS_MAX_SERVERS)
+	if (server_id >= RDFS_MAX_SERVERS ||
+	    RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_IO_MAX_BODY)
 		return -EIO;
 	cn = &sbi->conns[server_id];
-	if (RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_IO_MAX_BODY)
-		return -EIO;
-	buf = kmalloc(RDFS_IO_MAX_BODY, GFP_NOFS);
-	if (!buf)
-		return -ENOMEM;
-
-	mutex_lock(&cn->lock);
+	if (wait)
+		mutex_lock(&cn->lock);
+	else if (!mutex_trylock(&cn->lock))
+		return -EAGAIN;
+	p->buf = kmalloc(RDFS_IO_MAX_BODY, GFP_NOFS);
+	if (!p->buf) {
+		err = -ENOMEM;
+		goto out_unlock;
+	}
 	err = rdfs_conn_get(sbi, cn, server_id);
 	if (err)
-		goto out;
+		goto out_free;
 	f = (struct rdfs_frame){
 		.magic = RDFS_FRAME_MAGIC, .version = RDFS_FRAME_VERSION, .opcode = op,
-		.tag = ++cn->tag, .body_len = rdfs_ioreq_encode(&r, buf + RDFS_FRAME_HDR_LEN),
+		.tag = ++cn->tag, .body_len = rdfs_ioreq_encode(&r, p->buf + RDFS_FRAME_HDR_LEN),
 		.data_len = op == RDFS_OP_WRITE ? len : 0,
 	};
-	rdfs_frame_encode(&f, buf);
-	err = rdfs_sock_send(cn->sock, buf, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
+	rdfs_frame_encode(&f, p->buf);
+	err = rdfs_sock_send(cn->sock, p->buf, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
 			     op == RDFS_OP_WRITE ? len : 0);
-	if (err)
-		goto broken;
+	if (err) {
+		pr_warn_ratelimited("rdfs: connection to I/O server %u failed: %d\n",
+				    server_id, err);
+		rdfs_conn_drop(cn);
+		err = -EIO;
+		goto out_free;
+	}
+	*p = (struct rdfs_io_pending){ .cn = cn, .server_id = server_id, .op = op,
+				       .pages = pages, .off = off, .data_len = data_len,
+				       .buf = p->buf };
+	return 0;
+out_free:
+	kfree(p->buf);
+out_unlock:
+	mutex_unlock(&cn->lock);
+	return err;
+}
 
-	/* partial frames (RDFS_FRAME_MORE) carry data only, the last one the status */
+/*
+ * Receive the reply of @p and unlock its connection. Partial frames
+ * (RDFS_FRAME_MORE) carry data only, the last one the status and IoReply.
+ * Socket and protocol errors drop the connection: -EIO.
+ */
+static int rdfs_io_finish(struct rdfs_io_pending *p)
+{
+	struct rdfs_conn *cn = p->cn;
+	struct rdfs_ioreply rep;
+	struct rdfs_frame f;
+	size_t got = 0;
+	int err;
+
 	for (;;) {
-		err = rdfs_sock_recv_kvec(cn->sock, buf, RDFS_FRAME_HDR_LEN);
+		err = rdfs_sock_recv_kvec(cn->sock, p->buf, RDFS_FRAME_HDR_LEN);
 		if (err)
 			goto broken;
-		err = rdfs_frame_decode(buf, &f);
+		err = rdfs_frame_decode(p->buf, &f);
 		if (err || !(f.flags & RDFS_FRAME_REPLY) || f.tag != cn->tag ||
-		    f.body_len > RDFS_IO_MAX_BODY || got + f.data_len > data_len) {
+		    f.body_len > RDFS_IO_MAX_BODY || got + f.data_len > p->data_len) {
 			err = -EIO;
 			goto broken;
 		}
 		if (!(f.flags & RDFS_FRAME_MORE)) {
-			err = rdfs_sock_recv_kvec(cn->sock, buf, f.body_len);
+			err = rdfs_sock_recv_kvec(cn->sock, p->buf, f.body_len);
 			if (err)
 				goto broken;
 		}
-		err = rdfs_sock_recv_pages(cn->sock, pages, off + got, f.data_len);
+		err = rdfs_sock_recv_pages(cn->sock, p->pages, p->off + got, f.data_len);
 		if (err)
 			goto broken;
 		got += f.data_len;
@@ -215,23 +256,69 @@ static int rdfs_io(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *ca
 	if (f.status) {
 		err = f.status;
 		pr_warn_ratelimited("rdfs: %s on I/O server %u: %d\n",
-				    op == RDFS_OP_READ ? "READ" : "WRITE", server_id, err);
+				    p->op == RDFS_OP_READ ? "READ" : "WRITE", p->server_id, err);
 		goto out;
 	}
-	if (rdfs_ioreply_decode(buf, f.body_len, &rep) ||
-	    (op == RDFS_OP_READ && got != data_len)) {
+	if (rdfs_ioreply_decode(p->buf, f.body_len, &rep) ||
+	    (p->op == RDFS_OP_READ && got != p->data_len)) {
 		err = -EIO;
 		goto broken;
 	}
 	err = 0;
 	goto out;
 broken:
-	pr_warn_ratelimited("rdfs: connection to I/O server %u failed: %d\n", server_id, err);
+	pr_warn_ratelimited("rdfs: connection to I/O server %u failed: %d\n", p->server_id, err);
 	rdfs_conn_drop(cn);
 	err = -EIO;
 out:
 	mutex_unlock(&cn->lock);
-	kfree(buf);
+	kfree(p->buf);
+	return err;
+}
+
+/* Requests of one read-ahead window or writeback batch in flight at once. */
+#define RDFS_IO_INFLIGHT	8
+
+struct rdfs_io_set {
+	struct rdfs_io_pending p[RDFS_IO_INFLIGHT];
+	int n;
+	int err;
+};
+
+static void rdfs_io_drain(struct rdfs_io_set *set)
+{
+	int i, err;
+
+	for (i = 0; i < set->n; i++) {
+		err = rdfs_io_finish(&set->p[i]);
+		if (err && !set->err)
+			set->err = err;
+	}
+	set->n = 0;
+}
+
+/*
+ * Start one more request of @set: requests to different I/O servers go out
+ * together (a read-ahead window striped over all servers at once); one to a
+ * server whose connection is busy first waits for what @set has in flight.
+ */
+static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, u16 op,
+		       u32 server_id, const u8 *cap, u32 cap_len, u64 first_block,
+		       struct page **pages, size_t off, u32 len, u32 data_len)
+{
+	int err;
+
+	if (set->n == RDFS_IO_INFLIGHT)
+		rdfs_io_drain(set);
+	err = rdfs_io_start(sbi, op, server_id, cap, cap_len, first_block, pages, off, len,
+			    data_len, set->n == 0, &set->p[set->n]);
+	if (err == -EAGAIN) {
+		rdfs_io_drain(set);
+		err = rdfs_io_start(sbi, op, server_id, cap, cap_len, first_block, pages, off,
+				    len, data_len, true, &set->p[set->n]);
+	}
+	if (!err)
+		set->n++;
 	return err;
 }
 
@@ -294,6 +381,7 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 pos = page_offset(pages[0]), end = pos + ((u64)npages << PAGE_SHIFT);
 	u64 isize = i_size_read(inode), done = pos;
+	struct rdfs_io_set set = {};
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
 	u32 i;
@@ -319,11 +407,15 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 		if (s->flags & RDFS_DEV_SEG_HOLE)
 			rdfs_zero_pages(pages, (a - pos) >> PAGE_SHIFT, (b - pos) >> PAGE_SHIFT);
 		else
-			err = rdfs_io(sbi, RDFS_OP_READ, s->server_id, (u8 *)rep + s->cap_off,
-				      s->cap_len, s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-				      pages, a - pos, b - a, b - a);
+			err = rdfs_io_add(sbi, &set, RDFS_OP_READ, s->server_id,
+					  (u8 *)rep + s->cap_off, s->cap_len,
+					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
+					  pages, a - pos, b - a, b - a);
 		done = b;
 	}
+	rdfs_io_drain(&set);
+	if (!err)
+		err = set.err;
 	kvfree(rep);
 	if (err) {
 		pr_warn_ratelimited("rdfs: read of inode %lu [%llu, %llu) failed: %d\n",
@@ -348,6 +440,7 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 pos = page_offset(pages[0]), end = pos + ((u64)npages << PAGE_SHIFT);
+	struct rdfs_io_set set = {};
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
 	u64 covered = pos;
@@ -367,11 +460,14 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 			err = -EIO;
 			break;
 		}
-		err = rdfs_io(sbi, RDFS_OP_WRITE, s->server_id, (u8 *)rep + s->cap_off,
-			      s->cap_len, s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-			      pages, a - pos, b - a, 0);
+		err = rdfs_io_add(sbi, &set, RDFS_OP_WRITE, s->server_id, (u8 *)rep + s->cap_off,
+				  s->cap_len, s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
+				  pages, a - pos, b - a, 0);
 		covered = b;
 	}
+	rdfs_io_drain(&set);
+	if (!err)
+		err = set.err;
 	kvfree(rep);
 	if (!err && covered < end)
 		err = -EIO;

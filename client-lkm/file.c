@@ -29,13 +29,16 @@ static u64 rdfs_file_handle(struct file *file)
 }
 
 /* A handle for writeback, which has no file: any writable open's. */
-static u64 rdfs_wb_handle(struct inode *inode)
+u64 rdfs_wb_handle(struct inode *inode)
 {
 	struct rdfs_inode_info *ri = RDFS_I(inode);
-	u64 h;
+	struct rdfs_open_file *of;
+	u64 h = 0;
 
 	spin_lock(&ri->lock);
-	h = ri->wr_handle;
+	of = list_first_entry_or_null(&ri->wr_files, struct rdfs_open_file, link);
+	if (of)
+		h = of->handle;
 	spin_unlock(&ri->lock);
 	return h;
 }
@@ -98,8 +101,7 @@ static int rdfs_open(struct inode *inode, struct file *file)
 	if (file->f_mode & FMODE_WRITE) {
 		of->writable = true;
 		spin_lock(&ri->lock);
-		if (!ri->wr_opens++)
-			ri->wr_handle = of->handle;
+		list_add_tail(&of->link, &ri->wr_files);
 		spin_unlock(&ri->lock);
 	}
 	file->private_data = of;
@@ -128,12 +130,11 @@ static int rdfs_release(struct inode *inode, struct file *file)
 	struct rdfs_dev_call c;
 
 	if (of->writable) {
-		/* writeback may outlive this open: it borrows the last writable handle */
+		/* nothing may be left for writeback to send under this handle */
 		filemap_write_and_wait(inode->i_mapping);
 		rdfs_commit(inode, of->handle);
 		spin_lock(&ri->lock);
-		if (!--ri->wr_opens)
-			ri->wr_handle = 0;
+		list_del(&of->link);
 		spin_unlock(&ri->lock);
 	}
 	rdfs_call_init(&c, RDFS_DEV_RELEASE, inode->i_ino, of->handle);

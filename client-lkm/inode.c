@@ -28,7 +28,7 @@ void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 	inode->i_ctime = rdfs_ns_to_ts(a->ctime_ns);
 	inode->i_blocks = a->blocks;
 	spin_lock(&ri->lock);
-	dirty = ri->dirty_end != 0 || ri->wr_opens;
+	dirty = ri->dirty_end != 0 || !list_empty(&ri->wr_files);
 	spin_unlock(&ri->lock);
 	dirty |= mapping_tagged(inode->i_mapping, PAGECACHE_TAG_DIRTY) ||
 		 mapping_tagged(inode->i_mapping, PAGECACHE_TAG_WRITEBACK);
@@ -306,7 +306,6 @@ static int rdfs_getattr(struct user_namespace *ns, const struct path *path,
 static int rdfs_setattr(struct user_namespace *ns, struct dentry *dentry, struct iattr *ia)
 {
 	struct inode *inode = d_inode(dentry);
-	struct rdfs_inode_info *ri = RDFS_I(inode);
 	struct rdfs_dev_setattr s = {};
 	struct rdfs_dev_attr a;
 	struct rdfs_dev_call c;
@@ -333,9 +332,7 @@ static int rdfs_setattr(struct user_namespace *ns, struct dentry *dentry, struct
 		err = filemap_write_and_wait(inode->i_mapping);
 		if (err)
 			return err;
-		spin_lock(&ri->lock);
-		handle = ri->wr_handle;
-		spin_unlock(&ri->lock);
+		handle = rdfs_wb_handle(inode);
 		if (handle) {
 			err = rdfs_commit(inode, handle);
 			if (err)

@@ -66,8 +66,7 @@ struct rdfs_inode_info {
 	struct inode vfs_inode;
 	unsigned long attr_time;	/* jiffies of the last attribute refresh */
 	spinlock_t lock;		/* the fields below */
-	u64 wr_handle;			/* a writable open's handle, for writeback */
-	int wr_opens;
+	struct list_head wr_files;	/* writable opens: writeback borrows a handle */
 	u64 dirty_first;		/* blocks written since the last commit */
 	u64 dirty_end;
 };
@@ -107,6 +106,7 @@ extern const struct file_operations rdfs_file_fops;
 extern const struct file_operations rdfs_dir_fops;
 extern const struct address_space_operations rdfs_aops;
 int rdfs_commit(struct inode *inode, u64 handle);
+u64 rdfs_wb_handle(struct inode *inode);
 
 /* data_tcp.c */
 struct rdfs_io_seg;

@@ -101,8 +101,7 @@ static struct inode *rdfs_alloc_inode(struct super_block *sb)
 		return NULL;
 	ri->attr_time = 0;
 	spin_lock_init(&ri->lock);
-	ri->wr_handle = 0;
-	ri->wr_opens = 0;
+	INIT_LIST_HEAD(&ri->wr_files);
 	ri->dirty_first = U64_MAX;
 	ri->dirty_end = 0;
 	return &ri->vfs_inode;

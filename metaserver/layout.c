@@ -768,32 +768,112 @@ static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint6
 	return 0;
 }
 
-/* The chunks one COMMIT touches, each loaded once so several ranges in one chunk add up. */
+/*
+ * The chunks one COMMIT touches, each loaded once so several ranges in one
+ * chunk add up, sorted by index: the ranges are walked in order with one
+ * iterator, so a COMMIT of n ranges costs one pass over its chunk records,
+ * not n iterators each rescanning from its range's start.
+ */
 struct chunk_cache {
 	size_t n, cap;
 	struct chunk *c;
+	uint64_t loaded_to;		/* every record below this chunk index is in c[] */
 };
 
-static struct chunk *cache_get(struct chunk_cache *cc, struct chunk *fresh)
-{
-	for (size_t i = 0; i < cc->n; i++)
-		if (cc->c[i].idx == fresh->idx) {
-			free(fresh->e);
-			fresh->e = NULL;
-			return &cc->c[i];
-		}
-	if (cc->n == cc->cap) {
-		size_t cap = cc->cap ? cc->cap * 2 : 16;
-		struct chunk *nc = realloc(cc->c, cap * sizeof(*nc));
+struct block_range {
+	uint64_t r0, r1;
+};
 
-		if (!nc)
-			return NULL;
-		cc->c = nc;
-		cc->cap = cap;
+static int block_range_cmp(const void *a, const void *b)
+{
+	const struct block_range *x = a, *y = b;
+
+	return x->r0 < y->r0 ? -1 : x->r0 > y->r0;
+}
+
+/* The first cached chunk with index >= @idx (cc->n if none). */
+static size_t cache_lower_bound(const struct chunk_cache *cc, uint64_t idx)
+{
+	size_t lo = 0, hi = cc->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cc->c[mid].idx < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	cc->c[cc->n] = *fresh;
-	fresh->e = NULL;
-	return &cc->c[cc->n++];
+	return lo;
+}
+
+/* Load the records of chunks [@first, @last] (those past cc->loaded_to) into @cc. */
+static int cache_load(struct ms *ms, leveldb_iterator_t *it, uint64_t ino,
+		      struct chunk_cache *cc, uint64_t first, uint64_t last)
+{
+	uint8_t k[MS_KEY_MAX];
+	size_t plen = key_prefix(k, MS_TAG_LAYOUT, ino);
+	int ret = 0;
+
+	if (first < cc->loaded_to)
+		first = cc->loaded_to;
+	if (first > last)
+		return 0;
+	for (leveldb_iter_seek(it, (char *)k, key_layout(k, ino, first)); leveldb_iter_valid(it);
+	     leveldb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
+		const char *v;
+		uint64_t idx;
+
+		if (kl != plen + 8 || memcmp(key, k, plen))
+			break;
+		idx = get_be64(key + plen);
+		if (idx > last)
+			break;
+		if (cc->n == cc->cap) {
+			size_t cap = cc->cap ? cc->cap * 2 : 16;
+			struct chunk *nc = realloc(cc->c, cap * sizeof(*nc));
+
+			if (!nc) {
+				ret = -ENOMEM;
+				break;
+			}
+			cc->c = nc;
+			cc->cap = cap;
+		}
+		memset(&cc->c[cc->n], 0, sizeof(cc->c[cc->n]));
+		cc->c[cc->n].idx = idx;
+		v = leveldb_iter_value(it, &vl);
+		ret = chunk_parse(&cc->c[cc->n], v, vl);
+		cc->n++;
+		if (ret)
+			break;
+	}
+	if (!ret)
+		cc->loaded_to = last + 1;
+	return ret;
+}
+
+/* Mark every written range of @rs[0..@n) (blocks, sorted by start) in @ino's chunk records. */
+static int commit_ranges(struct ms *ms, uint64_t ino, uint64_t cpb, const struct block_range *rs,
+			 size_t n, struct chunk_cache *cc)
+{
+	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
+	int ret = 0;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint64_t first = rs[i].r0 / cpb, last = (rs[i].r1 - 1) / cpb;
+
+		ret = cache_load(ms, it, ino, cc, first, last);
+		for (size_t j = cache_lower_bound(cc, first); j < cc->n && !ret; j++) {
+			if (cc->c[j].idx > last)
+				break;
+			ret = chunk_mark_written(&cc->c[j], cc->c[j].idx * cpb, rs[i].r0, rs[i].r1);
+		}
+	}
+	leveldb_iter_destroy(it);
+	return ret;
 }
 
 int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
@@ -803,6 +883,8 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	struct ms_lockset ls;
 	struct ms_inode *in;
 	struct chunk_cache cc = { 0 };
+	struct block_range *rs = NULL;
+	size_t nrs = 0;
 	leveldb_writebatch_t *b = NULL;
 	int hw, ret;
 
@@ -823,25 +905,28 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	if (ret)
 		goto out;
 
-	for (size_t i = 0; i < n && !ret; i++) {
-		uint64_t cpb = in->chunk_size / BLK;
-		uint64_t r0 = written[i].offset / BLK;
-		uint64_t r1 = (written[i].offset + written[i].length + BLK - 1) / BLK;
-		struct chunk *cs = NULL;
-		size_t ncs = 0;
-
+	rs = malloc((n ? n : 1) * sizeof(*rs));
+	if (!rs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
 		if (written[i].length == 0 || written[i].offset >= MS_MAX_FILE_BYTES)
 			continue;
+		rs[nrs].r0 = written[i].offset / BLK;
 		if (written[i].length > MS_MAX_FILE_BYTES - written[i].offset)
-			r1 = MS_MAX_FILE_BYTES / BLK;
-		ret = scan_chunks(ms, ino, r0 / cpb, (r1 - 1) / cpb, &cs, &ncs);
-		for (size_t j = 0; j < ncs && !ret; j++) {
-			struct chunk *c = cache_get(&cc, &cs[j]);
-
-			ret = c ? chunk_mark_written(c, c->idx * cpb, r0, r1) : -ENOMEM;
-		}
-		chunks_free(cs, ncs);
+			rs[nrs].r1 = MS_MAX_FILE_BYTES / BLK;
+		else
+			rs[nrs].r1 = (written[i].offset + written[i].length + BLK - 1) / BLK;
+		nrs++;
 	}
+	if (nrs > 1)
+		qsort(rs, nrs, sizeof(*rs), block_range_cmp);
+	if (nrs && in->chunk_size / BLK == 0) {
+		ret = -EIO;
+		goto out;
+	}
+	ret = commit_ranges(ms, ino, in->chunk_size / BLK, rs, nrs, &cc);
 	if (ret)
 		goto out;
 	b = leveldb_writebatch_create();
@@ -860,6 +945,7 @@ out:
 	if (b)
 		leveldb_writebatch_destroy(b);
 	chunks_free(cc.c, cc.n);
+	free(rs);
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret;

@@ -633,6 +633,22 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_SERVER_LIST] = op_server_list,
 };
 
+int ops_is_quick_read(uint16_t op)
+{
+	switch (op) {
+	case RDFS_OP_PING:
+	case RDFS_OP_LOOKUP:
+	case RDFS_OP_GETATTR:
+	case RDFS_OP_READLINK:
+	case RDFS_OP_GETXATTR:
+	case RDFS_OP_STATFS:
+	case RDFS_OP_SERVER_LIST:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc_request *req)
 {
 	struct op_call c = { .ctx = ctx, .s = s, .req = req };

@@ -25,4 +25,11 @@ struct ms_ops_ctx {
  */
 void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc_request *req);
 
+/*
+ * 1 if opcode @op is answered from memory and a few LevelDB point reads, with
+ * no lock that a writer holds across its sync, no write and no I/O-server
+ * traffic: cheap and bounded enough to run on the main loop (server.c).
+ */
+int ops_is_quick_read(uint16_t op);
+
 #endif

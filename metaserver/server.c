@@ -8,6 +8,13 @@
  * LevelDB merge their synced writes into one fsync (group commit, ns.c).
  * When the queue is full the main loop waits: backpressure instead of memory.
  *
+ * Quick reads (LOOKUP, GETATTR, ...: ops_is_quick_read) are answered by the
+ * main loop itself. Handing one to a worker costs a wake-up and two context
+ * switches, more than the read; on a busy machine each wake-up also waits for
+ * a CPU, and a stat() or the kernel's permission check before a create waits
+ * for all of it. They take no lock a writer holds across its sync, so the loop
+ * never waits for a disk flush.
+ *
  * A connection's state (struct conn_state: the core session) is counted: one
  * reference for the connection and one per queued request, so the session is
  * closed (handles released, orphans reclaimed) only after the connection is
@@ -209,6 +216,12 @@ int ms_server_run(struct ms_server *srv)
 					cs->next->prev = cs;
 				srv->conns = cs;
 				pthread_mutex_unlock(&srv->mu);
+			}
+			if (ops_is_quick_read(req.msg->hdr.opcode)) {
+				/* the connection's reference keeps cs alive meanwhile */
+				ops_dispatch(&srv->ops, cs->sess, &req);
+				rpc_request_done(&req);
+				break;
 			}
 			atomic_fetch_add(&cs->refs, 1);
 			j.req = req;
