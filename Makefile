@@ -151,6 +151,7 @@ test: deps
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) test-unit
 	$(MAKE) test-integration
+	$(MAKE) lkm
 	$(MAKE) test-vm
 
 test-vm: all $(BUILD)/tests/test_lib

@@ -365,6 +365,11 @@ static int rdfs_setattr(struct user_namespace *ns, struct dentry *dentry, struct
 		i_size_write(inode, a.size);
 	}
 	rdfs_attr_apply(inode, &a);
+	/* the helper may still report this client's last write time */
+	if (ia->ia_valid & ATTR_MTIME_SET)
+		inode->i_mtime = ia->ia_mtime;
+	if (ia->ia_valid & ATTR_ATIME_SET)
+		inode->i_atime = ia->ia_atime;
 	return 0;
 }
 

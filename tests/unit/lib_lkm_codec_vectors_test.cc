@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 extern "C" {
 #include "rdfs.pb-c.h"
 }
@@ -62,14 +64,35 @@ const std::vector<vector_def> &vector_defs()
 	return defs;
 }
 
+/*
+ * client-lkm/vectors of the repo: RDFS_REPO, else the first of the working
+ * directory, the test binary's directory and their parents that has it.
+ */
 std::string vectors_dir()
 {
 	const char *repo = getenv("RDFS_REPO");
-	std::string file = __FILE__;
-	std::string base = repo ? std::string(repo) + "/"
-				: file.substr(0, file.rfind("tests/unit/"));
+	char buf[4096];
+	std::vector<std::string> starts;
 
-	return base + "client-lkm/vectors";
+	if (repo)
+		return std::string(repo) + "/client-lkm/vectors";
+	if (getcwd(buf, sizeof(buf)))
+		starts.push_back(buf);
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		starts.push_back(buf);
+	}
+	for (std::string d : starts) {
+		while (!d.empty()) {
+			std::string cand = d + "/client-lkm/vectors";
+
+			if (access((cand + "/vectors.txt").c_str(), F_OK) == 0)
+				return cand;
+			d = d.substr(0, d.rfind('/'));
+		}
+	}
+	return "client-lkm/vectors";
 }
 
 /* The protobuf-c encoding of @d. */
