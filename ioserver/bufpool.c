@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * bufpool.c - bounded pool of aligned data buffers (see bufpool.h).
+ *
+ * Unit-size buffers are declared to the transport (xport_mem_register) for as
+ * long as the pool owns them: an RDMA connection then registers each once and
+ * exposes it to a peer per send through a window, instead of registering and
+ * deregistering the buffer for every reply unit. Other sizes come and go with
+ * one request, so declaring them would buy nothing.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -9,6 +15,8 @@
 
 #include "bufpool.h"
 #include "frame.h"
+#include "log.h"
+#include "xport.h"
 
 struct free_buf {
 	struct free_buf *next;
@@ -34,6 +42,23 @@ static void *aligned(size_t len)
 	return posix_memalign(&p, RDFS_BLOCK_SIZE, len) ? NULL : p;
 }
 
+/* A unit-size buffer, declared long-lived until unit_free(). */
+static void *unit_alloc(size_t unit)
+{
+	void *b = aligned(unit);
+
+	/* Undeclared memory still works (registered per send): not an error. */
+	if (b && xport_mem_register(b, unit))
+		log_debug("bufpool: %zu-byte buffer not declared to the transport", unit);
+	return b;
+}
+
+static void unit_free(void *b, size_t unit)
+{
+	xport_mem_deregister(b, unit);
+	free(b);
+}
+
 int bufpool_create(size_t budget, size_t unit, int prealloc, struct bufpool **out)
 {
 	struct bufpool *p;
@@ -50,7 +75,7 @@ int bufpool_create(size_t budget, size_t unit, int prealloc, struct bufpool **ou
 	p->budget = budget;
 	p->unit = unit;
 	for (i = 0; i < prealloc && p->used + unit <= budget; i++) {
-		b = aligned(unit);
+		b = unit_alloc(unit);
 		if (!b)
 			break;
 		b->next = p->free_units;
@@ -69,7 +94,7 @@ void bufpool_destroy(struct bufpool *p)
 		return;
 	while ((b = p->free_units)) {
 		p->free_units = b->next;
-		free(b);
+		unit_free(b, p->unit);
 	}
 	pthread_mutex_destroy(&p->mutex);
 	free(p);
@@ -82,7 +107,7 @@ static int make_room(struct bufpool *p, size_t len)
 
 	while (p->used + len > p->budget && (b = p->free_units)) {
 		p->free_units = b->next;
-		free(b);
+		unit_free(b, p->unit);
 		p->used -= p->unit;
 	}
 	return p->used + len <= p->budget;
@@ -107,7 +132,7 @@ void *bufpool_get(struct bufpool *p, size_t len)
 	}
 	p->used += len;
 	pthread_mutex_unlock(&p->mutex);
-	buf = aligned(len);
+	buf = len == p->unit ? unit_alloc(len) : aligned(len);
 	if (!buf) {
 		pthread_mutex_lock(&p->mutex);
 		p->used -= len;

@@ -2,7 +2,7 @@
 /*
  * server.c - main loop and worker pool.
  *
- * The main loop only moves requests: rpc_server_next() -> a bounded queue ->
+ * The main loop moves requests: rpc_server_next() -> a bounded queue ->
  * one of `threads` workers, which runs the operation on the core and replies
  * with rpc_server_reply(). Running many requests at once is what lets
  * LevelDB merge their synced writes into one fsync (group commit, ns.c).
