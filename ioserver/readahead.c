@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "frame.h"
+#include "log.h"
 #include "readahead.h"
+#include "xport.h"
 
 #define RA_SEG_BYTES	((size_t)RA_SEG_BLOCKS * RDFS_BLOCK_SIZE)
 
@@ -82,6 +84,7 @@ int ra_create(uint64_t bytes, uint64_t capacity, struct ra_cache **out)
 
 static void seg_free_mem(struct ra_seg *s)
 {
+	xport_mem_deregister(s->buf, RA_SEG_BYTES);
 	free(s->buf);
 	free(s);
 }
@@ -180,6 +183,13 @@ static struct ra_seg *seg_alloc(struct ra_cache *ra)
 			free(s);
 			s = NULL;
 		}
+		/*
+		 * Cache hits are sent from the segment itself: declared for its
+		 * whole life, an RDMA connection registers it once. Undeclared it
+		 * still works (registered per send).
+		 */
+		if (s && xport_mem_register(s->buf, RA_SEG_BYTES))
+			log_debug("readahead: segment not declared to the transport");
 		if (s)
 			ra->segs++;
 		return s;

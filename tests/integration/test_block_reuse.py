@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from conftest import (BIN, LOCAL_CLUSTER, MiB, Cluster, _cluster_root, _remove, _stop, run,
+from conftest import (BIN, LC_TRANSPORT_OPTS, LOCAL_CLUSTER, MiB, Cluster, _cluster_root, _remove, _stop, run,
                       wait_until)
 
 BLOCK = 4096
@@ -32,7 +32,8 @@ class SmallCluster(Cluster):
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
              "--mount", self.mnt, "--port-base", self.port,
-             "--volume-size", "%dM" % (1 + DATA_BYTES // MiB), "--bin", BIN], timeout=180)
+             "--volume-size", "%dM" % (1 + DATA_BYTES // MiB), "--bin", BIN]
+            + LC_TRANSPORT_OPTS, timeout=180)
         assert os.path.ismount(self.mnt)
 
 

@@ -4,6 +4,7 @@ import collections
 import ctypes
 import errno
 import os
+import re
 import stat
 import subprocess
 
@@ -313,7 +314,7 @@ def test_statfs(cluster, workdir):
 def test_rdfs_status_lists_both_servers(cluster):
     out = cluster.rdfs("status").stdout
     for i in range(cluster.n_io):
-        assert "127.0.0.1:%d" % cluster.ioserver_port(i) in out, out
+        assert re.search(r"(tcp|rdma)://\S+:%d\b" % cluster.ioserver_port(i), out), out
     df = cluster.rdfs("df")
     assert df.returncode == 0 and df.stdout.strip()
 
