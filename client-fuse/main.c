@@ -53,6 +53,7 @@ struct cmdline {
 	char *max_threads;
 	char *readahead;
 	char *write_behind;
+	char *rdma_mode;
 	int writeback_cache;
 	int no_writeback_cache;
 	int splice;
@@ -86,6 +87,7 @@ static const struct fuse_opt cmdline_spec[] = {
 	{ "max_threads=%s", offsetof(struct cmdline, max_threads), 0 },
 	{ "readahead=%s", offsetof(struct cmdline, readahead), 0 },
 	{ "write_behind=%s", offsetof(struct cmdline, write_behind), 0 },
+	{ "rdma_mode=%s", offsetof(struct cmdline, rdma_mode), 0 },
 	CMD_OPT("writeback_cache", writeback_cache),
 	CMD_OPT("no_writeback_cache", no_writeback_cache),
 	CMD_OPT("splice", splice),
@@ -170,6 +172,11 @@ static void help(void)
 "                          from its own writes, so another client's truncate\n"
 "                          is not seen here until the file leaves the cache\n"
 "                          (growth is: it is pushed to the kernel at open)\n"
+"    rdma_mode=MODE        how READ data moves over rdma:// I/O servers: read\n"
+"                          (default: this client RDMA-READs each unit from the\n"
+"                          server's buffer) or write (the server RDMA-WRITEs each\n"
+"                          unit into a buffer of this client's, exposed for that\n"
+"                          request only). Over tcp:// write costs one copy\n"
 "    splice                send read replies to the kernel with vmsplice and\n"
 "                          splice(2) instead of writev(2) (default off: the\n"
 "                          kernel copies from the pipe just the same, so it\n"
@@ -204,7 +211,7 @@ static void help(void)
 "      [cluster]  metaserver = tcp://HOST:PORT, secret_file, log_level\n"
 "      [fuse]     attr_timeout, entry_timeout, direct_io, unstable_writes,\n"
 "                 writeback_cache (true/false), timeout, max_threads,\n"
-"                 readahead, write_behind, log_level, log_file\n"
+"                 readahead, write_behind, rdma_mode, log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    " PROG " mds1:7000 /mnt/rdfs\n"
@@ -312,6 +319,7 @@ static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
 		{ "max_threads", cl->max_threads },
 		{ "readahead", cl->readahead },
 		{ "write_behind", cl->write_behind },
+		{ "rdma_mode", cl->rdma_mode },
 		{ "writeback_cache", cl->writeback_cache ? "true" :
 				     cl->no_writeback_cache ? "false" : NULL },
 		{ "direct_io", cl->direct_io ? "true" : NULL },
@@ -355,6 +363,7 @@ struct settings {
 	uint64_t readahead;
 	uint64_t write_behind;
 	int unstable_writes;
+	int rdma_mode;
 };
 
 static int read_settings(const struct rdfs_config *cfg, struct settings *s)
@@ -407,6 +416,15 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 	if (config_get_bool(cfg, "fuse", "writeback_cache", 0, &s->fs.writeback_cache) < 0) {
 		fprintf(stderr, PROG ": invalid writeback_cache '%s': expected true or false\n",
 			config_get(cfg, "fuse", "writeback_cache", ""));
+		return -EINVAL;
+	}
+	v = config_get(cfg, "fuse", "rdma_mode", "read");
+	if (!strcmp(v, "read")) {
+		s->rdma_mode = RDFS_RDMA_READ;
+	} else if (!strcmp(v, "write")) {
+		s->rdma_mode = RDFS_RDMA_WRITE;
+	} else {
+		fprintf(stderr, PROG ": invalid rdma_mode '%s': expected read or write\n", v);
 		return -EINVAL;
 	}
 	v = config_get(cfg, "fuse", "log_level", "warn");
@@ -685,6 +703,7 @@ int main(int argc, char *argv[])
 	/* the kernel reads ahead for FUSE (readahead=); the core's would only add a copy */
 	copts.readahead_kb = -1;
 	copts.write_behind_kb = (int)(s.write_behind >> 10);
+	copts.rdma_mode = s.rdma_mode;
 	ret = rdfs_client_open(&copts, &s.fs.client);
 	memset(&copts.secret, 0, sizeof(copts.secret));
 	if (ret < 0) {

@@ -20,6 +20,7 @@
 
 struct free_buf {
 	struct free_buf *next;
+	size_t len;			/* free_other only */
 };
 
 struct bufpool {
@@ -28,6 +29,13 @@ struct bufpool {
 	size_t used;			/* bytes handed out or kept on the free list */
 	size_t unit;
 	struct free_buf *free_units;	/* recycled unit-size buffers */
+	/*
+	 * Recycled buffers of other sizes (whole-mode READs, large writes),
+	 * reused for the same length: a fresh one costs an mmap, page faults
+	 * and zeroing per request, which would load the comparison of send
+	 * modes against `whole`. Freed first when the budget is short.
+	 */
+	struct free_buf *free_other;
 };
 
 static size_t round_len(size_t len)
@@ -96,6 +104,10 @@ void bufpool_destroy(struct bufpool *p)
 		p->free_units = b->next;
 		unit_free(b, p->unit);
 	}
+	while ((b = p->free_other)) {
+		p->free_other = b->next;
+		free(b);
+	}
 	pthread_mutex_destroy(&p->mutex);
 	free(p);
 }
@@ -105,6 +117,11 @@ static int make_room(struct bufpool *p, size_t len)
 {
 	struct free_buf *b;
 
+	while (p->used + len > p->budget && (b = p->free_other)) {
+		p->free_other = b->next;
+		p->used -= b->len;
+		free(b);
+	}
 	while (p->used + len > p->budget && (b = p->free_units)) {
 		p->free_units = b->next;
 		unit_free(b, p->unit);
@@ -125,6 +142,17 @@ void *bufpool_get(struct bufpool *p, size_t len)
 		p->free_units = b->next;
 		pthread_mutex_unlock(&p->mutex);
 		return b;
+	}
+	if (len != p->unit) {
+		struct free_buf **pp;
+
+		for (pp = &p->free_other; (b = *pp); pp = &b->next) {
+			if (b->len == len) {
+				*pp = b->next;
+				pthread_mutex_unlock(&p->mutex);
+				return b;
+			}
+		}
 	}
 	if (!make_room(p, len)) {
 		pthread_mutex_unlock(&p->mutex);
@@ -155,9 +183,10 @@ void bufpool_put(struct bufpool *p, void *buf, size_t len)
 		pthread_mutex_unlock(&p->mutex);
 		return;
 	}
-	p->used -= len;
+	b->len = len;
+	b->next = p->free_other;
+	p->free_other = b;
 	pthread_mutex_unlock(&p->mutex);
-	free(buf);
 }
 
 size_t bufpool_budget(const struct bufpool *p)

@@ -111,6 +111,7 @@ struct io_job {
 	uint16_t op;
 	atomic_int refs;
 	atomic_bool final_posted;
+	uint64_t placed;		/* reply bytes written into the client's sink so far */
 	struct io_job *qnext;		/* ring's posted queue (ring mutex) */
 	bool queued;
 	struct io_job *wnext;		/* ring's buffer-wait list (ring thread) */
@@ -599,6 +600,28 @@ static void read_send_ready(struct io_job *j)
 	       (u = &j->units[j->next_send])->state == UNIT_VALID) {
 		niov = unit_iov(u, iov);
 		atomic_fetch_add(&j->refs, 1);	/* the send's */
+		if (rpc_request_has_sink(&j->req)) {
+			/* Gfarm's figure 2: the unit goes straight into the client's buffer. */
+			ret = rpc_server_reply_part_write(&j->req, j->placed, iov, niov,
+							  unit_sent, u);
+			if (ret) {
+				atomic_fetch_sub(&j->refs, 1);
+				j->err = ret;
+				break;
+			}
+			j->placed += u->data_len;
+			u->state = UNIT_SENT;
+			j->next_send++;
+			atomic_fetch_add(&j->pool->n_parts, 1);
+			if (j->next_send == j->nunits) {
+				reply.length = j->io->length;
+				reply.verifier = atomic_load(&j->pool->verifier);
+				rpc_server_reply(&j->req, 0, &reply.base, NULL, 0);
+				job_finish(j);
+				return;
+			}
+			continue;
+		}
 		if (j->next_send == j->nunits - 1) {
 			reply.length = j->io->length;
 			reply.verifier = atomic_load(&j->pool->verifier);

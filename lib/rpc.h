@@ -83,6 +83,25 @@ int rpc_call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *re
 		   const struct iovec *data, int niov, struct rpc_pending **out);
 
 /*
+ * Like rpc_call_start(), and let the server place the reply's data straight
+ * into @dest (@ndest iovecs, one run of bytes) over RDMA (Gfarm's figure 2):
+ * then those bytes are in @dest when rpc_call_wait() returns and
+ * rpc_reply_placed_len() says how many. The memory is exposed to that server
+ * for this call only, until its reply, timeout or the connection's end. Over
+ * TCP (or @ndest 0) this is rpc_call_start(): the data comes in the reply.
+ */
+int rpc_call_start_into(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
+			const struct iovec *data, int niov, const struct iovec *dest, int ndest,
+			struct rpc_pending **out);
+/* Whether rpc_call_start_into() can place data on this connection (RDMA). */
+int rpc_client_can_place(const struct rpc_client *c);
+/*
+ * Bytes of @r's data placed into the call's destination, in order from 0, or
+ * -EPROTO when the placed pieces are not one run from 0. 0 for an ordinary reply.
+ */
+long long rpc_reply_placed_len(const struct rpc_reply *r);
+
+/*
  * Wait for the reply of @p (at most @timeout_ms, -1 forever) and free @p.
  * Returns 0 with @reply filled (reply->status may be a server error), or -ETIMEDOUT,
  * -ENOTCONN (connection lost: the call's fate is unknown). On error no reply is held.
@@ -178,6 +197,20 @@ int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMess
  */
 int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int niov,
 			  void (*sent)(void *arg, int status), void *arg);
+/*
+ * Whether @req came with a sink (rpc_call_start_into() over RDMA): its reply's
+ * data may then be written straight into the client's buffer.
+ */
+int rpc_request_has_sink(const struct rpc_request *req);
+/*
+ * Like rpc_server_reply_part(), but the data is RDMA-WRITTEN into the
+ * request's sink at @off (bytes from the start of the reply's data) and a
+ * data-less RDFS_FRAME_MORE frame tells the client (Gfarm's figure 2). Only
+ * when rpc_request_has_sink(); the final reply then carries no data.
+ */
+int rpc_server_reply_part_write(struct rpc_request *req, uint64_t off, const struct iovec *data,
+				int niov, void (*sent)(void *arg, int status), void *arg);
+
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
 /* Release the request's message and connection reference. */

@@ -32,6 +32,7 @@ struct rpc_pending {
 	int done;			/* reply or failure arrived */
 	int status;			/* failure: -ENOTCONN */
 	int sending;			/* transport still reads the caller's data */
+	int sink;			/* the reply's data may be placed (rpc_call_start_into) */
 	int waiter_gone;		/* rpc_call_wait() returned */
 	struct xport_msg *msg;
 	struct xport_msg **parts;	/* RDFS_FRAME_MORE frames so far, in order */
@@ -84,6 +85,23 @@ size_t rpc_reply_data_len(const struct rpc_reply *r)
 	for (i = 0; i < r->nparts; i++)
 		n += r->parts[i]->hdr.data_len;
 	return n;
+}
+
+long long rpc_reply_placed_len(const struct rpc_reply *r)
+{
+	const struct xport_msg *m;
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i <= r->nparts; i++) {
+		m = i < r->nparts ? r->parts[i] : r->msg;
+		if (!m || !m->placed_len)
+			continue;
+		if (m->placed_off != n)
+			return -EPROTO;
+		n += m->placed_len;
+	}
+	return (long long)n;
 }
 
 int rpc_reply_data_iov(const struct rpc_reply *r, struct iovec *iov, int max)
@@ -496,8 +514,33 @@ const char *rpc_client_url(const struct rpc_client *c)
 	return c->url;
 }
 
+static int call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
+		      const struct iovec *data, int niov, const struct iovec *dest, int ndest,
+		      struct rpc_pending **out);
+
 int rpc_call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
 		   const struct iovec *data, int niov, struct rpc_pending **out)
+{
+	return call_start(c, op, req, data, niov, NULL, 0, out);
+}
+
+int rpc_call_start_into(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
+			const struct iovec *data, int niov, const struct iovec *dest, int ndest,
+			struct rpc_pending **out)
+{
+	if (ndest <= 0 || !(xport_conn_caps(c->conn) & XPORT_CAP_RDMA))
+		return call_start(c, op, req, data, niov, NULL, 0, out);
+	return call_start(c, op, req, data, niov, dest, ndest, out);
+}
+
+int rpc_client_can_place(const struct rpc_client *c)
+{
+	return (xport_conn_caps(c->conn) & XPORT_CAP_RDMA) != 0;
+}
+
+static int call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *req,
+		      const struct iovec *data, int niov, const struct iovec *dest, int ndest,
+		      struct rpc_pending **out)
 {
 	struct rdfs_frame_hdr h;
 	struct rpc_pending *p;
@@ -557,7 +600,12 @@ int rpc_call_start(struct rpc_client *c, uint16_t op, const ProtobufCMessage *re
 	pthread_mutex_unlock(&c->lock);
 
 	rpc_hdr_init(&h, op, 0, 0, p->tag, blen, dlen);
-	err = xport_post_send(c->conn, &h, p->body, data, niov, niov > 0 ? p : NULL);
+	p->sink = ndest > 0;
+	if (p->sink)
+		err = xport_post_send_sink(c->conn, &h, p->body, data, niov, dest, ndest,
+					   niov > 0 ? p : NULL);
+	else
+		err = xport_post_send(c->conn, &h, p->body, data, niov, niov > 0 ? p : NULL);
 	if (err) {
 		pthread_mutex_lock(&c->lock);
 		if (p->in_table)
@@ -579,7 +627,8 @@ int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply
 {
 	struct rpc_client *c = p->c;
 	struct timespec ts;
-	int err = 0, close_conn = 0, free_now;
+	int err = 0, close_conn = 0, free_now, cancel_sink;
+	uint32_t tag;
 
 	reply->status = 0;
 	reply->msg = NULL;
@@ -630,7 +679,12 @@ int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply
 	}
 	p->waiter_gone = 1;
 	free_now = !p->sending;
+	cancel_sink = err && p->sink;
+	tag = p->tag;
 	pthread_mutex_unlock(&c->lock);
+	/* The caller's buffer is its own again: no late WRITE may reach it. */
+	if (cancel_sink)
+		xport_sink_cancel(c->conn, tag);
 
 	if (close_conn) {
 		log_warn("%s: call timed out with data unsent; closing the connection", c->url);

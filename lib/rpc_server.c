@@ -583,6 +583,33 @@ int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int
 	return err;
 }
 
+int rpc_request_has_sink(const struct rpc_request *req)
+{
+	return req && req->msg && req->msg->sink;
+}
+
+int rpc_server_reply_part_write(struct rpc_request *req, uint64_t off, const struct iovec *data,
+				int niov, void (*sent)(void *arg, int status), void *arg)
+{
+	struct rdfs_frame_hdr h;
+	struct rpc_zc_reply *z;
+	int err;
+
+	if (!req || !req->conn || !req->msg || !req->msg->sink || !sent)
+		return -EINVAL;
+	z = malloc(sizeof(*z));
+	if (!z)
+		return -ENOMEM;
+	z->sent = sent;
+	z->arg = arg;
+	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0,
+		     req->msg->hdr.tag, 0, 0);
+	err = xport_post_write(req->conn, req->msg->sink, off, data, niov, &h, NULL, z);
+	if (err)
+		free(z);
+	return err;
+}
+
 void rpc_request_done(struct rpc_request *req)
 {
 	struct rpc_session *ss;

@@ -128,6 +128,7 @@ void xport_msg_free(struct xport_msg *msg)
 		return;
 	free(msg->body);
 	xport_data_free(msg->data, msg->hdr.data_len);
+	free(msg->sink);
 	free(msg);
 }
 
@@ -488,6 +489,55 @@ int xport_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 	if (total != hdr->data_len)
 		return -EINVAL;
 	return conn->ops->post_send(conn, hdr, body, data, niov, user);
+}
+
+unsigned int xport_conn_caps(const struct xport_conn *conn)
+{
+	return conn->ops->caps;
+}
+
+int xport_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			 const void *body, const struct iovec *data, int niov,
+			 const struct iovec *sink, int nsink, void *user)
+{
+	uint64_t total = 0;
+	int i;
+
+	if (!conn->ops->post_send_sink || nsink == 0)
+		return xport_post_send(conn, hdr, body, data, niov, user);
+	if (hdr->body_len > RDFS_MAX_BODY || hdr->data_len > RDFS_MAX_DATA)
+		return -EMSGSIZE;
+	if (niov < 0 || niov > XPORT_MAX_IOV || (niov && !data) || (hdr->body_len && !body) ||
+	    nsink < 0 || nsink > XPORT_MAX_IOV || !sink)
+		return -EINVAL;
+	for (i = 0; i < niov; i++)
+		total += data[i].iov_len;
+	if (total != hdr->data_len)
+		return -EINVAL;
+	for (i = 0; i < nsink; i++)
+		if (!sink[i].iov_len)
+			return -EINVAL;
+	return conn->ops->post_send_sink(conn, hdr, body, data, niov, sink, nsink, user);
+}
+
+void xport_sink_cancel(struct xport_conn *conn, uint32_t tag)
+{
+	if (conn->ops->sink_cancel)
+		conn->ops->sink_cancel(conn, tag);
+}
+
+int xport_post_write(struct xport_conn *conn, const struct xport_sink *sink, uint64_t off,
+		     const struct iovec *iov, int niov, const struct rdfs_frame_hdr *hdr,
+		     const void *body, void *user)
+{
+	if (!conn->ops->post_write)
+		return -EOPNOTSUPP;
+	if (!sink || !user || niov <= 0 || niov > XPORT_MAX_IOV || !iov || hdr->data_len ||
+	    (hdr->body_len && !body))
+		return -EINVAL;
+	if (hdr->body_len > RDFS_MAX_BODY)
+		return -EMSGSIZE;
+	return conn->ops->post_write(conn, sink, off, iov, niov, hdr, body, user);
 }
 
 void xport_conn_close(struct xport_conn *conn)

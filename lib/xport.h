@@ -35,6 +35,7 @@
 struct xport_ctx;
 struct xport_conn;
 struct xport_listener;
+struct xport_sink;
 
 /*
  * A received message. Owned by whoever got it from xport_test(); free with
@@ -46,6 +47,19 @@ struct xport_msg {
 	struct rdfs_frame_hdr hdr;
 	uint8_t *body;			/* hdr.body_len bytes (NULL when 0) */
 	uint8_t *data;			/* hdr.data_len bytes, 4096-aligned (NULL when 0) */
+	/*
+	 * A request posted with xport_post_send_sink() over RDMA: where its
+	 * reply's data may be written (xport_post_write()). Freed with the
+	 * message; take it (set to NULL) to keep it, then free() it.
+	 */
+	struct xport_sink *sink;
+	/*
+	 * A placed frame (placed_len > 0): the peer wrote placed_len bytes of
+	 * this reply's data into our sink at offset placed_off before sending
+	 * this data-less frame (xport_post_write()).
+	 */
+	uint64_t placed_off;
+	uint32_t placed_len;
 };
 
 void xport_msg_free(struct xport_msg *msg);
@@ -146,6 +160,43 @@ void xport_conn_set_tx_limit(struct xport_conn *conn, size_t max);
 size_t xport_conn_queued_bytes(struct xport_conn *conn);
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
+
+/* What a connection can do beyond xport_post_send() (xport_conn_caps()). */
+#define XPORT_CAP_RDMA	0x1	/* sinks and placed writes work (Gfarm's figure 2) */
+
+unsigned int xport_conn_caps(const struct xport_conn *conn);
+
+/*
+ * Like xport_post_send() for a request, and expose @nsink iovecs of the
+ * caller's memory (the sink, offsets counted across the iovecs in order) so
+ * the peer can RDMA-WRITE its reply's data straight into them with
+ * xport_post_write(). The sink is writable by that peer only, only until the
+ * reply's final frame (same tag, without RDFS_FRAME_MORE) is received,
+ * xport_sink_cancel() or the connection closes: then its keys are dead and a
+ * late WRITE fails (and takes the connection down) instead of reaching the
+ * memory. The request itself must fit one eager message (-EMSGSIZE).
+ * Without XPORT_CAP_RDMA this is xport_post_send(): the reply's data comes
+ * in the frames as usual.
+ */
+int xport_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			 const void *body, const struct iovec *data, int niov,
+			 const struct iovec *sink, int nsink, void *user);
+/* Give up the sink of request @tag now (its call timed out or was cancelled). Any thread. */
+void xport_sink_cancel(struct xport_conn *conn, uint32_t tag);
+/* Bytes a received sink covers. */
+uint64_t xport_sink_len(const struct xport_sink *sink);
+
+/*
+ * RDMA-WRITE @niov iovecs into @sink (from the request's message) at @off,
+ * then send the data-less frame @hdr (+ body) telling the peer where the data
+ * is: it arrives as a placed message, after the data (RC ordering). @user is
+ * required: the memory must stay valid until its XPORT_EV_SEND completion.
+ * -EOPNOTSUPP without XPORT_CAP_RDMA, -EINVAL (range outside the sink,
+ * hdr->data_len not 0), -EMSGSIZE, -EPIPE.
+ */
+int xport_post_write(struct xport_conn *conn, const struct xport_sink *sink, uint64_t off,
+		     const struct iovec *iov, int niov, const struct rdfs_frame_hdr *hdr,
+		     const void *body, void *user);
 
 /*
  * Declare [@addr, @addr+@len) long-lived: it stays mapped until

@@ -54,6 +54,15 @@ struct xport_ops {
 	/* Progress thread (or ctx destroy): run the close arranged by conn_close now. */
 	void (*conn_reap)(struct xport_conn *conn);
 	void (*conn_free)(struct xport_conn *conn);
+	/* Optional (NULL: plain sends, no capabilities): see xport.h. */
+	unsigned int caps;
+	int (*post_send_sink)(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			      const void *body, const struct iovec *data, int niov,
+			      const struct iovec *sink, int nsink, void *user);
+	void (*sink_cancel)(struct xport_conn *conn, uint32_t tag);
+	int (*post_write)(struct xport_conn *conn, const struct xport_sink *sink, uint64_t off,
+			  const struct iovec *iov, int niov, const struct rdfs_frame_hdr *hdr,
+			  const void *body, void *user);
 };
 
 /* Common head of every module's connection. */

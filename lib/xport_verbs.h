@@ -11,7 +11,12 @@
  * goes as one EAGER SEND, copied into a registered send slot (the post then
  * completes at once); a bigger one goes by rendezvous (xport_verbs_rndv.h): the
  * peer RDMA-READs the data straight from the poster's memory, registered for
- * that send only, and answers DONE. Sends wait for credits
+ * that send only, and answers DONE. The other direction (Gfarm's figure 2):
+ * a request may carry a SINK, the client's destination registered
+ * REMOTE_WRITE for that request only (until its reply's final frame, a
+ * cancel or the end of the connection); the server RDMA-WRITEs reply units
+ * into it and sends a data-less PLACED frame after each (xport_post_write()),
+ * which RC ordering delivers after the data. Sends wait for credits
  * (xport_verbs_credit.h). Received frames are delivered in arrival order, so
  * partial replies (RDFS_FRAME_MORE) keep their order.
  *
@@ -66,11 +71,11 @@ struct verbs_dev {
 	int mw2;			/* memory windows type 2 */
 	uint32_t max_rd_atom;		/* READs one QP may have outstanding */
 	struct verbs_regcache cache;
-	atomic_ulong windows, send_mrs;	/* xport_verbs_stats.h */
+	atomic_ulong windows, send_mrs, sinks;	/* xport_verbs_stats.h */
 };
 
 /* What a work request's completion is about (wr_id points at one). */
-enum verbs_wr_kind { WR_RECV = 1, WR_SEND, WR_READ, WR_BIND };
+enum verbs_wr_kind { WR_RECV = 1, WR_SEND, WR_READ, WR_BIND, WR_WRITE };
 
 struct verbs_wr {
 	enum verbs_wr_kind kind;
@@ -96,7 +101,32 @@ struct verbs_reg {
 	void *addr;
 	uint32_t len;
 	uint32_t rkey;
+	uint32_t lkey;			/* WRITE sources: the local key */
 };
+
+/* A received request's sink (xport.h): the peer's memory we may WRITE into. */
+struct xport_sink {
+	uint64_t len;
+	uint32_t n;
+	struct verbs_desc d[];
+};
+
+/* One RDMA WRITE work request of a placed write: local piece -> remote piece. */
+struct verbs_wseg {
+	uint64_t raddr;
+	uint32_t rkey, lkey, len;
+	void *laddr;
+};
+
+/* A sink we exposed with a request, alive until its reply's final frame. */
+struct verbs_sink_reg {
+	struct verbs_sink_reg *next;
+	uint32_t tag;
+	int n;
+	struct ibv_mr *mr[XPORT_MAX_IOV];
+};
+
+enum verbs_tx_kind { TX_FRAME = 0, TX_SINK, TX_WRITE };
 
 struct verbs_tx {
 	struct verbs_tx *next;
@@ -113,6 +143,13 @@ struct verbs_tx {
 	uint32_t cookie;
 	int nreg;
 	struct verbs_reg reg[VERBS_MAX_DESC];
+	enum verbs_tx_kind kind;
+	uint32_t nsink;			/* TX_SINK: descriptors of the sink */
+	struct verbs_desc *sink;
+	uint64_t placed_off;		/* TX_WRITE: where, and the WRITEs to post */
+	uint32_t placed_len;
+	int nwseg, writes_out;
+	struct verbs_wseg *wseg;
 };
 
 enum verbs_rx_state { RX_HELD, RX_READING, RX_READY };
@@ -168,6 +205,9 @@ struct verbs_conn {
 	struct verbs_rndv_table rndv;
 	struct verbs_rx *rxq_head, *rxq_tail;
 	struct verbs_wr bind_wr;
+	struct verbs_wr write_wr;	/* WR_WRITE: completes the head of wtx in order */
+	struct verbs_tx *wtx_head, *wtx_tail;	/* placed writes on the wire */
+	struct verbs_sink_reg *sinks;	/* exposed sinks of our requests */
 	size_t tx_queued, tx_limit;
 	int tx_throttled, rx_paused, close_when_sent;
 	int reaped, close_status;
@@ -196,6 +236,13 @@ void verbs_drop_all_locked(struct verbs_conn *c, int status);
 void verbs_free_rx_all(struct verbs_conn *c);
 int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 		    const void *body, const struct iovec *data, int niov, void *user);
+int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			 const void *body, const struct iovec *data, int niov,
+			 const struct iovec *sink, int nsink, void *user);
+void verbs_sink_cancel(struct xport_conn *conn, uint32_t tag);
+int verbs_post_write(struct xport_conn *conn, const struct xport_sink *sink, uint64_t off,
+		     const struct iovec *iov, int niov, const struct rdfs_frame_hdr *hdr,
+		     const void *body, void *user);
 void verbs_conn_close(struct xport_conn *conn, int flush);
 void verbs_conn_pause_rx(struct xport_conn *conn, int paused);
 void verbs_conn_set_tx_limit(struct xport_conn *conn, size_t max);

@@ -164,6 +164,7 @@ void verbs_stats_get(struct verbs_stats *out)
 	for (d = verbs_devs.head; d; d = d->next) {
 		out->windows += atomic_load(&d->windows);
 		out->send_mrs += atomic_load(&d->send_mrs);
+		out->sinks += atomic_load(&d->sinks);
 		pthread_mutex_lock(&d->cache.lock);
 		out->cache_hits += d->cache.hits;
 		out->cache_misses += d->cache.misses;
@@ -217,6 +218,7 @@ static struct verbs_conn *conn_alloc(const struct verbs_settings *set)
 	c->cm_poll.fd = -1;
 	c->cq_poll.fd = -1;
 	c->bind_wr.kind = WR_BIND;
+	c->write_wr.kind = WR_WRITE;
 	snprintf(c->base.peer, sizeof(c->base.peer), "rdma://?");
 	return c;
 }
@@ -881,4 +883,8 @@ const struct xport_ops xport_verbs_ops = {
 	.conn_queued_bytes = verbs_conn_queued_bytes,
 	.conn_reap	= verbs_conn_reap,
 	.conn_free	= verbs_conn_free,
+	.caps		= XPORT_CAP_RDMA,
+	.post_send_sink	= verbs_post_send_sink,
+	.sink_cancel	= verbs_sink_cancel,
+	.post_write	= verbs_post_write,
 };

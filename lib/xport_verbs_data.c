@@ -47,6 +47,8 @@ static void tx_free(struct verbs_conn *c, struct verbs_tx *tx)
 	for (i = 0; i < tx->nreg; i++)
 		reg_release(c, &tx->reg[i]);
 	xport_data_free(tx->copy, tx->copy_len);
+	free(tx->sink);
+	free(tx->wseg);
 	free(tx);
 }
 
@@ -91,6 +93,53 @@ static int reg_piece(struct verbs_conn *c, struct verbs_reg *r, void *addr, size
 	atomic_fetch_add(&c->dev->send_mrs, 1);
 	r->rkey = r->mr->rkey;
 	return 0;
+}
+
+/*
+ * The source of an RDMA WRITE: only our own key is needed (no remote access):
+ * a declared range's cached registration, else one for this post.
+ */
+static int reg_local(struct verbs_conn *c, struct verbs_reg *r, void *addr, size_t len)
+{
+	struct verbs_range range;
+
+	r->addr = addr;
+	r->len = (uint32_t)len;
+	if (verbs_decl_find(&verbs_declared, addr, len, &range) == 0 &&
+	    verbs_regcache_get(&c->dev->cache, &range, &r->ce) == 0) {
+		r->lkey = ((struct ibv_mr *)r->ce->handle)->lkey;
+		return 0;
+	}
+	r->mr = ibv_reg_mr(c->dev->pd, addr, len, 0);
+	if (!r->mr)
+		return errno ? -errno : -ENOMEM;
+	atomic_fetch_add(&c->dev->send_mrs, 1);
+	r->lkey = r->mr->lkey;
+	return 0;
+}
+
+static void sink_reg_free(struct verbs_sink_reg *sr)
+{
+	int i;
+
+	for (i = 0; i < sr->n; i++)
+		if (sr->mr[i])
+			ibv_dereg_mr(sr->mr[i]);	/* its rkey dies: late WRITEs fail */
+	free(sr);
+}
+
+/* Under c->lock: the reply to @tag is over (or given up): close its sink. */
+static void sink_end_locked(struct verbs_conn *c, uint32_t tag)
+{
+	struct verbs_sink_reg **pp, *sr;
+
+	for (pp = &c->sinks; (sr = *pp); pp = &sr->next) {
+		if (sr->tag == tag) {
+			*pp = sr->next;
+			sink_reg_free(sr);
+			return;
+		}
+	}
 }
 
 /* Register what the peer will read: the body (when remote) and each data iovec. */
@@ -232,6 +281,49 @@ static int tx_windows(const struct verbs_tx *tx)
 }
 
 /*
+ * Under c->lock: post the WRITEs of a placed write, @tx committed off the
+ * queue; it waits on the write list for their completions, which come in
+ * order. The PLACED SEND posted next is only seen after them (RC ordering).
+ */
+static int post_writes(struct verbs_conn *c, struct verbs_tx *tx)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	int i, err;
+
+	tx->next = NULL;
+	if (c->wtx_tail)
+		c->wtx_tail->next = tx;
+	else
+		c->wtx_head = tx;
+	c->wtx_tail = tx;
+	for (i = 0; i < tx->nwseg; i++) {
+		const struct verbs_wseg *w = &tx->wseg[i];
+
+		sge.addr = (uintptr_t)w->laddr;
+		sge.length = w->len;
+		sge.lkey = w->lkey;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uintptr_t)&c->write_wr;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = w->raddr;
+		wr.wr.rdma.rkey = w->rkey;
+		err = ibv_post_send(c->id->qp, &wr, &bad);
+		if (err) {
+			log_warn("%s: RDMA WRITE: %s", c->base.peer, strerror(err));
+			verbs_fail_locked(c, -EIO);
+			return -EIO;
+		}
+		c->sq_out++;
+		tx->writes_out++;
+	}
+	return 0;
+}
+
+/*
  * Under c->lock: put @tx, the head of the queue, on the wire. 1 sent, 0 must
  * wait (credits, slots, cookies), <0 the connection failed.
  */
@@ -242,6 +334,8 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 	uint8_t *p;
 	int i, err, rndv, wrs = tx->rndv ? 1 + tx_windows(tx) : 1;
 
+	if (tx->kind == TX_WRITE)
+		wrs = 1 + tx->nwseg;
 	if (!may_send(c, 0, (uint32_t)wrs))
 		return 0;
 	if (tx->rndv && verbs_rndv_alloc(&c->rndv, tx, &tx->cookie))
@@ -252,6 +346,11 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 		c->txq_tail = NULL;
 	if (tx->rndv) {
 		err = bind_windows(c, tx);
+		if (err)
+			return err;
+	}
+	if (tx->kind == TX_WRITE) {
+		err = post_writes(c, tx);
 		if (err)
 			return err;
 	}
@@ -271,6 +370,20 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 			verbs_desc_put(p, &d);
 			p += VERBS_DESC_LEN;
 		}
+	} else if (tx->kind == TX_SINK) {
+		vh.type = VERBS_MSG_SINK;
+		vh.ndesc = (uint16_t)tx->nsink;
+		for (i = 0; i < (int)tx->nsink; i++) {
+			verbs_desc_put(p, &tx->sink[i]);
+			p += VERBS_DESC_LEN;
+		}
+	} else if (tx->kind == TX_WRITE) {
+		struct verbs_desc d = { .addr = tx->placed_off, .len = tx->placed_len };
+
+		vh.type = VERBS_MSG_PLACED;
+		vh.ndesc = 1;
+		verbs_desc_put(p, &d);
+		p += VERBS_DESC_LEN;
 	}
 	verbs_credit_take(&c->cr, 0, &vh.credits);
 	verbs_hdr_encode(&vh, slot->buf);
@@ -280,7 +393,7 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 		memcpy(p, tx->body, tx->fh.body_len);
 		p += tx->fh.body_len;
 	}
-	if (!tx->rndv) {
+	if (!tx->rndv && tx->kind != TX_WRITE) {
 		for (i = 0; i < tx->niov; i++) {
 			memcpy(p, tx->iov[i].iov_base, tx->iov[i].iov_len);
 			p += tx->iov[i].iov_len;
@@ -292,6 +405,8 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 	if (rndv) {
 		if (!err)
 			verbs_rndv_announce(&c->rndv, tx->cookie);
+	} else if (tx->kind == TX_WRITE) {
+		/* On the write list: completed by its WRITEs (or the failure). */
 	} else {
 		/* Copied into the slot: the poster's memory is free again. */
 		tx_complete(c, tx, err ? -ECANCELED : 0);
@@ -323,6 +438,9 @@ static void flush_locked(struct verbs_conn *c)
 	    !atomic_load(&c->base.closing))
 		send_control(c, VERBS_MSG_CREDIT, 0);
 }
+
+static int tx_queue(struct verbs_conn *c, struct verbs_tx *tx, const void *body,
+		    struct verbs_sink_reg *sr);
 
 int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 		    const void *body, const struct iovec *data, int niov, void *user)
@@ -357,6 +475,19 @@ int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 			return err;
 		}
 	}
+	return tx_queue(c, tx, body, NULL);
+}
+
+/*
+ * Queue @tx (and list @sr, the sink it exposes, in the same step so its reply
+ * cannot come first). On error @tx is freed, @sr is the caller's.
+ */
+static int tx_queue(struct verbs_conn *c, struct verbs_tx *tx, const void *body,
+		    struct verbs_sink_reg *sr)
+{
+	const struct rdfs_frame_hdr *hdr = &tx->fh;
+	void *user = tx->user;
+	int i, err = 0;
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->base.closing) || c->close_when_sent || c->reaped) {
@@ -386,6 +517,10 @@ int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 		tx->own_iov[0].iov_len = hdr->data_len;
 		tx->niov = hdr->data_len ? 1 : 0;
 	}
+	if (sr) {
+		sr->next = c->sinks;
+		c->sinks = sr;
+	}
 	c->tx_queued += tx->bytes;
 	if (c->txq_tail)
 		c->txq_tail->next = tx;
@@ -398,6 +533,175 @@ int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 	return 0;
 err:
 	pthread_mutex_unlock(&c->lock);
+	tx_free(c, tx);
+	return err;
+}
+
+/* A request that exposes @sink for its reply's data (xport_post_send_sink()). */
+int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+			 const void *body, const struct iovec *data, int niov,
+			 const struct iovec *sink, int nsink, void *user)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+	struct verbs_sink_reg *sr;
+	struct verbs_tx *tx;
+	uint64_t total = 0;
+	int i, err, n = 0;
+
+	if (verbs_sink_len((unsigned int)nsink, hdr->body_len, hdr->data_len) >
+	    c->peer.recv_size)
+		return -EMSGSIZE;
+	for (i = 0; i < nsink; i++)
+		total += sink[i].iov_len;
+	if (total > RDFS_MAX_DATA)
+		return -EMSGSIZE;
+	sr = calloc(1, sizeof(*sr));
+	tx = calloc(1, sizeof(*tx));
+	if (tx)
+		tx->sink = calloc((size_t)nsink, sizeof(*tx->sink));
+	if (!sr || !tx || !tx->sink) {
+		err = -ENOMEM;
+		goto err;
+	}
+	sr->tag = hdr->tag;
+	/* The narrowest access: this peer may write these bytes, nothing else. */
+	for (i = 0; i < nsink; i++) {
+		sr->mr[i] = ibv_reg_mr(c->dev->pd, sink[i].iov_base, sink[i].iov_len,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		if (!sr->mr[i]) {
+			err = errno ? -errno : -ENOMEM;
+			goto err;
+		}
+		sr->n = i + 1;
+		tx->sink[i].addr = (uintptr_t)sink[i].iov_base;
+		tx->sink[i].len = (uint32_t)sink[i].iov_len;
+		tx->sink[i].rkey = sr->mr[i]->rkey;
+	}
+	atomic_fetch_add(&c->dev->sinks, 1);
+	tx->kind = TX_SINK;
+	tx->nsink = (uint32_t)nsink;
+	tx->user = user;
+	tx->fh = *hdr;
+	tx->body = body;
+	for (i = 0; i < niov; i++)
+		if (data[i].iov_len)
+			tx->own_iov[n++] = data[i];
+	tx->iov = tx->own_iov;
+	tx->niov = n;
+	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + hdr->data_len;
+	err = tx_queue(c, tx, body, sr);
+	if (err)
+		sink_reg_free(sr);
+	return err;
+err:
+	if (sr)
+		sink_reg_free(sr);
+	if (tx)
+		tx_free(c, tx);
+	return err;
+}
+
+/* Sinks are only ever made by this module (received SINK messages). */
+uint64_t xport_sink_len(const struct xport_sink *sink)
+{
+	return sink->len;
+}
+
+void verbs_sink_cancel(struct xport_conn *conn, uint32_t tag)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+
+	pthread_mutex_lock(&c->lock);
+	sink_end_locked(c, tag);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Split [@off, + the iovecs' length) of @sink into WRITE segments of @tx. */
+static int plan_writes(struct verbs_tx *tx, const struct xport_sink *sink, uint64_t off)
+{
+	uint32_t d = 0, doff;
+	int i, max = tx->nreg + (int)sink->n;
+	uint64_t skip = off;
+
+	tx->wseg = calloc((size_t)max, sizeof(*tx->wseg));
+	if (!tx->wseg)
+		return -ENOMEM;
+	while (d < sink->n && skip >= sink->d[d].len)
+		skip -= sink->d[d++].len;
+	doff = (uint32_t)skip;
+	for (i = 0; i < tx->nreg; i++) {
+		uint32_t loff = 0;
+
+		while (loff < tx->reg[i].len) {
+			struct verbs_wseg *w;
+			uint32_t len;
+
+			if (d >= sink->n || tx->nwseg >= max)
+				return -EINVAL;
+			len = tx->reg[i].len - loff;
+			if (len > sink->d[d].len - doff)
+				len = sink->d[d].len - doff;
+			w = &tx->wseg[tx->nwseg++];
+			w->laddr = (uint8_t *)tx->reg[i].addr + loff;
+			w->lkey = tx->reg[i].lkey;
+			w->raddr = sink->d[d].addr + doff;
+			w->rkey = sink->d[d].rkey;
+			w->len = len;
+			loff += len;
+			doff += len;
+			if (doff == sink->d[d].len) {
+				d++;
+				doff = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* RDMA-WRITE the iovecs into the peer's sink at @off, then say so (xport_post_write()). */
+int verbs_post_write(struct xport_conn *conn, const struct xport_sink *sink, uint64_t off,
+		     const struct iovec *iov, int niov, const struct rdfs_frame_hdr *hdr,
+		     const void *body, void *user)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+	struct verbs_tx *tx;
+	uint64_t total = 0;
+	int i, err;
+
+	for (i = 0; i < niov; i++)
+		total += iov[i].iov_len;
+	if (!total || total > RDFS_MAX_DATA || off > sink->len || total > sink->len - off)
+		return -EINVAL;
+	if (verbs_sink_len(1, hdr->body_len, 0) > c->peer.recv_size)
+		return -EMSGSIZE;
+	tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return -ENOMEM;
+	tx->kind = TX_WRITE;
+	tx->user = user;
+	tx->fh = *hdr;
+	tx->body = body;
+	tx->placed_off = off;
+	tx->placed_len = (uint32_t)total;
+	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + total;
+	for (i = 0; i < niov; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		err = reg_local(c, &tx->reg[tx->nreg], iov[i].iov_base, iov[i].iov_len);
+		if (err)
+			goto err;
+		tx->nreg++;
+	}
+	err = plan_writes(tx, sink, off);
+	if (err)
+		goto err;
+	/* More WRITEs than the send queue holds could never go. */
+	if ((uint32_t)tx->nwseg + 1 > c->sq_depth) {
+		err = -EMSGSIZE;
+		goto err;
+	}
+	return tx_queue(c, tx, body, NULL);
+err:
 	tx_free(c, tx);
 	return err;
 }
@@ -460,7 +764,29 @@ static int rx_start(struct verbs_conn *c, struct verbs_rx *rx)
 		return -ENOMEM;
 	if (m.body)
 		memcpy(msg->body, m.body, m.fh.body_len);
-	if (m.vh.type == VERBS_MSG_EAGER) {
+	/* The final frame of a reply: the sink of its request is closed now. */
+	if ((m.fh.flags & RDFS_FRAME_REPLY) && !(m.fh.flags & RDFS_FRAME_MORE) && c->sinks)
+		sink_end_locked(c, m.fh.tag);
+	if (m.vh.type == VERBS_MSG_SINK) {
+		uint32_t i;
+
+		msg->sink = malloc(sizeof(*msg->sink) + m.vh.ndesc * sizeof(msg->sink->d[0]));
+		if (!msg->sink)
+			return -ENOMEM;
+		msg->sink->n = m.vh.ndesc;
+		msg->sink->len = 0;
+		for (i = 0; i < m.vh.ndesc; i++) {
+			verbs_desc_get(m.desc + (size_t)i * VERBS_DESC_LEN, &msg->sink->d[i]);
+			msg->sink->len += msg->sink->d[i].len;
+		}
+	} else if (m.vh.type == VERBS_MSG_PLACED) {
+		struct verbs_desc d;
+
+		verbs_desc_get(m.desc, &d);
+		msg->placed_off = d.addr;
+		msg->placed_len = d.len;
+	}
+	if (m.vh.type != VERBS_MSG_RNDV) {
 		if (m.data)
 			memcpy(msg->data, m.data, m.fh.data_len);
 		rx->state = RX_READY;
@@ -625,7 +951,7 @@ static void progress_locked(struct verbs_conn *c)
 	}
 	flush_locked(c);
 	if (c->close_when_sent && !c->txq_head && !c->done_n && !c->rndv.used &&
-	    c->sq_out == 0)
+	    !c->wtx_head && c->sq_out == 0)
 		verbs_fail_locked(c, 0);
 }
 
@@ -704,13 +1030,22 @@ static void handle_wc(struct verbs_conn *c, const struct ibv_wc *wc)
 			c->free_slots = s;
 		} else if (w->kind == WR_READ && wc->status == IBV_WC_SUCCESS) {
 			read_done(c, w->ptr);
+		} else if (w->kind == WR_WRITE && wc->status == IBV_WC_SUCCESS &&
+			   c->wtx_head && --c->wtx_head->writes_out == 0) {
+			struct verbs_tx *tx = c->wtx_head;
+
+			c->wtx_head = tx->next;
+			if (!c->wtx_head)
+				c->wtx_tail = NULL;
+			tx_complete(c, tx, 0);
 		}
 	}
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (!atomic_load(&c->base.closing) && wc->status != IBV_WC_WR_FLUSH_ERR)
 			log_warn("%s: %s failed: %s", c->base.peer,
-				 w->kind == WR_READ ? "RDMA READ" : w->kind == WR_RECV ?
-				 "receive" : "send", wc_name(wc->status));
+				 w->kind == WR_READ ? "RDMA READ" : w->kind == WR_WRITE ?
+				 "RDMA WRITE" : w->kind == WR_RECV ? "receive" : "send",
+				 wc_name(wc->status));
 		verbs_fail_locked(c, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO);
 		return;
 	}
@@ -759,6 +1094,19 @@ void verbs_drop_all_locked(struct verbs_conn *c, int status)
 	c->txq_tail = NULL;
 	while ((tx = verbs_rndv_take_any(&c->rndv)))
 		tx_complete(c, tx, status);
+	/* Their local keys die with them: WRITEs still queued fail, reading nothing. */
+	while ((tx = c->wtx_head)) {
+		c->wtx_head = tx->next;
+		tx_complete(c, tx, status);
+	}
+	c->wtx_tail = NULL;
+	/* The caller's memory is its own again: no late WRITE may reach it. */
+	while (c->sinks) {
+		struct verbs_sink_reg *sr = c->sinks;
+
+		c->sinks = sr->next;
+		sink_reg_free(sr);
+	}
 	c->done_n = 0;
 }
 

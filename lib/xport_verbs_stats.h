@@ -12,6 +12,7 @@
 struct verbs_stats {
 	uint64_t windows;	/* memory windows bound over cached registrations */
 	uint64_t send_mrs;	/* per-send registrations (memory nobody declared) */
+	uint64_t sinks;		/* requests that exposed a sink (xport_post_send_sink) */
 	uint64_t cache_hits, cache_misses, cache_evictions;
 };
 

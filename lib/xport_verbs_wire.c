@@ -83,6 +83,27 @@ size_t verbs_rndv_len(unsigned int ndesc, uint32_t inline_body_len)
 	       inline_body_len;
 }
 
+size_t verbs_sink_len(unsigned int ndesc, uint32_t body_len, uint32_t data_len)
+{
+	return verbs_eager_len(body_len, data_len) + (size_t)ndesc * VERBS_DESC_LEN;
+}
+
+/* Sink pieces: none empty, none wrapping, all together within what one reply carries. */
+static int check_sink(const struct verbs_msg *m)
+{
+	uint64_t sum = 0;
+	struct verbs_desc d;
+	unsigned int i;
+
+	for (i = 0; i < m->vh.ndesc; i++) {
+		verbs_desc_get(m->desc + (size_t)i * VERBS_DESC_LEN, &d);
+		if (!d.len || d.addr + d.len < d.addr)
+			return -EPROTO;
+		sum += d.len;
+	}
+	return sum > RDFS_MAX_DATA ? -EPROTO : 0;
+}
+
 /* The descriptors of an RNDV message against its frame header. */
 static int check_descs(const struct verbs_msg *m)
 {
@@ -191,6 +212,38 @@ int verbs_msg_parse(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t 
 			return err;
 		p += RDFS_FRAME_HDR_LEN;
 		m.body = inl ? p : NULL;
+		break;
+	case VERBS_MSG_SINK:
+	case VERBS_MSG_PLACED:
+		if (m.vh.flags || m.vh.status || m.vh.cookie || m.vh.ndesc == 0 ||
+		    m.vh.ndesc > VERBS_MAX_DESC ||
+		    (m.vh.type == VERBS_MSG_PLACED && m.vh.ndesc != 1))
+			return -EPROTO;
+		descs = (size_t)m.vh.ndesc * VERBS_DESC_LEN;
+		if (len < VERBS_HDR_LEN + descs)
+			return -EPROTO;
+		m.desc = p;
+		p += descs;
+		err = parse_frame(p, len - VERBS_HDR_LEN - descs, max_body, max_data, &m);
+		if (err)
+			return err;
+		if (len != verbs_sink_len(m.vh.ndesc, m.fh.body_len, m.fh.data_len))
+			return -EPROTO;
+		if (m.vh.type == VERBS_MSG_SINK) {
+			err = check_sink(&m);
+			if (err)
+				return err;
+		} else {
+			struct verbs_desc d;
+
+			verbs_desc_get(m.desc, &d);
+			if (m.fh.data_len || !d.len || d.rkey || d.len > RDFS_MAX_DATA ||
+			    d.addr > RDFS_MAX_DATA || d.addr + d.len > RDFS_MAX_DATA)
+				return -EPROTO;
+		}
+		p += RDFS_FRAME_HDR_LEN;
+		m.body = m.fh.body_len ? p : NULL;
+		m.data = m.fh.data_len ? p + m.fh.body_len : NULL;
 		break;
 	default:
 		return -EPROTO;

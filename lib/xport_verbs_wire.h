@@ -22,6 +22,13 @@
  *           (and its body first, as descriptor 0 of exactly body_len bytes,
  *           when VERBS_F_BODY_REMOTE: a body too big for a receive buffer), in
  *           order; the receiver RDMA-READs them and answers DONE.
+ *   SINK    ndesc x { u64 addr, u32 len, u32 rkey } | frame header | body | data
+ *           A request (otherwise an EAGER message) that exposes the sender's
+ *           memory for the reply's data: the receiver may RDMA-WRITE it, in
+ *           descriptor order as one run of bytes, until the reply's final frame.
+ *   PLACED  1 x { u64 off, u32 len, u32 0 } | frame header | body
+ *           A frame with no data of its own (data_len 0): len bytes of the
+ *           reply were RDMA-WRITten into the request's sink at off first.
  *   DONE    nothing: the rendezvous @cookie is finished, its rkeys are dead.
  *   CREDIT  nothing: only returns credits, when no other traffic carries them.
  *
@@ -62,6 +69,8 @@ enum verbs_msg_type {
 	VERBS_MSG_RNDV = 2,
 	VERBS_MSG_DONE = 3,
 	VERBS_MSG_CREDIT = 4,
+	VERBS_MSG_SINK = 5,
+	VERBS_MSG_PLACED = 6,
 };
 
 struct verbs_hdr {
@@ -82,10 +91,10 @@ struct verbs_desc {
 /* A parsed, validated receive buffer; pointers point into it. */
 struct verbs_msg {
 	struct verbs_hdr vh;
-	const uint8_t *desc;		/* RNDV: ndesc encoded descriptors (verbs_desc_get) */
+	const uint8_t *desc;		/* RNDV, SINK, PLACED: ndesc encoded descriptors */
 	struct rdfs_frame_hdr fh;	/* EAGER, RNDV */
 	const uint8_t *body;		/* inline body (NULL when remote or empty) */
-	const uint8_t *data;		/* EAGER: inline data (NULL when empty) */
+	const uint8_t *data;		/* EAGER, SINK: inline data (NULL when empty) */
 };
 
 struct verbs_conn_params {
@@ -110,6 +119,7 @@ int verbs_msg_parse(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t 
 /* Bytes of an EAGER message for a frame, and of an RNDV one (body inline or not). */
 size_t verbs_eager_len(uint32_t body_len, uint32_t data_len);
 size_t verbs_rndv_len(unsigned int ndesc, uint32_t inline_body_len);
+size_t verbs_sink_len(unsigned int ndesc, uint32_t body_len, uint32_t data_len);
 
 void verbs_params_encode(const struct verbs_conn_params *p, uint8_t *buf);
 /* -EPROTO for a peer that is not ours or asks for impossible buffers. */

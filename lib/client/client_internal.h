@@ -295,6 +295,7 @@ struct io_req {
 	struct iovec iov[1];		/* WRITE: the data */
 	int niov;
 	int stable;
+	int placing;			/* READ into @buf by RDMA WRITE (rdma_mode write) */
 	/* filled by io_batch_run() */
 	uint64_t verifier;		/* WRITE: the server's boot verifier */
 	struct rpc_reply reply;		/* READ without @buf: the reply, holding the data */

@@ -57,7 +57,19 @@ static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
 		ret = peer_get(c, r->peer, RDFS_IOS_CONNECT_MS, 0, &r->conn);
 		if (ret)
 			return ret == -EACCES ? ret : -EIO;
-		ret = rpc_call_start(r->conn->rpc, op, &r->msg.base, iov, niov, &r->pending);
+		r->placing = op == RDFS_OP_READ && r->buf && r->length &&
+			     c->opts.rdma_mode == RDFS_RDMA_WRITE &&
+			     rpc_client_can_place(r->conn->rpc);
+		if (r->placing) {
+			/* the server writes the data straight into r->buf */
+			struct iovec dest = { r->buf, r->length };
+
+			ret = rpc_call_start_into(r->conn->rpc, op, &r->msg.base, NULL, 0,
+						  &dest, 1, &r->pending);
+		} else {
+			ret = rpc_call_start(r->conn->rpc, op, &r->msg.base, iov, niov,
+					     &r->pending);
+		}
 		if (ret == 0)
 			return 0;
 		peer_put(r->peer, r->conn);
@@ -89,7 +101,11 @@ static int io_finish(uint16_t op, struct io_req *r)
 	if (ret)
 		return rpc_errno(ret);
 	ret = reply.status;
-	if (ret == 0 && op == RDFS_OP_READ) {
+	if (ret == 0 && op == RDFS_OP_READ && r->placing && rpc_reply_placed_len(&reply)) {
+		/* placed into r->buf already: all of it, in order, or nothing counts */
+		if (rpc_reply_placed_len(&reply) != (long long)r->length)
+			ret = -EIO;
+	} else if (ret == 0 && op == RDFS_OP_READ) {
 		/* the data may come in several frames (RDFS_FRAME_MORE parts) */
 		if (rpc_reply_data_len(&reply) < r->length) {
 			ret = -EIO;

@@ -23,6 +23,7 @@ struct rdfs_read_buf {
 	size_t n;
 	void *zeros;
 	struct iovec *iov;
+	void *placed;			/* rdma_mode write: the destination the servers wrote */
 };
 
 static int plan_piece(struct read_plan *pl, long req, uint64_t len)
@@ -338,6 +339,38 @@ static int plan_iov(const struct read_plan *pl, const void *zeros, struct iovec 
 	return k;
 }
 
+/*
+ * rdma_mode write: a destination of our own per call, which the I/O servers
+ * RDMA-WRITE into (registered for that call only), handed out as one iovec.
+ */
+static ssize_t pread_placed(struct rdfs_file *f, size_t size, off_t off,
+			    struct rdfs_read_buf **rb_out, const struct iovec **iov_out,
+			    int *niov_out)
+{
+	struct rdfs_read_buf *rb = calloc(1, sizeof(*rb));
+	ssize_t n;
+
+	if (!rb)
+		return -ENOMEM;
+	rb->iov = calloc(1, sizeof(*rb->iov));
+	if (!rb->iov || posix_memalign(&rb->placed, 4096, size ? size : 1)) {
+		rb->placed = NULL;
+		rdfs_read_buf_free(rb);
+		return -ENOMEM;
+	}
+	n = rdfs_pread(f, rb->placed, size, off);
+	if (n < 0) {
+		rdfs_read_buf_free(rb);
+		return n;
+	}
+	rb->iov[0].iov_base = rb->placed;
+	rb->iov[0].iov_len = (size_t)n;
+	*rb_out = rb;
+	*iov_out = rb->iov;
+	*niov_out = n ? 1 : 0;
+	return n;
+}
+
 ssize_t rdfs_pread_iov(struct rdfs_file *f, size_t size, off_t off, struct rdfs_read_buf **rb_out,
 		       const struct iovec **iov_out, int *niov_out)
 {
@@ -349,6 +382,8 @@ ssize_t rdfs_pread_iov(struct rdfs_file *f, size_t size, off_t off, struct rdfs_
 	*rb_out = NULL;
 	*iov_out = NULL;
 	*niov_out = 0;
+	if (f->c->opts.rdma_mode == RDFS_RDMA_WRITE)
+		return pread_placed(f, size, off, rb_out, iov_out, niov_out);
 	ret = write_behind_drain(f->in, 0);
 	if (ret)
 		return ret;
@@ -393,5 +428,6 @@ void rdfs_read_buf_free(struct rdfs_read_buf *rb)
 	free(rb->r);
 	free(rb->zeros);
 	free(rb->iov);
+	free(rb->placed);
 	free(rb);
 }

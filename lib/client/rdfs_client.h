@@ -72,7 +72,19 @@ struct rdfs_client_opts {
 	 * it); 16384 is a good value for streaming writers.
 	 */
 	int write_behind_kb;
+	/*
+	 * READ data over rdma:// I/O server connections (Gfarm's two modes):
+	 * RDFS_RDMA_READ (0, default): the client RDMA-READs each unit from the
+	 * server's buffer; RDFS_RDMA_WRITE: the server RDMA-WRITEs each unit
+	 * straight into the caller's buffer (rdfs_pread()), or into one of the
+	 * client's per call (rdfs_pread_iov(): then also over tcp://, where the
+	 * data comes in the replies and is copied there once).
+	 */
+	int rdma_mode;
 };
+
+#define RDFS_RDMA_READ	0
+#define RDFS_RDMA_WRITE	1
 
 /*
  * Connect and authenticate (once, no retry, so that errors are immediate and

@@ -96,8 +96,16 @@ def fuse_sequential(name, up_opts, size_mib, bindir):
     return write, read
 
 
-RENDEZVOUS_NOTE = ("rendezvous: the client RDMA-READs each reply's data from the I/O "
-                   "server (Gfarm figure 3); writes: the server RDMA-READs the client's buffer")
+# Only reads differ between the two modes: a FUSE write moves its data the
+# same way in both (the I/O server RDMA-READs the client's buffer).
+RDMA_NOTES = {
+    "read": "reads: the client RDMA-READs each unit from the I/O server's buffer "
+            "(rdma_mode=read, Gfarm figure 3); writes in both modes: the server "
+            "RDMA-READs the client's buffer",
+    "write": "reads: the I/O server RDMA-WRITEs each unit into the client's buffer "
+             "(rdma_mode=write, Gfarm figure 2); writes in both modes: the server "
+             "RDMA-READs the client's buffer",
+}
 
 
 def rdma_variants():
@@ -107,15 +115,12 @@ def rdma_variants():
     if "--transport" not in help_text:
         return [], "deploy/local-cluster up has no --transport option yet: FUSE over " \
             "RDMA not measured"
-    if "--rdma-mode" in help_text:
-        return [(f"fuse-rdma-{m}", ["--transport", "rdma", "--rdma-mode", m], None)
-                for m in ("write", "read")], None
-    # The verbs transport has one bulk data mode today: the rendezvous, i.e.
-    # figure 3's client RDMA READ. Its figure is recorded under that name only.
-    return [("fuse-rdma-read", ["--transport", "rdma"], RENDEZVOUS_NOTE)], \
-        "fuse-rdma-write not measured: the server-RDMA-WRITE data mode (Gfarm figure 2) " \
-        "does not exist yet (no local-cluster --rdma-mode); fuse-rdma-read is the " \
-        "transport's one data mode, the rendezvous"
+    if "--fuse-opt" not in help_text:
+        return [("fuse-rdma-read", ["--transport", "rdma"], RDMA_NOTES["read"])], \
+            "fuse-rdma-write not measured: deploy/local-cluster up has no --fuse-opt " \
+            "to mount with rdma_mode=write"
+    return [(f"fuse-rdma-{m}", ["--transport", "rdma", f"--fuse-opt=rdma_mode={m}"],
+             RDMA_NOTES[m]) for m in ("read", "write")], None
 
 
 def main(argv):
