@@ -28,7 +28,7 @@ struct ios_server;
 #define IOS_DEFAULT_LISTEN		"tcp://0.0.0.0:7100"
 #define IOS_DEFAULT_IO_THREADS		2
 #define IOS_DEFAULT_PING_MS		5000
-#define IOS_DEFAULT_UNIT_SIZE		(128u << 10)
+#define IOS_DEFAULT_UNIT_SIZE		(256u << 10)
 #define IOS_DEFAULT_PIPELINE_DEPTH	4
 #define IOS_DEFAULT_READAHEAD_MB	256
 /* ios_options.readahead_cache_mb for no server read-ahead (0 means the default). */

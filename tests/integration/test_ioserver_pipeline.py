@@ -108,7 +108,7 @@ def test_bytes_exact_under_every_send_mode(opts):
 
 
 def test_overlap_default_reads_exact(workdir):
-    """The shared cluster runs the defaults: overlap, 128 KiB units, depth 4, read-ahead on."""
+    """The shared cluster runs the defaults: overlap, 256 KiB units, depth 4, read-ahead on."""
     data = os.urandom(7 * MiB + 999)
     f = workdir / "f"
     _write(f, data)
