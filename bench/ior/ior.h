@@ -120,6 +120,11 @@ struct ior_shared {
 
 /* "64k", "1m", "4096": whole bytes, k/m/g/t suffixes are powers of 1024. 0 or -errno. */
 int ior_parse_size(const char *s, uint64_t *out);
+/* A decimal integer in [@min, @max]: 0 or -EINVAL. */
+int ior_parse_count(const char *s, long min, long max, long *out);
+/* Format a usage error into @err and return -EINVAL (for the option parsers). */
+int ior_usage_error(char *err, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /*
  * Parse rdfs-bench's IOR command line into @p (argv[0] is the program name).
  * Returns 0, 1 when --help was asked for, or -EINVAL with the reason in @err.

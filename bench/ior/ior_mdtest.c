@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -93,29 +92,6 @@ void md_usage(FILE *f)
 "    2  bad usage\n", IOR_MAX_TASKS);
 }
 
-static int fail(char *err, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 int md_parse_args(struct md_params *p, int argc, char **argv, char *err, size_t errsize)
 {
 	enum { OPT_JSON = 256, OPT_CONFIG, OPT_MS, OPT_SECRET };
@@ -145,19 +121,19 @@ int md_parse_args(struct md_params *p, int argc, char **argv, char *err, size_t 
 			p->dir = optarg;
 			break;
 		case 'n':
-			if (parse_long(optarg, 1, 100000000, &v) < 0)
-				return fail(err, errsize, "bad number of files '%s'", optarg);
+			if (ior_parse_count(optarg, 1, 100000000, &v) < 0)
+				return ior_usage_error(err, errsize, "bad number of files '%s'", optarg);
 			p->files = (uint64_t)v;
 			break;
 		case 'N':
-			if (parse_long(optarg, 1, IOR_MAX_TASKS, &v) < 0)
-				return fail(err, errsize, "bad number of tasks '%s' (1-%d)", optarg,
+			if (ior_parse_count(optarg, 1, IOR_MAX_TASKS, &v) < 0)
+				return ior_usage_error(err, errsize, "bad number of tasks '%s' (1-%d)", optarg,
 					    IOR_MAX_TASKS);
 			p->ntasks = (int)v;
 			break;
 		case 'i':
-			if (parse_long(optarg, 1, 100000, &v) < 0)
-				return fail(err, errsize, "bad repetition count '%s'", optarg);
+			if (ior_parse_count(optarg, 1, 100000, &v) < 0)
+				return ior_usage_error(err, errsize, "bad repetition count '%s'", optarg);
 			p->reps = (int)v;
 			break;
 		case 'u':
@@ -165,11 +141,11 @@ int md_parse_args(struct md_params *p, int argc, char **argv, char *err, size_t 
 			break;
 		case 'w':
 			if (ior_parse_size(optarg, &p->write_bytes) < 0 || p->write_bytes > (1u << 30))
-				return fail(err, errsize, "bad write size '%s'", optarg);
+				return ior_usage_error(err, errsize, "bad write size '%s'", optarg);
 			break;
 		case 'e':
 			if (ior_parse_size(optarg, &p->read_bytes) < 0 || p->read_bytes > (1u << 30))
-				return fail(err, errsize, "bad read size '%s'", optarg);
+				return ior_usage_error(err, errsize, "bad read size '%s'", optarg);
 			read_set = 1;
 			break;
 		case 'a':
@@ -178,7 +154,7 @@ int md_parse_args(struct md_params *p, int argc, char **argv, char *err, size_t 
 			else if (strcasecmp(optarg, "RDFS") == 0)
 				p->api = IOR_API_RDFS;
 			else
-				return fail(err, errsize, "unsupported API '%s' (POSIX or RDFS)", optarg);
+				return ior_usage_error(err, errsize, "unsupported API '%s' (POSIX or RDFS)", optarg);
 			break;
 		case 'O':
 		case OPT_JSON:
@@ -198,31 +174,31 @@ int md_parse_args(struct md_params *p, int argc, char **argv, char *err, size_t 
 			return 1;
 		case ':':
 			if (optopt > 0 && optopt < 256)
-				return fail(err, errsize, "option '-%c' needs a value", optopt);
-			return fail(err, errsize, "option '%s' needs a value", argv[optind - 1]);
+				return ior_usage_error(err, errsize, "option '-%c' needs a value", optopt);
+			return ior_usage_error(err, errsize, "option '%s' needs a value", argv[optind - 1]);
 		default:
 			/* optopt names a bad short option; a bad long one is only in argv */
 			if (optopt > 0 && optopt < 256)
-				return fail(err, errsize, "unknown option '-%c'", optopt);
-			return fail(err, errsize, "unknown option '%s'", argv[optind - 1]);
+				return ior_usage_error(err, errsize, "unknown option '-%c'", optopt);
+			return ior_usage_error(err, errsize, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return fail(err, errsize, "unexpected argument '%s'", argv[optind]);
+		return ior_usage_error(err, errsize, "unexpected argument '%s'", argv[optind]);
 	if (!p->dir)
-		return fail(err, errsize, "missing -d DIR");
+		return ior_usage_error(err, errsize, "missing -d DIR");
 	if (!read_set)
 		p->read_bytes = p->write_bytes;
 	if (p->read_bytes > p->write_bytes)
-		return fail(err, errsize, "-e %llu reads past the %llu bytes -w writes",
+		return ior_usage_error(err, errsize, "-e %llu reads past the %llu bytes -w writes",
 			    (unsigned long long)p->read_bytes, (unsigned long long)p->write_bytes);
 	if (p->api == IOR_API_RDFS) {
 		if (p->dir[0] != '/')
-			return fail(err, errsize, "-a RDFS needs -d with an absolute path inside rdfs");
+			return ior_usage_error(err, errsize, "-a RDFS needs -d with an absolute path inside rdfs");
 		if (ior_load_cluster(&p->cluster, config_path, ms, secret, NULL, err, errsize) < 0)
 			return -EINVAL;
 	} else if (config_path || ms || secret) {
-		return fail(err, errsize, "--config/--metaserver/--secret-file are for -a RDFS");
+		return ior_usage_error(err, errsize, "--config/--metaserver/--secret-file are for -a RDFS");
 	}
 	return 0;
 }

@@ -154,7 +154,7 @@ int ior_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static int fail(char *err, size_t size, const char *fmt, ...)
+int ior_usage_error(char *err, size_t size, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -164,7 +164,7 @@ static int fail(char *err, size_t size, const char *fmt, ...)
 	return -EINVAL;
 }
 
-static int parse_count(const char *s, long min, long max, long *out)
+int ior_parse_count(const char *s, long min, long max, long *out)
 {
 	char *end;
 	long v;
@@ -186,16 +186,16 @@ int ior_load_cluster(struct ior_cluster *c, const char *config_path, const char 
 	int errline = 0, ret;
 
 	if (!cfg)
-		return fail(err, errsize, "out of memory");
+		return ior_usage_error(err, errsize, "out of memory");
 	ret = config_load(cfg, path, &errline);
 	if (ret == -ENOENT && !config_path) {
 		ret = 0;
 	} else if (ret == -EINVAL) {
 		config_free(cfg);
-		return fail(err, errsize, "%s:%d: syntax error", path, errline);
+		return ior_usage_error(err, errsize, "%s:%d: syntax error", path, errline);
 	} else if (ret) {
 		config_free(cfg);
-		return fail(err, errsize, "cannot read config %s: %s", path, strerror(-ret));
+		return ior_usage_error(err, errsize, "cannot read config %s: %s", path, strerror(-ret));
 	}
 	if (metaserver)
 		config_set(cfg, "rdfs-bench", "metaserver", metaserver);
@@ -208,7 +208,7 @@ int ior_load_cluster(struct ior_cluster *c, const char *config_path, const char 
 	snprintf(c->secret_file, sizeof(c->secret_file), "%s",
 		 config_get(cfg, "rdfs-bench", "secret_file", IOR_DEFAULT_SECRET));
 	if (config_get_int(cfg, "rdfs-bench", "timeout", 30000, &ms) || ms <= 0 || ms > 3600000) {
-		ret = fail(err, errsize, "bad timeout '%s' (milliseconds)",
+		ret = ior_usage_error(err, errsize, "bad timeout '%s' (milliseconds)",
 			   config_get(cfg, "rdfs-bench", "timeout", ""));
 		config_free(cfg);
 		return ret;
@@ -265,7 +265,7 @@ int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_
 			else if (strcasecmp(optarg, "RDFS") == 0)
 				p->api = IOR_API_RDFS;
 			else
-				return fail(err, errsize, "unsupported API '%s' (POSIX or RDFS)", optarg);
+				return ior_usage_error(err, errsize, "unsupported API '%s' (POSIX or RDFS)", optarg);
 			break;
 		case 'w':
 			p->write = 1;
@@ -331,81 +331,81 @@ int ior_parse_args(struct ior_params *p, int argc, char **argv, char *err, size_
 			errno = 0;
 			p->seed = strtoull(optarg, &end, 0);
 			if (errno || end == optarg || *end)
-				return fail(err, errsize, "bad seed '%s'", optarg);
+				return ior_usage_error(err, errsize, "bad seed '%s'", optarg);
 			break;
 		case 'o':
 			p->path = optarg;
 			break;
 		case 't':
 			if (ior_parse_size(optarg, &p->xfer) < 0 || p->xfer == 0)
-				return fail(err, errsize, "bad transfer size '%s'", optarg);
+				return ior_usage_error(err, errsize, "bad transfer size '%s'", optarg);
 			break;
 		case 'b':
 			if (ior_parse_size(optarg, &p->block) < 0 || p->block == 0)
-				return fail(err, errsize, "bad block size '%s'", optarg);
+				return ior_usage_error(err, errsize, "bad block size '%s'", optarg);
 			break;
 		case 's':
-			if (parse_count(optarg, 1, 1L << 30, &v) < 0)
-				return fail(err, errsize, "bad segment count '%s'", optarg);
+			if (ior_parse_count(optarg, 1, 1L << 30, &v) < 0)
+				return ior_usage_error(err, errsize, "bad segment count '%s'", optarg);
 			p->segments = (uint64_t)v;
 			break;
 		case 'N':
-			if (parse_count(optarg, 1, IOR_MAX_TASKS, &v) < 0)
-				return fail(err, errsize, "bad number of tasks '%s' (1-%d)", optarg,
+			if (ior_parse_count(optarg, 1, IOR_MAX_TASKS, &v) < 0)
+				return ior_usage_error(err, errsize, "bad number of tasks '%s' (1-%d)", optarg,
 					    IOR_MAX_TASKS);
 			p->ntasks = (int)v;
 			break;
 		case 'i':
-			if (parse_count(optarg, 1, 100000, &v) < 0)
-				return fail(err, errsize, "bad repetition count '%s'", optarg);
+			if (ior_parse_count(optarg, 1, 100000, &v) < 0)
+				return ior_usage_error(err, errsize, "bad repetition count '%s'", optarg);
 			p->reps = (int)v;
 			break;
 		case 'D':
 			errno = 0;
 			p->stonewall = strtod(optarg, &end);
 			if (errno || end == optarg || *end || p->stonewall < 0)
-				return fail(err, errsize, "bad stonewall time '%s' (seconds)", optarg);
+				return ior_usage_error(err, errsize, "bad stonewall time '%s' (seconds)", optarg);
 			break;
 		case 'h':
 			return 1;
 		case ':':
 			if (optopt > 0 && optopt < 256)
-				return fail(err, errsize, "option '-%c' needs a value", optopt);
-			return fail(err, errsize, "option '%s' needs a value", argv[optind - 1]);
+				return ior_usage_error(err, errsize, "option '-%c' needs a value", optopt);
+			return ior_usage_error(err, errsize, "option '%s' needs a value", argv[optind - 1]);
 		default:
 			/* optopt names a bad short option; a bad long one is only in argv */
 			if (optopt > 0 && optopt < 256)
-				return fail(err, errsize, "unknown option '-%c'", optopt);
-			return fail(err, errsize, "unknown option '%s'", argv[optind - 1]);
+				return ior_usage_error(err, errsize, "unknown option '-%c'", optopt);
+			return ior_usage_error(err, errsize, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return fail(err, errsize, "unexpected argument '%s'", argv[optind]);
+		return ior_usage_error(err, errsize, "unexpected argument '%s'", argv[optind]);
 	if (!p->write && !p->read)
 		p->write = p->read = 1;
 	if (p->xfer % 8)
-		return fail(err, errsize, "transfer size must be a multiple of 8 bytes");
+		return ior_usage_error(err, errsize, "transfer size must be a multiple of 8 bytes");
 	if (p->block % p->xfer)
-		return fail(err, errsize, "block size must be a multiple of the transfer size");
+		return ior_usage_error(err, errsize, "block size must be a multiple of the transfer size");
 	if (p->xfer > (1ull << 30))
-		return fail(err, errsize, "transfer size over 1 GiB");
+		return ior_usage_error(err, errsize, "transfer size over 1 GiB");
 	if (p->direct && (p->xfer % 4096 || p->block % 4096))
-		return fail(err, errsize, "--direct needs transfer and block sizes that are multiples of 4k");
+		return ior_usage_error(err, errsize, "--direct needs transfer and block sizes that are multiples of 4k");
 	if (p->check_write && !p->write)
-		return fail(err, errsize, "-W needs a write phase (-w)");
+		return ior_usage_error(err, errsize, "-W needs a write phase (-w)");
 	if (p->check_read && !p->read)
-		return fail(err, errsize, "-R needs a read phase (-r)");
+		return ior_usage_error(err, errsize, "-R needs a read phase (-r)");
 	if (p->api == IOR_API_RDFS) {
 		if (p->path[0] != '/')
-			return fail(err, errsize, "-a RDFS needs -o with an absolute path inside rdfs ('%s')",
+			return ior_usage_error(err, errsize, "-a RDFS needs -o with an absolute path inside rdfs ('%s')",
 				    p->path);
 		if (p->direct || p->drop_cache)
-			return fail(err, errsize, "--direct/--drop-cache are for -a POSIX (the client "
+			return ior_usage_error(err, errsize, "--direct/--drop-cache are for -a POSIX (the client "
 				    "library keeps no file data past a close)");
 		if (ior_load_cluster(&p->cluster, config_path, ms, secret, NULL, err, errsize) < 0)
 			return -EINVAL;
 	} else if (config_path || ms || secret) {
-		return fail(err, errsize, "--config/--metaserver/--secret-file are for -a RDFS");
+		return ior_usage_error(err, errsize, "--config/--metaserver/--secret-file are for -a RDFS");
 	}
 	return 0;
 }
