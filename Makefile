@@ -154,7 +154,7 @@ test: deps
 	$(MAKE) lkm
 	$(MAKE) test-vm
 
-test-vm: all $(BUILD)/tests/test_lib
+test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
 	@deploy/install-deps --vm
 	RDFS_BUILD=$(BUILD) tests/vm/run-suite
 

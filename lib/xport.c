@@ -52,10 +52,16 @@ static const struct xport_ops *const xport_modules[] = {
  * Recycled bulk buffers. A fresh 16 MiB buffer costs 4096 page faults and as
  * many zeroed pages, more CPU than moving the data over loopback; the cache is
  * per process, like the allocator it sits on, and bounded.
+ *
+ * Each pooled buffer is declared long-lived (xport_mem_register()) from its
+ * allocation to its free(), so an RDMA module keeps it registered while it is
+ * recycled: a rendezvous READ into it costs no registration (BMI section 4.1).
+ * The classes start just above the verbs module's eager size (32 KiB), where
+ * the rendezvous starts.
  */
-#define BUF_POOL_MIN		(256u * 1024)		/* smaller ones: plain malloc */
-#define BUF_POOL_CLASSES	7			/* 256 KiB .. 16 MiB */
-#define BUF_POOL_DEPTH		4
+#define BUF_POOL_MIN		(32u * 1024)		/* up to half of it: plain malloc */
+#define BUF_POOL_CLASSES	10			/* 32 KiB .. 16 MiB */
+#define BUF_POOL_DEPTH		32
 #define BUF_POOL_BYTES		(64u << 20)
 
 static struct {
@@ -100,6 +106,8 @@ void *xport_data_alloc(size_t len)
 	}
 	if (posix_memalign(&p, RDFS_BLOCK_SIZE, cap ? cap : 1))
 		return NULL;
+	if (cls >= 0 && xport_mem_register(p, cap))
+		log_warn("xport: cannot declare a bulk buffer of %zu bytes", cap);
 	return p;
 }
 
@@ -118,6 +126,9 @@ void xport_data_free(void *buf, size_t len)
 			buf = NULL;
 		}
 		pthread_mutex_unlock(&buf_pool.lock);
+		/* Its registrations go before its pages do. */
+		if (buf)
+			xport_mem_deregister(buf, cap);
 	}
 	free(buf);
 }

@@ -40,8 +40,8 @@ struct xport_sink;
 /*
  * A received message. Owned by whoever got it from xport_test(); free with
  * xport_msg_free() (any thread), leaving hdr.data_len as received: bulk buffers
- * are recycled by size. To keep the data buffer instead, take it (set data to
- * NULL before xport_msg_free()) and release it later with free().
+ * are recycled by size, and stay declared (xport_mem_register()) while they
+ * are, so the data buffer is the message's: never free() it yourself.
  */
 struct xport_msg {
 	struct rdfs_frame_hdr hdr;

@@ -12,13 +12,22 @@
  * completes at once); a bigger one goes by rendezvous (xport_verbs_rndv.h): the
  * peer RDMA-READs the data straight from the poster's memory, registered for
  * that send only, and answers DONE. The other direction (Gfarm's figure 2):
- * a request may carry a SINK, the client's destination registered
- * REMOTE_WRITE for that request only (until its reply's final frame, a
- * cancel or the end of the connection); the server RDMA-WRITEs reply units
- * into it and sends a data-less PLACED frame after each (xport_post_write()),
- * which RC ordering delivers after the data. Sends wait for credits
+ * a request may carry a SINK, the client's destination exposed REMOTE_WRITE
+ * for that request only (until its reply's final frame, a cancel or the end
+ * of the connection); the server RDMA-WRITEs reply units into it and sends a
+ * data-less PLACED frame after each (xport_post_write()), which RC ordering
+ * delivers after the data. Sends wait for credits
  * (xport_verbs_credit.h). Received frames are delivered in arrival order, so
  * partial replies (RDFS_FRAME_MORE) keep their order.
+ *
+ * Exposure (either direction): memory declared with xport_mem_register() -
+ * the I/O server's pools, a client's read destinations, the transport's own
+ * recycled bulk buffers - goes through a type 2B memory window bound on the
+ * connection's QP over exactly that message's bytes and deallocated when it
+ * ends (its rkey dies at once); its registration is cached (no access of its
+ * own), so a message costs no ibv_reg_mr. Other memory is registered for the
+ * message. A rendezvous READ destination needs only a local key: the cached
+ * registration of a recycled bulk buffer, else one made for that message.
  *
  * Files: xport_verbs_cm.c (devices, connect, listen, accept, teardown),
  * xport_verbs_data.c (posting, completions, flow control), and the pure parts
@@ -30,6 +39,8 @@
  *                         (default 32768, 4096..1048576)
  *   RDFS_VERBS_CREDITS    receive buffers posted per connection = the peer's
  *                         send window (default 64, 4..1024)
+ *   RDFS_VERBS_WINDOWS    0: no memory windows, every exposure registered per
+ *                         message (read once per device; default 1)
  */
 #ifndef RDFS_XPORT_VERBS_H
 #define RDFS_XPORT_VERBS_H
@@ -71,7 +82,8 @@ struct verbs_dev {
 	int mw2;			/* memory windows type 2 */
 	uint32_t max_rd_atom;		/* READs one QP may have outstanding */
 	struct verbs_regcache cache;
-	atomic_ulong windows, send_mrs, sinks;	/* xport_verbs_stats.h */
+	/* xport_verbs_stats.h */
+	atomic_ulong windows, send_mrs, sinks, sink_windows, sink_mrs, recv_mrs, reg_mrs;
 };
 
 /* What a work request's completion is about (wr_id points at one). */
@@ -118,12 +130,17 @@ struct verbs_wseg {
 	void *laddr;
 };
 
-/* A sink we exposed with a request, alive until its reply's final frame. */
+/*
+ * A sink we exposed with a request, alive until its reply's final frame:
+ * per piece a window over a declared range's cached registration (bound when
+ * the request goes on the wire) or a registration of exactly those bytes.
+ */
 struct verbs_sink_reg {
 	struct verbs_sink_reg *next;
 	uint32_t tag;
 	int n;
-	struct ibv_mr *mr[XPORT_MAX_IOV];
+	struct verbs_tx *tx;		/* its request, until that is on the wire */
+	struct verbs_reg reg[XPORT_MAX_IOV];
 };
 
 enum verbs_tx_kind { TX_FRAME = 0, TX_SINK, TX_WRITE };
@@ -146,6 +163,7 @@ struct verbs_tx {
 	enum verbs_tx_kind kind;
 	uint32_t nsink;			/* TX_SINK: descriptors of the sink */
 	struct verbs_desc *sink;
+	struct verbs_sink_reg *sr;	/* TX_SINK: its windows to bind; NULL once cancelled */
 	uint64_t placed_off;		/* TX_WRITE: where, and the WRITEs to post */
 	uint32_t placed_len;
 	int nwseg, writes_out;
@@ -166,7 +184,8 @@ struct verbs_rx {
 	struct verbs_desc desc[VERBS_MAX_DESC];
 	struct verbs_read_iter it;
 	uint32_t reads_out;
-	struct ibv_mr *mr_body, *mr_data;
+	struct ibv_mr *mr_body, *mr_data;	/* per-message registrations, or */
+	struct verbs_reg_entry *ce_data;	/* the data buffer's cached one (declared) */
 };
 
 struct verbs_listener;

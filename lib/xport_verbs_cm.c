@@ -58,6 +58,7 @@ static int cache_reg(void *arg, uintptr_t start, size_t len, void **handle)
 	mr = ibv_reg_mr(d->pd, (void *)start, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
 	if (!mr)
 		return errno ? -errno : -ENOMEM;
+	atomic_fetch_add(&d->reg_mrs, 1);
 	*handle = mr;
 	return 0;
 }
@@ -165,6 +166,10 @@ void verbs_stats_get(struct verbs_stats *out)
 		out->windows += atomic_load(&d->windows);
 		out->send_mrs += atomic_load(&d->send_mrs);
 		out->sinks += atomic_load(&d->sinks);
+		out->sink_windows += atomic_load(&d->sink_windows);
+		out->sink_mrs += atomic_load(&d->sink_mrs);
+		out->recv_mrs += atomic_load(&d->recv_mrs);
+		out->reg_mrs += atomic_load(&d->reg_mrs);
 		pthread_mutex_lock(&d->cache.lock);
 		out->cache_hits += d->cache.hits;
 		out->cache_misses += d->cache.misses;

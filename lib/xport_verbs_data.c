@@ -44,6 +44,8 @@ static void tx_free(struct verbs_conn *c, struct verbs_tx *tx)
 {
 	int i;
 
+	if (tx->sr)
+		tx->sr->tx = NULL;
 	for (i = 0; i < tx->nreg; i++)
 		reg_release(c, &tx->reg[i]);
 	xport_data_free(tx->copy, tx->copy_len);
@@ -67,30 +69,54 @@ static void tx_complete(struct verbs_conn *c, struct verbs_tx *tx, int status)
 }
 
 /*
+ * A window (not bound yet) over the cached registration of the declared
+ * range holding [addr, addr+len), when the device has type 2 windows: 1, or
+ * 0 when the bytes must be registered instead.
+ */
+static int reg_window(struct verbs_conn *c, struct verbs_reg *r, void *addr, size_t len)
+{
+	struct verbs_range range;
+
+	r->addr = addr;
+	r->len = (uint32_t)len;
+	if (!c->dev->mw2 || verbs_decl_find(&verbs_declared, addr, len, &range) ||
+	    verbs_regcache_get(&c->dev->cache, &range, &r->ce))
+		return 0;
+	r->mw = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
+	if (r->mw) {
+		atomic_fetch_add(&c->dev->windows, 1);
+		return 1;
+	}
+	verbs_regcache_put(&c->dev->cache, r->ce);
+	r->ce = NULL;
+	return 0;
+}
+
+/* A registration of exactly [addr, addr+len) for one message, counted. */
+static struct ibv_mr *reg_exact(struct verbs_conn *c, void *addr, size_t len, int access,
+				atomic_ulong *kind)
+{
+	struct ibv_mr *mr = ibv_reg_mr(c->dev->pd, addr, len, access);
+
+	if (mr) {
+		atomic_fetch_add(kind, 1);
+		atomic_fetch_add(&c->dev->reg_mrs, 1);
+	}
+	return mr;
+}
+
+/*
  * One piece of a rendezvous send: a window over a declared range's cached
  * registration when the device has type 2 windows, else a registration of
  * exactly these bytes. Either way REMOTE_READ only, for this send only.
  */
 static int reg_piece(struct verbs_conn *c, struct verbs_reg *r, void *addr, size_t len)
 {
-	struct verbs_range range;
-
-	r->addr = addr;
-	r->len = (uint32_t)len;
-	if (c->dev->mw2 && verbs_decl_find(&verbs_declared, addr, len, &range) == 0 &&
-	    verbs_regcache_get(&c->dev->cache, &range, &r->ce) == 0) {
-		r->mw = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
-		if (r->mw) {
-			atomic_fetch_add(&c->dev->windows, 1);
-			return 0;
-		}
-		verbs_regcache_put(&c->dev->cache, r->ce);
-		r->ce = NULL;
-	}
-	r->mr = ibv_reg_mr(c->dev->pd, addr, len, IBV_ACCESS_REMOTE_READ);
+	if (reg_window(c, r, addr, len))
+		return 0;
+	r->mr = reg_exact(c, addr, len, IBV_ACCESS_REMOTE_READ, &c->dev->send_mrs);
 	if (!r->mr)
 		return errno ? -errno : -ENOMEM;
-	atomic_fetch_add(&c->dev->send_mrs, 1);
 	r->rkey = r->mr->rkey;
 	return 0;
 }
@@ -110,21 +136,26 @@ static int reg_local(struct verbs_conn *c, struct verbs_reg *r, void *addr, size
 		r->lkey = ((struct ibv_mr *)r->ce->handle)->lkey;
 		return 0;
 	}
-	r->mr = ibv_reg_mr(c->dev->pd, addr, len, 0);
+	r->mr = reg_exact(c, addr, len, 0, &c->dev->send_mrs);
 	if (!r->mr)
 		return errno ? -errno : -ENOMEM;
-	atomic_fetch_add(&c->dev->send_mrs, 1);
 	r->lkey = r->mr->lkey;
 	return 0;
 }
 
-static void sink_reg_free(struct verbs_sink_reg *sr)
+/*
+ * Close a sink: deallocating a window or deregistering kills its rkey at
+ * once, so late WRITEs fail. A request still queued goes out with keys that
+ * were never bound (its reply can only be refused).
+ */
+static void sink_reg_free(struct verbs_conn *c, struct verbs_sink_reg *sr)
 {
 	int i;
 
+	if (sr->tx)
+		sr->tx->sr = NULL;
 	for (i = 0; i < sr->n; i++)
-		if (sr->mr[i])
-			ibv_dereg_mr(sr->mr[i]);	/* its rkey dies: late WRITEs fail */
+		reg_release(c, &sr->reg[i]);
 	free(sr);
 }
 
@@ -136,7 +167,7 @@ static void sink_end_locked(struct verbs_conn *c, uint32_t tag)
 	for (pp = &c->sinks; (sr = *pp); pp = &sr->next) {
 		if (sr->tag == tag) {
 			*pp = sr->next;
-			sink_reg_free(sr);
+			sink_reg_free(c, sr);
 			return;
 		}
 	}
@@ -238,14 +269,19 @@ static int send_control(struct verbs_conn *c, uint8_t type, uint32_t cookie)
 	return post_slot(c, slot, VERBS_HDR_LEN);
 }
 
-/* Bind the windows of @tx's pieces; their new rkeys go in the descriptors. */
-static int bind_windows(struct verbs_conn *c, struct verbs_tx *tx)
+/*
+ * Bind the windows among @n pieces @reg with @access (REMOTE_READ for a
+ * rendezvous send, REMOTE_WRITE for a sink); their new rkeys go in the
+ * descriptors. The bind is on this QP's send queue ahead of the message that
+ * names the rkey, and a type 2 window only serves this QP.
+ */
+static int bind_windows(struct verbs_conn *c, struct verbs_reg *reg, int n, unsigned int access)
 {
 	struct ibv_send_wr wr, *bad;
 	int i, err;
 
-	for (i = 0; i < tx->nreg; i++) {
-		struct verbs_reg *r = &tx->reg[i];
+	for (i = 0; i < n; i++) {
+		struct verbs_reg *r = &reg[i];
 
 		if (!r->mw)
 			continue;
@@ -258,7 +294,7 @@ static int bind_windows(struct verbs_conn *c, struct verbs_tx *tx)
 		wr.bind_mw.bind_info.mr = r->ce->handle;
 		wr.bind_mw.bind_info.addr = (uintptr_t)r->addr;
 		wr.bind_mw.bind_info.length = r->len;
-		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+		wr.bind_mw.bind_info.mw_access_flags = access;
 		err = ibv_post_send(c->id->qp, &wr, &bad);
 		if (err) {
 			log_warn("%s: binding a memory window: %s", c->base.peer, strerror(err));
@@ -271,13 +307,13 @@ static int bind_windows(struct verbs_conn *c, struct verbs_tx *tx)
 	return 0;
 }
 
-static int tx_windows(const struct verbs_tx *tx)
+static int reg_windows(const struct verbs_reg *reg, int n)
 {
-	int i, n = 0;
+	int i, w = 0;
 
-	for (i = 0; i < tx->nreg; i++)
-		n += tx->reg[i].mw != NULL;
-	return n;
+	for (i = 0; i < n; i++)
+		w += reg[i].mw != NULL;
+	return w;
 }
 
 /*
@@ -332,10 +368,12 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 	struct verbs_send_slot *slot;
 	struct verbs_hdr vh = { 0 };
 	uint8_t *p;
-	int i, err, rndv, wrs = tx->rndv ? 1 + tx_windows(tx) : 1;
+	int i, err, rndv, wrs = tx->rndv ? 1 + reg_windows(tx->reg, tx->nreg) : 1;
 
 	if (tx->kind == TX_WRITE)
 		wrs = 1 + tx->nwseg;
+	else if (tx->kind == TX_SINK && tx->sr)
+		wrs = 1 + reg_windows(tx->sr->reg, tx->sr->n);
 	if (!may_send(c, 0, (uint32_t)wrs))
 		return 0;
 	if (tx->rndv && verbs_rndv_alloc(&c->rndv, tx, &tx->cookie))
@@ -345,9 +383,22 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 	if (!c->txq_head)
 		c->txq_tail = NULL;
 	if (tx->rndv) {
-		err = bind_windows(c, tx);
+		err = bind_windows(c, tx->reg, tx->nreg, IBV_ACCESS_REMOTE_READ);
 		if (err)
 			return err;
+	}
+	if (tx->kind == TX_SINK && tx->sr) {
+		struct verbs_sink_reg *sr = tx->sr;
+
+		/* Writable by this peer, for this request: the narrowest access. */
+		err = bind_windows(c, sr->reg, sr->n, IBV_ACCESS_REMOTE_WRITE);
+		if (err)
+			return err;
+		for (i = 0; i < sr->n; i++)
+			tx->sink[i].rkey = sr->reg[i].rkey;
+		/* On the wire now: the sink lives on alone until the reply ends it. */
+		sr->tx = NULL;
+		tx->sr = NULL;
 	}
 	if (tx->kind == TX_WRITE) {
 		err = post_writes(c, tx);
@@ -537,7 +588,11 @@ err:
 	return err;
 }
 
-/* A request that exposes @sink for its reply's data (xport_post_send_sink()). */
+/*
+ * A request that exposes @sink for its reply's data (xport_post_send_sink()):
+ * declared memory through windows bound when the request goes on the wire (no
+ * registration per request), other memory registered for this request.
+ */
 int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 			 const void *body, const struct iovec *data, int niov,
 			 const struct iovec *sink, int nsink, void *user)
@@ -548,6 +603,8 @@ int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	uint64_t total = 0;
 	int i, err, n = 0;
 
+	if (nsink > XPORT_MAX_IOV)
+		return -EINVAL;
 	if (verbs_sink_len((unsigned int)nsink, hdr->body_len, hdr->data_len) >
 	    c->peer.recv_size)
 		return -EMSGSIZE;
@@ -558,24 +615,35 @@ int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	sr = calloc(1, sizeof(*sr));
 	tx = calloc(1, sizeof(*tx));
 	if (tx)
-		tx->sink = calloc((size_t)nsink, sizeof(*tx->sink));
+		tx->sink = calloc((size_t)nsink ? (size_t)nsink : 1, sizeof(*tx->sink));
 	if (!sr || !tx || !tx->sink) {
 		err = -ENOMEM;
 		goto err;
 	}
 	sr->tag = hdr->tag;
+	sr->tx = tx;
+	tx->sr = sr;
 	/* The narrowest access: this peer may write these bytes, nothing else. */
 	for (i = 0; i < nsink; i++) {
-		sr->mr[i] = ibv_reg_mr(c->dev->pd, sink[i].iov_base, sink[i].iov_len,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-		if (!sr->mr[i]) {
+		struct verbs_reg *r = &sr->reg[i];
+
+		tx->sink[i].addr = (uintptr_t)sink[i].iov_base;
+		tx->sink[i].len = (uint32_t)sink[i].iov_len;
+		if (reg_window(c, r, sink[i].iov_base, sink[i].iov_len)) {
+			sr->n = i + 1;
+			atomic_fetch_add(&c->dev->sink_windows, 1);
+			continue;	/* its rkey comes with the bind */
+		}
+		r->mr = reg_exact(c, sink[i].iov_base, sink[i].iov_len,
+				  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+				  &c->dev->sink_mrs);
+		if (!r->mr) {
 			err = errno ? -errno : -ENOMEM;
 			goto err;
 		}
 		sr->n = i + 1;
-		tx->sink[i].addr = (uintptr_t)sink[i].iov_base;
-		tx->sink[i].len = (uint32_t)sink[i].iov_len;
-		tx->sink[i].rkey = sr->mr[i]->rkey;
+		r->rkey = r->mr->rkey;
+		tx->sink[i].rkey = r->rkey;
 	}
 	atomic_fetch_add(&c->dev->sinks, 1);
 	tx->kind = TX_SINK;
@@ -589,15 +657,16 @@ int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	tx->iov = tx->own_iov;
 	tx->niov = n;
 	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + hdr->data_len;
+	/* tx_queue() frees @tx on error (which unlinks it from @sr). */
 	err = tx_queue(c, tx, body, sr);
 	if (err)
-		sink_reg_free(sr);
+		sink_reg_free(c, sr);
 	return err;
 err:
-	if (sr)
-		sink_reg_free(sr);
 	if (tx)
 		tx_free(c, tx);
+	if (sr)
+		sink_reg_free(c, sr);
 	return err;
 }
 
@@ -724,12 +793,22 @@ static void repost_recv(struct verbs_conn *c, struct verbs_recv *r)
 	verbs_credit_reposted(&c->cr, 1);
 }
 
-static void rx_free(struct verbs_rx *rx)
+/* Drop the registrations of @rx's READ destinations (read, or given up). */
+static void rx_unregister(struct verbs_conn *c, struct verbs_rx *rx)
 {
 	if (rx->mr_body)
 		ibv_dereg_mr(rx->mr_body);
 	if (rx->mr_data)
 		ibv_dereg_mr(rx->mr_data);
+	if (rx->ce_data)
+		verbs_regcache_put(&c->dev->cache, rx->ce_data);
+	rx->mr_body = rx->mr_data = NULL;
+	rx->ce_data = NULL;
+}
+
+static void rx_free(struct verbs_conn *c, struct verbs_rx *rx)
+{
+	rx_unregister(c, rx);
 	xport_msg_free(rx->msg);
 	free(rx);
 }
@@ -798,17 +877,26 @@ static int rx_start(struct verbs_conn *c, struct verbs_rx *rx)
 		rx->body_remote = (m.vh.flags & VERBS_F_BODY_REMOTE) ? m.fh.body_len : 0;
 		for (i = 0; i < rx->ndesc; i++)
 			verbs_desc_get(m.desc + (size_t)i * VERBS_DESC_LEN, &rx->desc[i]);
-		/* Our buffers, writable by our own READs only (no remote access). */
+		/*
+		 * Our buffers, writable by our own READs only (no remote access):
+		 * a recycled bulk buffer is declared (xport_data_alloc()), so its
+		 * cached registration serves; anything else is registered now.
+		 */
 		if (rx->body_remote) {
-			rx->mr_body = ibv_reg_mr(c->dev->pd, msg->body, m.fh.body_len,
-						 IBV_ACCESS_LOCAL_WRITE);
+			rx->mr_body = reg_exact(c, msg->body, m.fh.body_len,
+						IBV_ACCESS_LOCAL_WRITE, &c->dev->recv_mrs);
 			if (!rx->mr_body)
 				return -ENOMEM;
 		}
 		if (m.fh.data_len) {
-			rx->mr_data = ibv_reg_mr(c->dev->pd, msg->data, m.fh.data_len,
-						 IBV_ACCESS_LOCAL_WRITE);
-			if (!rx->mr_data)
+			struct verbs_range range;
+
+			if (verbs_decl_find(&verbs_declared, msg->data, m.fh.data_len, &range) ||
+			    verbs_regcache_get(&c->dev->cache, &range, &rx->ce_data))
+				rx->mr_data = reg_exact(c, msg->data, m.fh.data_len,
+							IBV_ACCESS_LOCAL_WRITE,
+							&c->dev->recv_mrs);
+			if (!rx->ce_data && !rx->mr_data)
 				return -ENOMEM;
 		}
 		rx->state = RX_READING;
@@ -837,7 +925,12 @@ static void post_reads(struct verbs_conn *c)
 				break;
 			sge.addr = (uintptr_t)(r.to_body ? rx->msg->body : rx->msg->data) + r.off;
 			sge.length = r.len;
-			sge.lkey = r.to_body ? rx->mr_body->lkey : rx->mr_data->lkey;
+			if (r.to_body)
+				sge.lkey = rx->mr_body->lkey;
+			else if (rx->ce_data)
+				sge.lkey = ((struct ibv_mr *)rx->ce_data->handle)->lkey;
+			else
+				sge.lkey = rx->mr_data->lkey;
 			memset(&wr, 0, sizeof(wr));
 			wr.wr_id = (uintptr_t)&rx->wr;
 			wr.sg_list = &sge;
@@ -892,11 +985,7 @@ static void read_done(struct verbs_conn *c, struct verbs_rx *rx)
 	    verbs_read_next(rx->desc, rx->ndesc, rx->body_remote, VERBS_READ_CHUNK, &probe, &r))
 		return;
 	/* All read: our buffers are the application's now, the peer's may go. */
-	if (rx->mr_body)
-		ibv_dereg_mr(rx->mr_body);
-	if (rx->mr_data)
-		ibv_dereg_mr(rx->mr_data);
-	rx->mr_body = rx->mr_data = NULL;
+	rx_unregister(c, rx);
 	rx->state = RX_READY;
 	c->reading--;
 	if (done_push(c, rx->cookie))
@@ -946,7 +1035,7 @@ static void progress_locked(struct verbs_conn *c)
 		if (!c->rxq_head)
 			c->rxq_tail = NULL;
 		rx->msg = NULL;
-		rx_free(rx);
+		rx_free(c, rx);
 		xport_cq_push(c->base.ctx, &ev);
 	}
 	flush_locked(c);
@@ -1105,7 +1194,7 @@ void verbs_drop_all_locked(struct verbs_conn *c, int status)
 		struct verbs_sink_reg *sr = c->sinks;
 
 		c->sinks = sr->next;
-		sink_reg_free(sr);
+		sink_reg_free(c, sr);
 	}
 	c->done_n = 0;
 }
@@ -1116,7 +1205,7 @@ void verbs_free_rx_all(struct verbs_conn *c)
 
 	while ((rx = c->rxq_head)) {
 		c->rxq_head = rx->next;
-		rx_free(rx);
+		rx_free(c, rx);
 	}
 	c->rxq_tail = NULL;
 }

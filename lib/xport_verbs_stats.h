@@ -10,9 +10,17 @@
 #include <stdint.h>
 
 struct verbs_stats {
-	uint64_t windows;	/* memory windows bound over cached registrations */
+	uint64_t windows;	/* memory windows bound over cached registrations (all) */
 	uint64_t send_mrs;	/* per-send registrations (memory nobody declared) */
 	uint64_t sinks;		/* requests that exposed a sink (xport_post_send_sink) */
+	uint64_t sink_windows;	/* sink pieces exposed through a window (declared memory) */
+	uint64_t sink_mrs;	/* sink pieces registered for their request (undeclared) */
+	uint64_t recv_mrs;	/* rendezvous READ destinations registered per message */
+	/*
+	 * Every ibv_reg_mr of the data path: the three per-message kinds above
+	 * plus cache fills (misses). Steady state over declared memory: none.
+	 */
+	uint64_t reg_mrs;
 	uint64_t cache_hits, cache_misses, cache_evictions;
 };
 

@@ -379,6 +379,7 @@ int rdfs_client_open(const struct rdfs_client_opts *opts, struct rdfs_client **o
 	peer_init(&c->ms, c->ms_url, 0);
 	peer_install(&c->ms, rpc, cn);
 	inode_table_init(&c->itab);
+	placed_pool_init(&c->placed);
 	*out = c;
 	return 0;
 err:
@@ -402,6 +403,8 @@ void rdfs_client_close(struct rdfs_client *c)
 	}
 	free(c->ios);
 	peer_destroy(&c->ms);
+	/* After every connection: no request may still expose a slot. */
+	placed_pool_destroy(&c->placed);
 	pthread_mutex_destroy(&c->lock);
 	free(c->ms_url);
 	free(c->role);

@@ -199,6 +199,27 @@ int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id, uint64_t veri
 
 /* ---------------------------------------------------------------- client */
 
+/*
+ * rdma_mode write: the destinations of rdfs_pread_iov(), which the I/O
+ * servers RDMA-WRITE into. One region of PLACED_SLOTS slots, declared once
+ * (xport_mem_register()), so each READ exposes its slot through a memory
+ * window bound for that request instead of registering it; made at first
+ * use, recycled, bounded. A larger read, or one when every slot is taken,
+ * gets an allocation of its own (registered per request). io_read.c.
+ */
+#define PLACED_SLOT_SIZE	(1u << 20)	/* rdfs-fuse's largest max_read */
+#define PLACED_SLOTS		8
+
+struct placed_pool {
+	pthread_mutex_t lock;
+	uint8_t *mem;			/* NULL until first used */
+	uint32_t free_mask;		/* bit i set: slot i is free */
+	int broken;			/* could not be made: allocate per call */
+};
+
+void placed_pool_init(struct placed_pool *pp);
+void placed_pool_destroy(struct placed_pool *pp);
+
 struct rdfs_file {
 	struct rdfs_client *c;
 	struct rdfs_inode *in;
@@ -222,6 +243,7 @@ struct rdfs_client {
 	size_t n_ios;
 	struct inode_table itab;
 	struct rdfs_client_stats stats;	/* atomic counters */
+	struct placed_pool placed;	/* rdma_mode write destinations */
 };
 
 void peer_init(struct rdfs_peer *p, const char *url, uint32_t server_id);

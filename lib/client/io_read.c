@@ -17,6 +17,8 @@
 
 #include "client_internal.h"
 #include "frame.h"
+#include "log.h"
+#include "xport.h"
 
 struct rdfs_read_buf {
 	struct io_req *r;		/* holding their replies */
@@ -24,6 +26,7 @@ struct rdfs_read_buf {
 	void *zeros;
 	struct iovec *iov;
 	void *placed;			/* rdma_mode write: the destination the servers wrote */
+	struct placed_pool *pool;	/* ... a slot of this pool, or NULL: allocated */
 };
 
 static int plan_piece(struct read_plan *pl, long req, uint64_t len)
@@ -339,9 +342,76 @@ static int plan_iov(const struct read_plan *pl, const void *zeros, struct iovec 
 	return k;
 }
 
+void placed_pool_init(struct placed_pool *pp)
+{
+	pthread_mutex_init(&pp->lock, NULL);
+	pp->mem = NULL;
+	pp->free_mask = 0;
+	pp->broken = 0;
+}
+
+void placed_pool_destroy(struct placed_pool *pp)
+{
+	size_t len = (size_t)PLACED_SLOTS * PLACED_SLOT_SIZE;
+
+	if (pp->mem) {
+		/* A read buffer still out is a caller bug: keep its memory then. */
+		if (pp->free_mask != (1u << PLACED_SLOTS) - 1)
+			log_warn("client closed with read buffers still out");
+		else if (xport_mem_deregister(pp->mem, len) == 0)
+			free(pp->mem);
+	}
+	pp->mem = NULL;
+	pthread_mutex_destroy(&pp->lock);
+}
+
+/* A free slot of @pp for @size bytes (the region made on first use), or NULL. */
+static void *placed_slot_get(struct placed_pool *pp, size_t size)
+{
+	size_t len = (size_t)PLACED_SLOTS * PLACED_SLOT_SIZE;
+	void *p = NULL;
+	int i;
+
+	if (size > PLACED_SLOT_SIZE)
+		return NULL;
+	pthread_mutex_lock(&pp->lock);
+	if (!pp->mem && !pp->broken) {
+		void *mem = NULL;
+
+		if (posix_memalign(&mem, 4096, len) == 0 && xport_mem_register(mem, len) == 0) {
+			/* Memory only: nothing is exposed until a READ binds a window. */
+			pp->mem = mem;
+			pp->free_mask = (1u << PLACED_SLOTS) - 1;
+		} else {
+			pp->broken = 1;
+			free(mem);
+			log_warn("cannot set up %zu bytes of read destinations: allocating per read",
+				 len);
+		}
+	}
+	if (pp->free_mask) {
+		i = __builtin_ctz(pp->free_mask);
+		pp->free_mask &= ~(1u << i);
+		p = pp->mem + (size_t)i * PLACED_SLOT_SIZE;
+	}
+	pthread_mutex_unlock(&pp->lock);
+	return p;
+}
+
+static void placed_slot_put(struct placed_pool *pp, void *p)
+{
+	int i = (int)(((uint8_t *)p - pp->mem) / PLACED_SLOT_SIZE);
+
+	pthread_mutex_lock(&pp->lock);
+	pp->free_mask |= 1u << i;
+	pthread_mutex_unlock(&pp->lock);
+}
+
 /*
- * rdma_mode write: a destination of our own per call, which the I/O servers
- * RDMA-WRITE into (registered for that call only), handed out as one iovec.
+ * rdma_mode write: a destination which the I/O servers RDMA-WRITE into,
+ * exposed for each READ only, handed out as one iovec. A slot of the
+ * client's declared pool when one is free (a window per request), else an
+ * allocation of this call's own (a registration per request).
  */
 static ssize_t pread_placed(struct rdfs_file *f, size_t size, off_t off,
 			    struct rdfs_read_buf **rb_out, const struct iovec **iov_out,
@@ -353,7 +423,14 @@ static ssize_t pread_placed(struct rdfs_file *f, size_t size, off_t off,
 	if (!rb)
 		return -ENOMEM;
 	rb->iov = calloc(1, sizeof(*rb->iov));
-	if (!rb->iov || posix_memalign(&rb->placed, 4096, size ? size : 1)) {
+	if (!rb->iov) {
+		rdfs_read_buf_free(rb);
+		return -ENOMEM;
+	}
+	rb->placed = placed_slot_get(&f->c->placed, size);
+	if (rb->placed)
+		rb->pool = &f->c->placed;
+	else if (posix_memalign(&rb->placed, 4096, size ? size : 1)) {
 		rb->placed = NULL;
 		rdfs_read_buf_free(rb);
 		return -ENOMEM;
@@ -428,6 +505,9 @@ void rdfs_read_buf_free(struct rdfs_read_buf *rb)
 	free(rb->r);
 	free(rb->zeros);
 	free(rb->iov);
-	free(rb->placed);
+	if (rb->pool)
+		placed_slot_put(rb->pool, rb->placed);
+	else
+		free(rb->placed);
 	free(rb);
 }

@@ -131,4 +131,99 @@ TEST_F(ClientRdmaMode, BothModesReadTheSameBytesThroughBothReadCalls)
 	}
 }
 
+/*
+ * The registration cache for client buffers, end to end against a real I/O
+ * server: once warm, write mode's rdfs_pread_iov() exposes slots of the
+ * client's declared pool through windows (no registration per request) and
+ * read mode's rendezvous replies land in recycled declared buffers (none
+ * either); rdfs_pread() into the caller's own memory registers it per
+ * request, as it must. Over TCP (the host) there is nothing to count.
+ */
+TEST_F(ClientRdmaMode, SteadyStateReadsRegisterNoClientMemoryPerRequest)
+{
+	const char *addr = getenv("RDFS_TEST_RDMA_ADDR");
+	bool rdma = addr && *addr;
+	struct rdfs_client_opts o = cluster->opts();
+	struct rdfs_client *w = nullptr;
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+	auto data = pattern(2 * MiB, 33);
+
+	for (int i = 0; i < 100 && rdfs_client_open(&o, &w) != 0; i++)
+		usleep(100000);
+	ASSERT_NE(w, nullptr);
+	ASSERT_EQ(rdfs_create(w, &root, RDFS_ROOT_INO, "steady", 0644,
+			      O_RDWR | O_CREAT | O_EXCL, &st, &f), 0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(w);
+
+	/* sizes up to a pool slot (rdfs-fuse's largest read), odd offsets too */
+	const struct { uint64_t off; size_t size; } cases[] = {
+		{ 0, MiB }, { 123, 100000 }, { MiB + 7, MiB - 7 },
+	};
+	for (int mode : { RDFS_RDMA_WRITE, RDFS_RDMA_READ }) {
+		o = cluster->opts();
+		o.readahead_kb = -1;
+		o.rdma_mode = mode;
+		struct rdfs_client *c = nullptr;
+
+		for (int i = 0; i < 100 && rdfs_client_open(&o, &c) != 0; i++)
+			usleep(100000);
+		ASSERT_NE(c, nullptr);
+		ASSERT_EQ(rdfs_lookup(c, &root, RDFS_ROOT_INO, "steady", &st), 0);
+		ASSERT_EQ(rdfs_open(c, &root, st.st_ino, O_RDONLY, &st, &f), 0);
+		auto read_all = [&](const char *what) {
+			for (const auto &k : cases) {
+				struct rdfs_read_buf *rb = nullptr;
+				const struct iovec *iov = nullptr;
+				int niov = 0;
+				std::vector<uint8_t> flat;
+
+				ASSERT_EQ(rdfs_pread_iov(f, k.size, k.off, &rb, &iov, &niov),
+					  (ssize_t)k.size);
+				for (int i = 0; i < niov; i++)
+					flat.insert(flat.end(), (uint8_t *)iov[i].iov_base,
+						    (uint8_t *)iov[i].iov_base + iov[i].iov_len);
+				EXPECT_TRUE(flat.size() == k.size &&
+					    std::equal(flat.begin(), flat.end(),
+						       data.begin() + k.off))
+					<< what << " mode " << mode << " off " << k.off;
+				rdfs_read_buf_free(rb);
+			}
+		};
+		read_all("warm-up");
+		struct verbs_stats before, after;
+		verbs_stats_get(&before);
+		read_all("steady");
+		verbs_stats_get(&after);
+		if (rdma) {
+			/* not one ibv_reg_mr: windows over cached registrations */
+			EXPECT_EQ(0u, after.reg_mrs - before.reg_mrs) << "mode " << mode;
+			EXPECT_EQ(0u, after.recv_mrs - before.recv_mrs) << "mode " << mode;
+			EXPECT_EQ(0u, after.sink_mrs - before.sink_mrs) << "mode " << mode;
+			if (mode == RDFS_RDMA_WRITE) {
+				EXPECT_GE(after.sink_windows - before.sink_windows,
+					  sizeof(cases) / sizeof(cases[0]));
+			} else {
+				EXPECT_GT(after.cache_hits, before.cache_hits);
+			}
+		} else {
+			EXPECT_EQ(after.reg_mrs, before.reg_mrs);
+		}
+
+		/* the caller's own memory is not declared: registered per request */
+		std::vector<uint8_t> got(MiB);
+		verbs_stats_get(&before);
+		ASSERT_EQ(rdfs_pread(f, got.data(), got.size(), MiB), (ssize_t)MiB);
+		EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin() + MiB));
+		verbs_stats_get(&after);
+		if (rdma && mode == RDFS_RDMA_WRITE) {
+			EXPECT_GT(after.sink_mrs, before.sink_mrs);
+		}
+		ASSERT_EQ(rdfs_release(f), 0);
+		rdfs_client_close(c);
+	}
+}
+
 } // namespace

@@ -25,6 +25,7 @@
 extern "C" {
 #include "frame.h"
 #include "xport.h"
+#include "xport_verbs_stats.h"
 #include "xport_verbs_wire.h"
 }
 
@@ -65,7 +66,8 @@ struct rdfs_frame_hdr make_hdr(uint16_t op, uint32_t tag, uint8_t flags, uint32_
 /*
  * Answers a READ that carries a sink by writing pattern(total, tag) into it
  * unit by unit, then a final frame. PLAN_LATE keeps the sink and writes into
- * it again when a PING comes; PLAN_HOLD writes nothing until the PING.
+ * it again when a PING comes; PLAN_HOLD writes nothing until the PING (which
+ * writes into a kept PLAN_LATE sink first, if there is one).
  */
 class Server {
 public:
@@ -82,6 +84,7 @@ public:
 		xport_ctx_wake(ctx_, nullptr);
 		thread_.join();
 		free(kept_);
+		free(held_.sink);
 		xport_ctx_destroy(ctx_);
 	}
 	const std::string &url() const { return url_; }
@@ -149,6 +152,9 @@ private:
 			/* the late or held WRITE: into a sink whose reply is over */
 			if (kept_)
 				write_units(conn, kept_, kept_tag_, kept_unit_, kept_total_, false);
+			else if (held_.sink)
+				write_units(conn, held_.sink, held_.tag, held_.unit, held_.total,
+					    false);
 			xport_msg_free(m);
 			return;
 		}
@@ -167,11 +173,9 @@ private:
 		}
 		EXPECT_EQ(a.total, xport_sink_len(m->sink));
 		if (a.plan == PLAN_HOLD) {
-			kept_ = m->sink;
+			free(held_.sink);
+			held_ = { m->sink, m->hdr.tag, a.unit, a.total };
 			m->sink = nullptr;
-			kept_tag_ = m->hdr.tag;
-			kept_unit_ = a.unit;
-			kept_total_ = a.total;
 			xport_msg_free(m);
 			return;
 		}
@@ -194,6 +198,10 @@ private:
 	std::list<std::vector<uint8_t>> srcs_;	/* sources live until the end */
 	struct xport_sink *kept_ = nullptr;
 	uint32_t kept_tag_ = 0, kept_unit_ = 0, kept_total_ = 0;
+	struct {
+		struct xport_sink *sink;
+		uint32_t tag, unit, total;
+	} held_ = {};
 };
 
 class Client {
@@ -216,14 +224,19 @@ public:
 	int ask(uint32_t tag, std::vector<uint8_t> &dest, uint32_t unit, uint32_t plan,
 		int pieces)
 	{
-		struct ask a = { unit, (uint32_t)dest.size(), plan };
+		return ask_into(tag, dest.data(), dest.size(), unit, plan, pieces);
+	}
+	int ask_into(uint32_t tag, uint8_t *dest, size_t size, uint32_t unit, uint32_t plan,
+		     int pieces)
+	{
+		struct ask a = { unit, (uint32_t)size, plan };
 		std::vector<struct iovec> sink;
-		size_t per = dest.size() / pieces, off = 0;
+		size_t per = size / pieces, off = 0;
 
 		for (int i = 0; i < pieces; i++) {
-			size_t len = i == pieces - 1 ? dest.size() - off : per;
+			size_t len = i == pieces - 1 ? size - off : per;
 
-			sink.push_back({ dest.data() + off, len });
+			sink.push_back({ dest + off, len });
 			off += len;
 		}
 		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, tag, 0, sizeof(a));
@@ -340,6 +353,104 @@ TEST(VerbsSink, ServerWritesEachUnitIntoTheClientsBufferByteForByte)
 	}
 	EXPECT_EQ(0, s.post_err);
 	EXPECT_EQ(0, s.send_errors);
+}
+
+/* A long-lived buffer declared with xport_mem_register() for the scope of a test. */
+struct Declared {
+	std::vector<uint8_t> v;
+	explicit Declared(size_t n, uint8_t fill) : v(n, fill)
+	{
+		EXPECT_EQ(0, xport_mem_register(v.data(), v.size()));
+	}
+	~Declared() { EXPECT_EQ(0, xport_mem_deregister(v.data(), v.size())); }
+};
+
+/*
+ * Declared memory is exposed through a window bound per request
+ * (REMOTE_WRITE): no registration per request, a window per piece, the
+ * declared range registered once; byte for byte as before.
+ */
+TEST(VerbsSink, DeclaredSinkIsExposedThroughWindowsWithoutRegistering)
+{
+	NEED_RDMA();
+	Server s(rdma_url());
+	Client c(s.url());
+	ASSERT_TRUE(c.ok());
+	Declared mem(1u << 20, 0);
+	const uint32_t units[] = { 12345, 1u << 20 };
+	const uint32_t totals[] = { 4096, 100000, 1u << 20 };
+	struct verbs_stats before, after;
+	uint32_t tag = 1, asks = 0;
+
+	verbs_stats_get(&before);
+	for (uint32_t unit : units) {
+		for (uint32_t total : totals) {
+			/* a part of the declared range, as with a client's pool */
+			uint64_t placed;
+
+			ASSERT_EQ(0, c.ask_into(tag, mem.v.data(), total, unit, PLAN_NOW, 3));
+			ASSERT_TRUE(c.reply(tag, &placed, nullptr));
+			EXPECT_EQ(total, placed);
+			EXPECT_EQ(0, memcmp(mem.v.data(), pattern(total, tag).data(), total))
+				<< "unit " << unit << " total " << total;
+			tag++;
+			asks++;
+		}
+	}
+	verbs_stats_get(&after);
+	EXPECT_EQ(asks, after.sinks - before.sinks);
+	EXPECT_EQ(3 * asks, after.sink_windows - before.sink_windows);
+	EXPECT_EQ(0u, after.sink_mrs - before.sink_mrs);
+	/* the declared range: registered at most once (on its first use) */
+	EXPECT_LE(after.cache_misses - before.cache_misses, 1u);
+	EXPECT_EQ(0, s.post_err);
+	EXPECT_EQ(0, s.send_errors);
+}
+
+/*
+ * A finished sink's window rkey is dead, even while a newer request exposes
+ * the very same declared bytes to the same peer: a key is one request's.
+ */
+TEST(VerbsSink, StaleWindowKeyOfAFinishedSinkFailsWhileANewOneIsLive)
+{
+	NEED_RDMA();
+	Server s(rdma_url());
+	Client c(s.url());
+	ASSERT_TRUE(c.ok());
+	Declared mem(256u << 10, 0);
+	uint64_t placed;
+
+	ASSERT_EQ(0, c.ask_into(7, mem.v.data(), mem.v.size(), 64u << 10, PLAN_LATE, 2));
+	ASSERT_TRUE(c.reply(7, &placed, nullptr));
+	ASSERT_EQ(0, memcmp(mem.v.data(), pattern(mem.v.size(), 7).data(), mem.v.size()));
+	memset(mem.v.data(), 0x55, mem.v.size());
+	/* the same bytes again, held open by the server: a live window now */
+	ASSERT_EQ(0, c.ask_into(8, mem.v.data(), mem.v.size(), 64u << 10, PLAN_HOLD, 2));
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	/* the server writes with request 7's keys: refused */
+	ASSERT_EQ(0, c.ping());
+	EXPECT_TRUE(wait_for(s.send_errors, 1));
+	EXPECT_TRUE(c.wait_closed());
+	for (uint8_t b : mem.v)
+		ASSERT_EQ(0x55, b);
+}
+
+TEST(VerbsSink, CancelledDeclaredSinkRefusesWrites)
+{
+	NEED_RDMA();
+	Server s(rdma_url());
+	Client c(s.url());
+	ASSERT_TRUE(c.ok());
+	Declared mem(64u << 10, 0x33);
+
+	ASSERT_EQ(0, c.ask_into(8, mem.v.data(), mem.v.size(), 16u << 10, PLAN_HOLD, 1));
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	xport_sink_cancel(c.conn(), 8);
+	ASSERT_EQ(0, c.ping());
+	EXPECT_TRUE(wait_for(s.send_errors, 1));
+	EXPECT_TRUE(c.wait_closed());
+	for (uint8_t b : mem.v)
+		ASSERT_EQ(0x33, b);
 }
 
 TEST(VerbsSink, SinkKeyIsDeadAfterTheReply)
