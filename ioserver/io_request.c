@@ -7,9 +7,14 @@
  *    a ring thread; send completions (rpc_server_reply_part/_zc callbacks) also
  *    run there: they give the unit's buffer back to the pool (or the cache
  *    segments it was sent from), and post the job again only when it waits
- *    for that buffer to read further.
+ *    for that buffer to read further. Over TCP a unit with nothing queued
+ *    ahead of it is sent from the ring thread without a completion (see
+ *    send_now_or_copy()), so the common case never visits the main loop.
+ *  - A READ whose blocks are being read ahead waits for that load
+ *    (ra_hold_or_wait(); the load's ring thread posts the job) rather than
+ *    reading them from the disk a second time.
  *  - A ring thread owns its jobs' state: only it reads or changes a job, apart
- *    from the atomics (refs, returned, want_return, final_posted). It sleeps in
+ *    from the atomics (refs, returned, want_return, final_posted, ra_ready). It sleeps in
  *    io_uring_submit_and_wait(); a read of its eventfd on the same ring wakes it
  *    for posted jobs and for buffers given back to the pool.
  *  - A job lives until its final reply is posted and every send holding one of
@@ -22,7 +27,9 @@
  * Memory copies per byte read (disk to wire): none in user space, in both
  * send modes. The disk DMAs into a pool buffer (O_DIRECT) and the transport
  * sends that buffer by reference (one writev; TCP's own kernel copy into the
- * socket is the only one). A read-ahead cache hit is sent by reference from
+ * socket is the only one; a unit sent without a completion is copied by the
+ * transport only in the rare case that the socket does not take it whole).
+ * A read-ahead cache hit is sent by reference from
  * the cache segments the same way (a unit spanning more than UNIT_SEGS
  * segments, i.e. whole mode or units over 896 KiB, is copied once instead).
  */
@@ -45,6 +52,7 @@
 #include "rdfs.pb-c.h"
 #include "readahead.h"
 #include "volume.h"
+#include "xport.h"
 
 /* Submission queue entries per ring; the kernel keeps completions beyond it. */
 #define RING_ENTRIES		256
@@ -83,9 +91,20 @@ struct rw_op {
 	void (*finish)(struct ring *r, struct rw_op *op, int err);
 };
 
+/*
+ * Read-ahead segments that follow one another on the volume, loaded by one
+ * readv: a 1 MiB read instead of eight 128 KiB ones (fewer, larger requests
+ * are what a disk serves best, and fewer compete with the READs' own).
+ */
+#define RA_LOAD_SEGS		8
+
 struct ra_load {
-	struct rw_op rw;
-	struct ra_seg *seg;
+	struct ring_op base;
+	struct ra_seg *segs[RA_LOAD_SEGS];
+	struct iovec iov[RA_LOAD_SEGS];	/* what is still to read, for the ring */
+	int nsegs;
+	uint64_t off;			/* volume byte offset of the first segment */
+	uint32_t len, done;
 };
 
 enum unit_state { UNIT_IDLE, UNIT_READING, UNIT_VALID, UNIT_SENT };
@@ -124,6 +143,9 @@ struct io_job {
 	int nunits, next_start, next_send, reading, held, held_max;
 	atomic_int returned;		/* buffers given back by send completions */
 	atomic_bool want_return;	/* blocked on them: the next completion posts us */
+	struct ra_waiter ra_wait;	/* the next unit waits for a read-ahead load */
+	bool ra_waiting;
+	atomic_bool ra_ready;		/* ... which has ended: look again */
 
 	/* WRITE, ZERO */
 	struct range_lock_entry lock;
@@ -505,23 +527,62 @@ static void unit_read_done(struct ring *r, struct rw_op *op, int err)
 	job_put(j);
 }
 
+/* A pool buffer came back: wake the jobs of any ring that wait for one. */
+static void buffers_returned(struct io_pool *p)
+{
+	int i;
+
+	if (atomic_load(&p->buf_waiters) > 0)
+		for (i = 0; i < p->nrings; i++) {
+			atomic_store(&p->rings[i].buf_kick, true);
+			ring_kick(&p->rings[i]);
+		}
+}
+
+/*
+ * Whether @j's next frame may go without a send completion: on a transport
+ * that copies into the kernel anyway (not RDMA, where the NIC reads our
+ * buffer), when nothing is queued ahead of it. Then the socket almost always
+ * takes the frame at once, xport_post_send() with no completion copies only
+ * what it does not take, and the buffer is ours again on return: no hop to
+ * the main loop per unit (an eventfd wake, epoll_wait, the completion) and
+ * the next read can reuse it at once. With frames queued (the network is the
+ * bottleneck) we send by reference and wait for the completion, as a copy
+ * would then be of every byte.
+ */
+static bool send_now_or_copy(const struct io_job *j)
+{
+	return !(xport_conn_caps(j->req.conn) & XPORT_CAP_RDMA) &&
+	       xport_conn_queued_bytes(j->req.conn) == 0;
+}
+
+/* rpc_server_reply_part() without a completion (see send_now_or_copy()). */
+static int reply_part_now(struct io_job *j, const struct iovec *iov, int niov, size_t len)
+{
+	struct rdfs_frame_hdr h = {
+		.magic = RDFS_FRAME_MAGIC,
+		.version = RDFS_FRAME_VERSION,
+		.flags = RDFS_FRAME_REPLY | RDFS_FRAME_MORE,
+		.opcode = j->req.msg->hdr.opcode,
+		.tag = j->req.msg->hdr.tag,
+		.data_len = (uint32_t)len,
+	};
+
+	return xport_post_send(j->req.conn, &h, NULL, iov, niov, NULL);
+}
+
 /* Send completion of a unit, on the main loop's thread. */
 static void unit_sent(void *arg, int status)
 {
 	struct io_unit *u = arg;
 	struct io_job *j = u->rw.job;
 	struct io_pool *p = j->pool;
-	int i;
 
 	if (u->nsegs) {
 		ra_release(p->ra, u->segs, u->nsegs);
 	} else {
 		bufpool_put(p->bufs, u->rw.buf, u->buf_len);
-		if (atomic_load(&p->buf_waiters) > 0)
-			for (i = 0; i < p->nrings; i++) {
-				atomic_store(&p->rings[i].buf_kick, true);
-				ring_kick(&p->rings[i]);
-			}
+		buffers_returned(p);
 	}
 	if (atomic_load(&j->final_posted)) {
 		job_put(j);
@@ -588,20 +649,25 @@ static void read_reply_error(struct io_job *j)
 	job_finish(j);
 }
 
-/* Put every unit that is next in order and read on the wire; the last one ends the reply. */
-static void read_send_ready(struct io_job *j)
+/*
+ * Put every unit that is next in order and read on the wire; the last one ends
+ * the reply. Returns how many units went without a completion (their buffers
+ * are back already, see send_now_or_copy()).
+ */
+static int read_send_ready(struct io_job *j)
 {
 	Rdfs__IoReply reply = RDFS__IO_REPLY__INIT;
 	struct iovec iov[UNIT_SEGS];
 	struct io_unit *u;
-	int niov, ret;
+	int niov, ret, freed = 0;
+	bool now;
 
 	while (!j->err && j->next_send < j->nunits &&
 	       (u = &j->units[j->next_send])->state == UNIT_VALID) {
 		niov = unit_iov(u, iov);
-		atomic_fetch_add(&j->refs, 1);	/* the send's */
 		if (rpc_request_has_sink(&j->req)) {
 			/* Gfarm's figure 2: the unit goes straight into the client's buffer. */
+			atomic_fetch_add(&j->refs, 1);	/* the send's */
 			ret = rpc_server_reply_part_write(&j->req, j->placed, iov, niov,
 							  unit_sent, u);
 			if (ret) {
@@ -618,56 +684,108 @@ static void read_send_ready(struct io_job *j)
 				reply.verifier = atomic_load(&j->pool->verifier);
 				rpc_server_reply(&j->req, 0, &reply.base, NULL, 0);
 				job_finish(j);
-				return;
+				return freed;
 			}
 			continue;
 		}
+		now = send_now_or_copy(j);
 		if (j->next_send == j->nunits - 1) {
 			reply.length = j->io->length;
 			reply.verifier = atomic_load(&j->pool->verifier);
 			u->state = UNIT_SENT;
 			j->next_send++;
+			if (now) {
+				/* a failure closed the connection: nobody is left to tell */
+				rpc_server_reply(&j->req, 0, &reply.base, iov, niov);
+				unit_release(j->pool, u);
+				if (!u->nsegs)
+					buffers_returned(j->pool);
+				job_finish(j);
+				return freed + 1;
+			}
+			atomic_fetch_add(&j->refs, 1);	/* the send's */
 			ret = rpc_server_reply_zc(&j->req, 0, &reply.base, iov, niov, unit_sent, u);
 			if (ret) {
 				atomic_fetch_sub(&j->refs, 1);
 				unit_release(j->pool, u);
 			}
 			job_finish(j);
-			return;
+			return freed;
 		}
-		ret = rpc_server_reply_part(&j->req, iov, niov, unit_sent, u);
+		if (now) {
+			ret = reply_part_now(j, iov, niov, u->data_len);
+		} else {
+			atomic_fetch_add(&j->refs, 1);	/* the send's */
+			ret = rpc_server_reply_part(&j->req, iov, niov, unit_sent, u);
+			if (ret)
+				atomic_fetch_sub(&j->refs, 1);
+		}
 		if (ret) {
-			atomic_fetch_sub(&j->refs, 1);
 			j->err = ret;
 			break;
 		}
 		u->state = UNIT_SENT;
 		j->next_send++;
 		atomic_fetch_add(&j->pool->n_parts, 1);
+		if (now) {
+			unit_release(j->pool, u);
+			if (!u->nsegs)
+				buffers_returned(j->pool);
+			j->held--;
+			freed++;
+		}
 	}
+	return freed;
+}
+
+/* The read-ahead load the next unit waited for has ended (any ring thread). */
+static void unit_seg_loaded(struct ra_waiter *w)
+{
+	struct io_job *j = (struct io_job *)((uint8_t *)w - offsetof(struct io_job, ra_wait));
+
+	atomic_store(&j->ra_ready, true);
+	ring_post(j->ring, j);	/* the reference taken for the wait */
 }
 
 static void read_step(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
 	struct io_unit *u;
+	bool queued;
+	int freed;
 
 	if (atomic_load(&j->final_posted))
 		return;
 again:
 	j->held -= atomic_exchange(&j->returned, 0);
-	while (!j->err && j->next_start < j->nunits && j->reading < p->depth &&
-	       j->held < j->held_max) {
+	if (j->ra_waiting && atomic_exchange(&j->ra_ready, false))
+		j->ra_waiting = false;
+	queued = false;
+	while (!j->err && !j->ra_waiting && j->next_start < j->nunits &&
+	       j->reading < p->depth && j->held < j->held_max) {
 		u = &j->units[j->next_start];
 		u->rw.job = j;
-		/* A cache hit is sent from the cache itself, without a copy. */
-		if (p->ra && (u->nsegs = ra_hold(p->ra, u->first, u->nblocks, u->segs,
-						  UNIT_SEGS)) > 0) {
-			u->state = UNIT_VALID;
-			j->held++;
-			j->next_start++;
-			atomic_fetch_add(&p->n_units_cache, 1);
-			continue;
+		/*
+		 * A cache hit is sent from the cache itself, without a copy; blocks
+		 * still being read ahead are waited for, not read a second time.
+		 */
+		if (p->ra) {
+			atomic_fetch_add(&j->refs, 1);	/* the wait's, if we wait */
+			u->nsegs = ra_hold_or_wait(p->ra, u->first, u->nblocks, u->segs,
+						   UNIT_SEGS, &j->ra_wait);
+			if (u->nsegs == -EINPROGRESS) {
+				u->nsegs = 0;
+				j->ra_waiting = true;
+				break;
+			}
+			atomic_fetch_sub(&j->refs, 1);
+			if (u->nsegs > 0) {
+				u->state = UNIT_VALID;
+				j->held++;
+				j->next_start++;
+				atomic_fetch_add(&p->n_units_cache, 1);
+				continue;
+			}
 		}
 		u->nsegs = 0;
 		u->rw.buf = bufpool_get(p->bufs, u->buf_len);
@@ -707,15 +825,26 @@ again:
 		j->reading++;
 		rw_start(j->ring, &u->rw, j, false, u->rw.buf, u->first,
 			 u->nblocks * RDFS_BLOCK_SIZE, 0, unit_read_done);
+		queued = true;
 	}
+	/*
+	 * The next reads go to the disk before we spend time sending: with units
+	 * read one after another (depth 1) the disk would idle for the send.
+	 * With nothing to send the ring's loop submits them as soon.
+	 */
+	if (queued && j->next_send < j->nunits && j->units[j->next_send].state == UNIT_VALID)
+		io_uring_submit(&j->ring->uring);
 	/* Every unit is off the disk: writers of these blocks may go on. */
 	if (j->locked && j->reading == 0 && (j->next_start == j->nunits || j->err)) {
 		range_lock_release(volume_range_lock(p->vol), &j->lock);
 		j->locked = false;
 	}
-	read_send_ready(j);
+	freed = read_send_ready(j);
 	if (atomic_load(&j->final_posted))
 		return;
+	/* sent without a completion: their buffers may carry the next units */
+	if (freed && !j->err && j->next_start < j->nunits && j->reading < p->depth)
+		goto again;
 	if (j->err) {
 		if (j->reading == 0)
 			read_reply_error(j);
@@ -726,19 +855,57 @@ again:
 	 * completions can give buffers back. Ask the next one to post us, then
 	 * look again in case it came before we asked.
 	 */
-	if (j->reading == 0 && j->next_start < j->nunits && !j->waiting_buf) {
+	if (j->reading == 0 && j->next_start < j->nunits && !j->waiting_buf && !j->ra_waiting) {
 		atomic_store(&j->want_return, true);
 		if (atomic_load(&j->returned) && atomic_exchange(&j->want_return, false))
 			goto again;
 	}
 }
 
-static void ra_load_done(struct ring *r, struct rw_op *op, int err)
+static void ra_load_submit(struct ring *r, struct ra_load *l)
+{
+	struct io_uring_sqe *sqe = ring_sqe(r);
+	size_t skip = l->done, seg_len;
+	int i, n = 0;
+
+	for (i = 0; i < l->nsegs; i++) {
+		seg_len = (size_t)ra_seg_blocks(l->segs[i]) * RDFS_BLOCK_SIZE;
+		if (skip >= seg_len) {
+			skip -= seg_len;
+			continue;
+		}
+		l->iov[n].iov_base = (uint8_t *)ra_seg_buf(l->segs[i]) + skip;
+		l->iov[n].iov_len = seg_len - skip;
+		skip = 0;
+		n++;
+	}
+	io_uring_prep_readv(sqe, r->pool->fd, l->iov, (unsigned int)n, l->off + l->done);
+	io_uring_sqe_set_data(sqe, &l->base);
+	r->inflight++;
+}
+
+static void ra_load_done(struct ring *r, struct ring_op *op, int res)
 {
 	struct ra_load *l = (struct ra_load *)op;
+	int i, err = 0;
 
-	ra_seg_loaded(r->pool->ra, l->seg, err);
-	atomic_fetch_add(&r->pool->n_ra_done, 1);
+	if (res == -EINTR || res == -EAGAIN) {
+		ra_load_submit(r, l);
+		return;
+	}
+	if (res > 0) {
+		l->done += (uint32_t)res;
+		if (l->done < l->len) {
+			ra_load_submit(r, l);
+			return;
+		}
+	} else {
+		err = res < 0 ? res : -EIO;
+	}
+	for (i = 0; i < l->nsegs; i++) {
+		ra_seg_loaded(r->pool->ra, l->segs[i], err);
+		atomic_fetch_add(&r->pool->n_ra_done, 1);
+	}
 	free(l);
 }
 
@@ -746,20 +913,32 @@ static void ra_load_done(struct ring *r, struct rw_op *op, int err)
 static void read_ahead(struct io_job *j, uint64_t first, uint64_t count)
 {
 	struct ra_seg *segs[RA_LOADS_PER_READ];
-	struct ra_load *l;
+	struct ra_load *l = NULL;
 	int i, n;
 
 	n = ra_note_read(j->pool->ra, first, count, segs, RA_LOADS_PER_READ);
-	for (i = 0; i < n; i++) {
-		l = calloc(1, sizeof(*l));
-		if (!l) {
-			ra_seg_loaded(j->pool->ra, segs[i], -ENOMEM);
-			continue;
+	for (i = 0; i <= n; i++) {
+		/* a run of adjacent segments ends here: load it */
+		if (l && (i == n || l->nsegs == RA_LOAD_SEGS ||
+			  ra_seg_first(segs[i]) != ra_seg_first(l->segs[l->nsegs - 1]) +
+						    ra_seg_blocks(l->segs[l->nsegs - 1]))) {
+			ra_load_submit(j->ring, l);
+			l = NULL;
 		}
+		if (i == n)
+			break;
+		if (!l) {
+			l = calloc(1, sizeof(*l));
+			if (!l) {
+				ra_seg_loaded(j->pool->ra, segs[i], -ENOMEM);
+				continue;
+			}
+			l->base.done = ra_load_done;
+			l->off = volume_block_offset(ra_seg_first(segs[i]));
+		}
+		l->segs[l->nsegs++] = segs[i];
+		l->len += ra_seg_blocks(segs[i]) * RDFS_BLOCK_SIZE;
 		atomic_fetch_add(&j->pool->n_ra, 1);
-		l->seg = segs[i];
-		rw_start(j->ring, &l->rw, NULL, false, ra_seg_buf(segs[i]), ra_seg_first(segs[i]),
-			 ra_seg_blocks(segs[i]) * RDFS_BLOCK_SIZE, 0, ra_load_done);
 	}
 }
 
@@ -1255,6 +1434,8 @@ void io_pool_submit(struct io_pool *p, const struct rpc_request *req)
 	atomic_init(&j->returned, 0);
 	atomic_init(&j->want_return, false);
 	j->ring = pick_ring(p);
+	j->ra_wait.loaded = unit_seg_loaded;
+	atomic_init(&j->ra_ready, false);
 	atomic_fetch_add(&p->busy, 1);
 	if (j->op == RDFS_OP_WRITE)
 		j->epoch = epoch_add_write(p);

@@ -28,6 +28,7 @@ struct ra_seg {
 	enum seg_state state;
 	bool hashed;
 	int refs;			/* ra_read() copies in progress */
+	struct ra_waiter *waiters;	/* loading: READs waiting for it */
 	struct ra_seg *hnext;
 	struct ra_seg *prev, *next;	/* LRU list (valid) or free list (next) */
 	void *buf;
@@ -213,9 +214,11 @@ static void seg_unref(struct ra_cache *ra, struct ra_seg *s)
 		seg_recycle(ra, s);
 }
 
-int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs, int max)
+int ra_hold_or_wait(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs,
+		    int max, struct ra_waiter *w)
 {
 	uint64_t b, end = first + count, seg_end;
+	struct ra_seg *loading = NULL;
 	int i, n = 0;
 
 	if (!count)
@@ -225,16 +228,30 @@ int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg *
 		struct ra_seg *s = hash_find(ra, b / RA_SEG_BLOCKS);
 
 		seg_end = (b / RA_SEG_BLOCKS + 1) * RA_SEG_BLOCKS;
-		if (!s || s->state != SEG_VALID ||
-		    s->idx * RA_SEG_BLOCKS + s->nblocks < (end < seg_end ? end : seg_end)) {
+		if (!s || s->idx * RA_SEG_BLOCKS + s->nblocks < (end < seg_end ? end : seg_end)) {
 			pthread_mutex_unlock(&ra->mutex);
 			return -ENOENT;
+		}
+		if (s->state != SEG_VALID) {
+			if (!w) {
+				pthread_mutex_unlock(&ra->mutex);
+				return -ENOENT;
+			}
+			if (!loading)
+				loading = s;
+			continue;
 		}
 		if (n == max) {
 			pthread_mutex_unlock(&ra->mutex);
 			return -E2BIG;
 		}
 		segs[n++] = s;
+	}
+	if (loading) {
+		w->next = loading->waiters;
+		loading->waiters = w;
+		pthread_mutex_unlock(&ra->mutex);
+		return -EINPROGRESS;
 	}
 	for (i = 0; i < n; i++) {
 		segs[i]->refs++;
@@ -243,6 +260,11 @@ int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg *
 	}
 	pthread_mutex_unlock(&ra->mutex);
 	return n;
+}
+
+int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs, int max)
+{
+	return ra_hold_or_wait(ra, first, count, segs, max, NULL);
 }
 
 void ra_release(struct ra_cache *ra, struct ra_seg *const *segs, int n)
@@ -353,6 +375,7 @@ int ra_note_read(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_
 			s->nblocks = (uint32_t)(ra->capacity - idx * RA_SEG_BLOCKS);
 		s->state = SEG_LOADING;
 		s->refs = 0;
+		s->waiters = NULL;
 		s->prev = s->next = NULL;
 		s->hashed = true;
 		s->hnext = ra->hash[hash_of(ra, idx)];
@@ -381,7 +404,11 @@ uint32_t ra_seg_blocks(const struct ra_seg *s)
 
 void ra_seg_loaded(struct ra_cache *ra, struct ra_seg *s, int err)
 {
+	struct ra_waiter *w, *waiters;
+
 	pthread_mutex_lock(&ra->mutex);
+	waiters = s->waiters;
+	s->waiters = NULL;
 	if (err && s->hashed)
 		hash_remove(ra, s);
 	if (!s->hashed) {
@@ -392,6 +419,11 @@ void ra_seg_loaded(struct ra_cache *ra, struct ra_seg *s, int err)
 		lru_push(ra, s);
 	}
 	pthread_mutex_unlock(&ra->mutex);
+	/* after the unlock: a waiter asks again at once, maybe on this thread */
+	while ((w = waiters)) {
+		waiters = w->next;
+		w->loaded(w);
+	}
 }
 
 void ra_invalidate(struct ra_cache *ra, uint64_t first, uint64_t count)

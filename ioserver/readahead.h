@@ -13,7 +13,11 @@
  * the new target into the cache.
  *
  * The cache holds segments of RA_SEG_BLOCKS aligned blocks, each loading or
- * valid. Only valid segments serve READs (ra_read copies them out). A WRITE
+ * valid. Only valid segments serve READs (ra_read copies them out). A READ
+ * whose blocks are all in the cache but some still loading waits for the load
+ * (ra_hold_or_wait) instead of reading the disk a second time: a client that
+ * reads ahead itself (the kernel's read-ahead under FUSE) sends its READs
+ * about when we start loading the same blocks. A WRITE
  * or ZERO calls ra_invalidate() for its blocks after the disk has the new data
  * and before it is acknowledged: valid segments are dropped, loading ones are
  * marked stale (their load may have read the old data) and dropped when it
@@ -52,6 +56,21 @@ int ra_read(struct ra_cache *ra, uint64_t first, uint64_t count, void *dst);
  */
 int ra_hold(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs, int max);
 void ra_release(struct ra_cache *ra, struct ra_seg *const *segs, int n);
+
+/* Told once when the segment it waits for has finished loading (any thread). */
+struct ra_waiter {
+	void (*loaded)(struct ra_waiter *w);
+	struct ra_waiter *next;
+};
+
+/*
+ * ra_hold(), or, when every block is in the cache but some segment is still
+ * loading, -EINPROGRESS: @w->loaded() is called once that load ends (from the
+ * thread calling ra_seg_loaded(), possibly before this returns); then ask
+ * again (the load may have failed or been invalidated: -ENOENT).
+ */
+int ra_hold_or_wait(struct ra_cache *ra, uint64_t first, uint64_t count, struct ra_seg **segs,
+		    int max, struct ra_waiter *w);
 
 /*
  * Note a READ of blocks [first, first + count). Fills @loads (room for @max)

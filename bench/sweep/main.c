@@ -60,7 +60,10 @@ static void usage(FILE *out)
 "    net       A responder thread in this program answers each 104-byte request\n"
 "              with a 24-byte header and N bytes from memory over one loopback\n"
 "              TCP connection: the network's rate for the same request/reply\n"
-"              pattern, without disk and without rdfs's protocol stack.\n"
+"              pattern, without disk and without rdfs's protocol stack. With\n"
+"              --net-ns the responder listens inside that network namespace on\n"
+"              --net-addr, so the replies cross the link that leads there (a\n"
+"              rate-limited veth: bench/sweep/run's net-ratelimited).\n"
 "    net-rpc   The same through rdfs's own stack: an rpc_server thread answers\n"
 "              READs with N bytes from memory (zero-copy reply) over lib/xport\n"
 "              TCP; the sweep calls it as it calls the I/O server. The gap to\n"
@@ -77,8 +80,12 @@ static void usage(FILE *out)
 "              (POSIX_FADV_DONTNEED: after fs-write's fsync they are clean).\n"
 "              With several FILEs the figure is all bytes over the slowest\n"
 "              reader's time.\n"
-"    disk-write  fs-write with O_DIRECT: point it at a scratch file on the file\n"
-"              system that holds the volume for the disk's own write rate.\n"
+"    disk-write  fs-write with O_DIRECT into the holes of FILE, made a sparse\n"
+"              file of the plan's size first (as the I/O server's volume is):\n"
+"              point it at a scratch file on the file system that holds the\n"
+"              volume for the disk's own write rate. With --depth N, N threads\n"
+"              write each FILE at once, each taking the next request (the I/O\n"
+"              server's many WRITEs in flight); the fsync ends it.\n"
 "\n"
 "    Each measured point is printed as a table row (mode, request bytes,\n"
 "    requests, seconds, MiB/s) and, with --json, appended to FILE as one JSON\n"
@@ -117,8 +124,9 @@ static void usage(FILE *out)
 "                           16M (default " DEFAULT_SIZES ")\n"
 "    --bytes-per-size SIZE  bytes read per size at least (default " DEFAULT_BYTES ")\n"
 "    --min-requests N       requests per size at least (default %d)\n"
-"    --depth N              requests outstanding (default 1; disk: 1..64;\n"
-"                           fs-*: one per FILE, each its own thread)\n"
+"    --depth N              requests outstanding (default 1; disk, disk-write:\n"
+"                           1..64 threads; fs-read, fs-write: one per FILE,\n"
+"                           each its own thread)\n"
 "    --streams N            ioserver: N sequential readers at once, each on its\n"
 "                           own connection and its own slice of the pass's\n"
 "                           region, splitting each size's requests (default 1;\n"
@@ -130,6 +138,10 @@ static void usage(FILE *out)
 "    --pass K               the region to read, 0..N-1 (default 0)\n"
 "    --run N                recorded as \"run\" (default 0)\n"
 "    --label NAME           the records' \"mode\" (default: the subcommand)\n"
+"    --net-ns NS            net: the responder's network namespace, a name under\n"
+"                           /run/netns or a path (default: ours; needs root)\n"
+"    --net-addr ADDR        net: the IPv4 address the responder listens on and\n"
+"                           the sweep connects to (default 127.0.0.1)\n"
 "    --json FILE            append JSON Lines records to FILE\n"
 "    --seed N               pattern seed (default %u; prepare and reads must agree)\n"
 "    --no-verify            do not check the bytes read (never for results)\n"
@@ -148,6 +160,8 @@ static void usage(FILE *out)
 "               --label whole --json out.jsonl ioserver\n"
 "    rdfs-sweep --config $C/rdfs.conf --volume $C/vol/io0 --pass 2 disk\n"
 "    rdfs-sweep --sizes 64K,1M net\n"
+"    rdfs-sweep --sizes 1M --net-ns rdfs-sweep-1234 --net-addr 198.19.7.2 \\\n"
+"               --label net-ratelimited net\n"
 "    rdfs-sweep --sizes 1M --bytes-per-size 256M fs-write $C/mnt/a $C/mnt/b\n"
 "    rdfs-sweep --sizes 1M --bytes-per-size 256M --label fuse-cold fs-read \\\n"
 "               $C/mnt/a $C/mnt/b\n"
@@ -277,6 +291,8 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'e' },
 		{ "no-verify", no_argument, NULL, 'N' },
 		{ "log-level", required_argument, NULL, 'L' },
+		{ "net-ns", required_argument, NULL, 'z' },
+		{ "net-addr", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -337,6 +353,12 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			plan.label = optarg;
+			break;
+		case 'z':
+			env.net_ns = optarg;
+			break;
+		case 'a':
+			env.net_addr = optarg;
 			break;
 		case 'j':
 			json_path = optarg;

@@ -5,9 +5,17 @@
  * N bytes from memory (no disk, no protocol stack of ours), one connection,
  * TCP_NODELAY, --depth requests outstanding: what any server could at best do
  * over this network for requests of this size.
+ *
+ * With --net-ns the responder's socket lives in that network namespace (bound
+ * to --net-addr), so the replies cross whatever link leads there: the rate
+ * limited veth of bench/sweep/run's "net-ratelimited". Only the socket is
+ * created there (setns on this thread, then back); a socket keeps its
+ * namespace, so the threads need no namespace of their own.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -146,24 +154,84 @@ static int net_one_size(int fd, const struct sweep_plan *p, uint64_t size, void 
 	return ret;
 }
 
+/* The path of network namespace @ns: a path as is, else a name under /run/netns. */
+static void netns_path(const char *ns, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s", strchr(ns, '/') ? "" : "/run/netns/", ns);
+}
+
+/*
+ * A listening socket bound to @sa, created in network namespace @ns (NULL:
+ * ours). 0 or -errno; this thread is back in its own namespace either way.
+ */
+static int responder_listen(const char *ns, struct sockaddr_in *sa, int *out)
+{
+	socklen_t salen = sizeof(*sa);
+	int self = -1, target = -1, fd = -1, ret = 0;
+	char path[4096];
+
+	if (ns) {
+		netns_path(ns, path, sizeof(path));
+		self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		target = open(path, O_RDONLY | O_CLOEXEC);
+		if (self < 0 || target < 0) {
+			ret = -errno;
+			fprintf(stderr, "rdfs-sweep: net: cannot open network namespace %s: %s\n",
+				self < 0 ? "/proc/thread-self/ns/net" : path, strerror(errno));
+			goto out;
+		}
+		if (setns(target, CLONE_NEWNET)) {
+			ret = -errno;
+			fprintf(stderr, "rdfs-sweep: net: cannot enter network namespace %s: %s\n",
+				path, strerror(errno));
+			goto out;
+		}
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)sa, sizeof(*sa)) || listen(fd, 1) ||
+	    getsockname(fd, (struct sockaddr *)sa, &salen))
+		ret = -errno;
+	if (ns && setns(self, CLONE_NEWNET)) {
+		/* the connection would come from the wrong side: give up */
+		fprintf(stderr, "rdfs-sweep: net: cannot return to our network namespace: %s\n",
+			strerror(errno));
+		ret = -errno;
+	}
+out:
+	if (self >= 0)
+		close(self);
+	if (target >= 0)
+		close(target);
+	if (ret && fd >= 0)
+		close(fd);
+	*out = ret ? -1 : fd;
+	return ret;
+}
+
 int sweep_net(struct sweep_env *env, const struct sweep_plan *p)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t salen = sizeof(sa);
 	struct responder rs = { .listen_fd = -1 };
 	pthread_t th;
 	int fd = -1, one = 1, i, ret = 0, started = 0;
+	char io[320];
 	void *buf = NULL;
 
 	rs.max = p->sizes[p->nsizes - 1];
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	rs.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (rs.listen_fd < 0 || bind(rs.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(rs.listen_fd, 1) ||
-	    getsockname(rs.listen_fd, (struct sockaddr *)&sa, &salen)) {
-		ret = -errno;
-		goto out;
+	if (env->net_addr && inet_pton(AF_INET, env->net_addr, &sa.sin_addr) != 1) {
+		fprintf(stderr, "rdfs-sweep: net: --net-addr '%s' is not an IPv4 address\n",
+			env->net_addr);
+		return SWEEP_USAGE;
 	}
+	ret = responder_listen(env->net_ns, &sa, &rs.listen_fd);
+	if (ret)
+		goto out;
+	if (env->net_ns)
+		snprintf(io, sizeof(io), "\"io\": \"TCP to %s in network namespace %s, reply "
+			 "from memory\"", env->net_addr ? env->net_addr : "127.0.0.1", env->net_ns);
+	else
+		snprintf(io, sizeof(io), "\"io\": \"loopback TCP, reply from memory\"");
 	if (posix_memalign((void **)&rs.data, SWEEP_BLOCK, rs.max) ||
 	    posix_memalign(&buf, SWEEP_BLOCK, rs.max)) {
 		ret = -ENOMEM;
@@ -186,7 +254,7 @@ int sweep_net(struct sweep_env *env, const struct sweep_plan *p)
 
 		ret = net_one_size(fd, p, p->sizes[i], buf, &r);
 		if (!ret)
-			result_emit(env, p, &r, "\"io\": \"loopback TCP, reply from memory\"");
+			result_emit(env, p, &r, io);
 	}
 out:
 	if (ret)

@@ -82,6 +82,8 @@ struct sweep_env {
 	const char *path;		/* the test file, a path in the rdfs namespace */
 	const char *volume;		/* the I/O server's volume file (disk; cache dropping) */
 	FILE *json;			/* records go here (JSON Lines), or NULL */
+	const char *net_ns;		/* net: the responder's network namespace, or NULL */
+	const char *net_addr;		/* net: the IPv4 address it listens on (127.0.0.1) */
 };
 
 /* ---- plan.c */

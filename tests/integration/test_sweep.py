@@ -5,8 +5,10 @@ back and checked, and rdfs-sweep must fail loudly on data that is not what it wr
 Speed is never asserted."""
 import json
 import os
+import re
 import struct
 import subprocess
+import sys
 import xml.dom.minidom
 
 from conftest import BIN, LOCAL_CLUSTER, REPO, allocate_port_base, run
@@ -27,10 +29,25 @@ def ioserver_supports(flag):
     return flag in p.stdout + p.stderr
 
 
+def ratelimit_possible():
+    """Whether bench/sweep/run can build its rate-limited link here (root, ip,
+    tc, the right to make namespaces); else it skips those modes, and says so."""
+    sys.path.insert(0, str(REPO / "bench" / "sweep"))
+    keep, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        import ratelimit
+    finally:
+        sys.path.pop(0)
+        sys.dont_write_bytecode = keep
+    return ratelimit.available() is None
+
+
 def expected_modes():
     direct = ["whole", "disk", "net", "net-rpc"]
     if ioserver_supports("--send-mode"):
         direct.append("overlap")
+        if ratelimit_possible():
+            direct += ["whole-ratelimited", "overlap-ratelimited", "net-ratelimited"]
     fuse = ["fuse-write", "disk-write", "fuse-cold", "fuse-warm"]
     if ioserver_supports("--readahead-cache"):
         direct += ["streams-ra-off", "streams-ra-on"]
@@ -67,9 +84,17 @@ def test_smoke_sweep_is_complete_and_verified(tmp_path):
         for m in fuse:
             for s in (4096, 1 << 20):
                 assert (m, s) in have, (m, s)
-        # the concurrent readers' files are written in 1 MiB requests only
+        # the concurrent readers' files are written in 1 MiB requests only, and
+        # the I/O server's own write pattern is 1 MiB O_DIRECT writes
         assert ("fuse-write-par", 1 << 20) in have
-        assert {m for m, _ in have} == set(direct) | set(fuse) | {"fuse-write-par"}
+        assert ("disk-write-ios", 1 << 20) in have
+        assert {m for m, _ in have} == (set(direct) | set(fuse) |
+                                        {"fuse-write-par", "disk-write-ios"})
+        if ratelimit_possible():
+            # the link was shaped to the disk rate and is gone again
+            assert "rate-limited link: qdisc tbf" in p.stdout, p.stdout
+            ns = re.search(r"namespace (rdfs-sweep-\d+)", p.stdout).group(1)
+            assert not os.path.exists("/run/netns/" + ns), "the namespace is removed"
 
         # every single measurement, not only the medians, checked its bytes
         raw = [json.loads(line) for line in (out / "sweep-raw.jsonl").read_text().splitlines()
@@ -122,6 +147,8 @@ def test_sweep_tears_down_without_keep(tmp_path):
         modes = {r["mode"] for r in json.loads((out / "sweep.json").read_text())}
         assert {"whole", "disk", "net", "net-rpc"} <= modes
         assert not any(m.startswith("fuse") for m in modes)
+        if ratelimit_possible():
+            assert {"whole-ratelimited", "overlap-ratelimited", "net-ratelimited"} <= modes
     finally:
         cluster_down(out / "sweep-cluster")
 

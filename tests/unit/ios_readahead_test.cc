@@ -114,6 +114,84 @@ TEST(ReadAhead, InvalidateDropsValidAndLoadingSegments)
 	ra_destroy(ra);
 }
 
+struct CountingWaiter {
+	struct ra_waiter w;
+	std::atomic<int> told{0};
+};
+
+void counting_waiter_loaded(struct ra_waiter *w)
+{
+	reinterpret_cast<CountingWaiter *>(w)->told++;
+}
+
+TEST(ReadAhead, AReadOfBlocksStillLoadingWaitsForTheLoadInsteadOfTheDisk)
+{
+	struct ra_cache *ra;
+	struct ra_seg *segs[256], *held[8];
+	CountingWaiter a, b;
+	std::vector<uint8_t> buf(32 * 4096);
+
+	a.w.loaded = b.w.loaded = counting_waiter_loaded;
+	ASSERT_EQ(ra_create(64u << 20, kCap, &ra), 0);
+	ra_note_read(ra, 0, 32, segs, 256);
+	int n = ra_note_read(ra, 32, 32, segs, 256);
+	ASSERT_GE(n, 2);
+	uint64_t s0 = ra_seg_first(segs[0]), s1 = ra_seg_first(segs[1]);
+	/* not cached at all: read the disk */
+	EXPECT_EQ(ra_hold_or_wait(ra, 500000, 8, held, 8, &a.w), -ENOENT);
+	/* both segments loading: wait (once) for the first of them */
+	EXPECT_EQ(ra_hold_or_wait(ra, s0, 64, held, 8, &a.w), -EINPROGRESS);
+	/* a second READ of the same blocks waits too */
+	EXPECT_EQ(ra_hold_or_wait(ra, s0 + 4, 8, held, 8, &b.w), -EINPROGRESS);
+	EXPECT_EQ(a.told, 0);
+	load_all(ra, segs, 1, 0);
+	EXPECT_EQ(a.told, 1);
+	EXPECT_EQ(b.told, 1);
+	/* the first is in, the second still loading: wait again */
+	EXPECT_EQ(ra_hold_or_wait(ra, s0, 64, held, 8, &a.w), -EINPROGRESS);
+	EXPECT_EQ(ra_hold_or_wait(ra, s0 + 4, 8, held, 8, &b.w), 1);
+	ra_release(ra, held, 1);
+	load_all(ra, segs + 1, 1, 0);
+	EXPECT_EQ(a.told, 2);
+	EXPECT_EQ(b.told, 1);
+	ASSERT_EQ(ra_hold_or_wait(ra, s0, 64, held, 8, &a.w), 2);
+	EXPECT_EQ(held[0], segs[0]);
+	EXPECT_EQ(held[1], segs[1]);
+	ra_release(ra, held, 2);
+	ASSERT_EQ(ra_read(ra, s1, 32, buf.data()), 0);
+	EXPECT_TRUE(block_is(buf.data(), s1, 0));
+	/* plain ra_hold never waits: a loading segment is a miss */
+	int m = ra_note_read(ra, 64, 32, segs, 256);
+	ASSERT_GE(m, 1);
+	EXPECT_EQ(ra_hold(ra, ra_seg_first(segs[0]), 32, held, 8), -ENOENT);
+	load_all(ra, segs, m, 0);
+	ra_destroy(ra);
+}
+
+TEST(ReadAhead, AWaiterOfAFailedOrInvalidatedLoadIsToldAndThenMisses)
+{
+	struct ra_cache *ra;
+	struct ra_seg *segs[256], *held[8];
+	CountingWaiter a, b;
+
+	a.w.loaded = b.w.loaded = counting_waiter_loaded;
+	ASSERT_EQ(ra_create(64u << 20, kCap, &ra), 0);
+	ra_note_read(ra, 0, 32, segs, 256);
+	int n = ra_note_read(ra, 32, 32, segs, 256);
+	ASSERT_GE(n, 2);
+	uint64_t s0 = ra_seg_first(segs[0]), s1 = ra_seg_first(segs[1]);
+	ASSERT_EQ(ra_hold_or_wait(ra, s0, 8, held, 8, &a.w), -EINPROGRESS);
+	ASSERT_EQ(ra_hold_or_wait(ra, s1, 8, held, 8, &b.w), -EINPROGRESS);
+	ra_seg_loaded(ra, segs[0], -EIO);		/* the disk failed the load */
+	ra_invalidate(ra, s1 + 3, 1);			/* a WRITE landed meanwhile */
+	load_all(ra, segs + 1, 1, 0);
+	EXPECT_EQ(a.told, 1);
+	EXPECT_EQ(b.told, 1);
+	EXPECT_EQ(ra_hold_or_wait(ra, s0, 8, held, 8, &a.w), -ENOENT);
+	EXPECT_EQ(ra_hold_or_wait(ra, s1, 8, held, 8, &b.w), -ENOENT);
+	ra_destroy(ra);
+}
+
 TEST(ReadAhead, HeldSegmentKeepsItsBytesAcrossInvalidationAndEviction)
 {
 	struct ra_cache *ra;
