@@ -8,7 +8,9 @@
  * a READ's bulk data is received into the folios themselves (sock_recvmsg on a
  * bio_vec iterator over the pages), a WRITE's is sent from them. One request
  * at a time per connection (stage 1); a socket error drops the connection and
- * fails the request with EIO, and the next request reconnects.
+ * fails the request with EIO, and the next request reconnects. The socket
+ * copies each byte once (counted in rdfs_stats). With transport=rdma the same
+ * requests go to data_rdma.c instead, many in flight per connection.
  */
 #include <linux/bvec.h>
 #include <linux/highmem.h>
@@ -118,6 +120,8 @@ static int rdfs_sock_recv_pages(struct socket *sock, struct page **pages, size_t
 	iov_iter_bvec(&msg.msg_iter, ITER_DEST, bv, nr, len);
 	ret = sock_recvmsg(sock, &msg, MSG_WAITALL);
 	kfree(bv);
+	if (ret > 0)
+		atomic64_add(ret, &rdfs_stats.copy_read_bytes);
 	return ret == len ? 0 : ret < 0 ? ret : -EIO;
 }
 
@@ -142,6 +146,8 @@ static int rdfs_sock_send(struct socket *sock, void *hdr, size_t hlen, struct pa
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, nr, len);
 	ret = sock_sendmsg(sock, &msg);
 	kfree(bv);
+	if (ret > 0)
+		atomic64_add(ret, &rdfs_stats.copy_write_bytes);
 	return ret == len ? 0 : ret < 0 ? ret : -EIO;
 }
 
@@ -154,6 +160,7 @@ struct rdfs_io_pending {
 	size_t off;
 	u32 data_len;		/* READ: bytes expected */
 	u8 *buf;		/* frame header + body */
+	struct rdfs_rdma_req *rreq;	/* transport=rdma: the request instead */
 };
 
 /*
@@ -176,6 +183,12 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 	struct rdfs_frame f;
 	int err;
 
+	if (sbi->rdma) {
+		/* No connection lock to hold: many requests share one queue pair. */
+		*p = (struct rdfs_io_pending){ .server_id = server_id, .op = op };
+		return rdfs_rdma_start(sbi, op, server_id, cap, cap_len, first_block,
+				       pages + (off >> PAGE_SHIFT), len, &p->rreq);
+	}
 	if (server_id >= RDFS_MAX_SERVERS ||
 	    RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_IO_MAX_BODY)
 		return -EIO;
@@ -209,7 +222,7 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 	}
 	*p = (struct rdfs_io_pending){ .cn = cn, .server_id = server_id, .op = op,
 				       .pages = pages, .off = off, .data_len = data_len,
-				       .buf = p->buf };
+				       .buf = p->buf, .rreq = NULL };
 	return 0;
 out_free:
 	kfree(p->buf);
@@ -231,6 +244,8 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 	size_t got = 0;
 	int err;
 
+	if (p->rreq)
+		return rdfs_rdma_finish(p->rreq);
 	for (;;) {
 		err = rdfs_sock_recv_kvec(cn->sock, p->buf, RDFS_FRAME_HDR_LEN);
 		if (err)
@@ -278,6 +293,8 @@ out:
 
 /* Requests of one read-ahead window or writeback batch in flight at once. */
 #define RDFS_IO_INFLIGHT	8
+/* Bytes per READ or WRITE: what one RDMA registration covers (data_rdma.c). */
+#define RDFS_IO_MAX_LEN		(1u << 20)
 
 struct rdfs_io_set {
 	struct rdfs_io_pending p[RDFS_IO_INFLIGHT];
@@ -398,7 +415,7 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 		return PTR_ERR(rep);
 	for (i = 0; i < rep->nsegs && !err; i++) {
 		struct rdfs_dev_seg *s = &rep->segs[i];
-		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end);
+		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
 
 		if (a >= b)
 			continue;
@@ -406,11 +423,13 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 			rdfs_zero_pages(pages, (done - pos) >> PAGE_SHIFT, (a - pos) >> PAGE_SHIFT);
 		if (s->flags & RDFS_DEV_SEG_HOLE)
 			rdfs_zero_pages(pages, (a - pos) >> PAGE_SHIFT, (b - pos) >> PAGE_SHIFT);
-		else
+		for (; !(s->flags & RDFS_DEV_SEG_HOLE) && a < b && !err; a += n) {
+			n = min_t(u64, b - a, RDFS_IO_MAX_LEN);
 			err = rdfs_io_add(sbi, &set, RDFS_OP_READ, s->server_id,
 					  (u8 *)rep + s->cap_off, s->cap_len,
 					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-					  pages, a - pos, b - a, b - a);
+					  pages, a - pos, n, n);
+		}
 		done = b;
 	}
 	rdfs_io_drain(&set);
@@ -452,7 +471,7 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 		return PTR_ERR(rep);
 	for (i = 0; i < rep->nsegs && !err; i++) {
 		struct rdfs_dev_seg *s = &rep->segs[i];
-		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end);
+		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
 
 		if (a >= b)
 			continue;
@@ -460,9 +479,13 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 			err = -EIO;
 			break;
 		}
-		err = rdfs_io_add(sbi, &set, RDFS_OP_WRITE, s->server_id, (u8 *)rep + s->cap_off,
-				  s->cap_len, s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-				  pages, a - pos, b - a, 0);
+		for (; a < b && !err; a += n) {
+			n = min_t(u64, b - a, RDFS_IO_MAX_LEN);
+			err = rdfs_io_add(sbi, &set, RDFS_OP_WRITE, s->server_id,
+					  (u8 *)rep + s->cap_off, s->cap_len,
+					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
+					  pages, a - pos, n, 0);
+		}
 		covered = b;
 	}
 	rdfs_io_drain(&set);

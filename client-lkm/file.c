@@ -14,6 +14,11 @@
 #include "rdfs.h"
 
 #define RDFS_WB_BATCH	256	/* pages per WRITE batch */
+/*
+ * Pages per read: a whole default read-ahead window (4 MiB), so its requests
+ * (at most 1 MiB each, data_tcp.c) go to all the I/O servers at once.
+ */
+#define RDFS_RA_BATCH	1024
 
 struct rdfs_open_file {
 	u64 handle;
@@ -296,7 +301,7 @@ static void rdfs_readahead(struct readahead_control *rac)
 	struct page **pages;
 	struct folio *folio;
 	int n = 0, i, err;
-	unsigned int max = min_t(unsigned int, readahead_count(rac), RDFS_WB_BATCH);
+	unsigned int max = min_t(unsigned int, readahead_count(rac), RDFS_RA_BATCH);
 
 	if (!h)
 		h = rdfs_wb_handle(inode);

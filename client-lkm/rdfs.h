@@ -60,6 +60,8 @@ struct rdfs_sb_info {
 	unsigned int entry_timeout;
 	unsigned int readahead_kb;
 	struct rdfs_conn conns[RDFS_MAX_SERVERS];
+	struct rdfs_rdma *rdma;		/* transport=rdma: the RDMA data path; NULL: TCP */
+	bool rdma_read;			/* rdma_mode=read (figure 3), else write (figure 2) */
 };
 
 struct rdfs_inode_info {
@@ -69,6 +71,8 @@ struct rdfs_inode_info {
 	struct list_head wr_files;	/* writable opens: writeback borrows a handle */
 	u64 dirty_first;		/* blocks written since the last commit */
 	u64 dirty_end;
+	/* mtime as the metaserver last said: an i_mtime unlike it means local writes since */
+	struct timespec64 ms_mtime;
 };
 
 static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)
@@ -81,7 +85,21 @@ static inline struct rdfs_inode_info *RDFS_I(struct inode *inode)
 	return container_of(inode, struct rdfs_inode_info, vfs_inode);
 }
 
+/*
+ * The namespace side's objects, counted by dev.c for the leak check
+ * (/sys/module/rdfs/parameters/objects; the data path's are in rdfs_stats).
+ */
+enum rdfs_obj {
+	RDFS_OBJ_CHAN,		/* open /dev/rdfs files */
+	RDFS_OBJ_CALL,		/* helper requests in flight */
+	RDFS_OBJ_MOUNT,		/* mounts bound to a channel */
+	RDFS_OBJ_HANDLE,	/* helper handles of open files and directories */
+	RDFS_OBJ_NR
+};
+
 /* dev.c */
+struct cred;
+void rdfs_call_cred(struct rdfs_dev_call *c, const struct cred *cred);
 int rdfs_dev_init(void);
 void rdfs_dev_exit(void);
 struct rdfs_chan *rdfs_chan_from_fd(int fd);
@@ -114,6 +132,30 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
 		    loff_t size);
 void rdfs_conns_close(struct rdfs_sb_info *sbi);
+
+/* data_rdma.c: one READ/WRITE of whole pages (at most 1 MiB) over RDMA */
+struct rdfs_rdma;
+struct rdfs_rdma_req;
+int rdfs_rdma_init(struct rdfs_sb_info *sbi, bool read_mode);
+void rdfs_rdma_exit(struct rdfs_sb_info *sbi);
+int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
+		    u32 cap_len, u64 first_block, struct page **pages, u32 len,
+		    struct rdfs_rdma_req **out);
+int rdfs_rdma_finish(struct rdfs_rdma_req *req);
+
+/*
+ * super.c: module counters, read with /sys/module/rdfs/parameters/stats.
+ * copy_*: file-data bytes the CPU copied between the page cache and the
+ * network (TCP: the socket's copy; RDMA: an eager reply's inline data);
+ * rdma_*: bytes the NIC moved straight to or from page-cache pages.
+ */
+struct rdfs_stats {
+	atomic64_t copy_read_bytes, copy_write_bytes;
+	atomic64_t rdma_read_bytes, rdma_write_bytes;
+	atomic64_t mr_reg, mr_inv;	/* per-request registrations, invalidations */
+	atomic64_t rdma_conns, rdma_reqs;	/* alive now */
+};
+extern struct rdfs_stats rdfs_stats;
 
 /* codec.c */
 #include "codec.h"

@@ -21,10 +21,13 @@
 
 #include <linux/types.h>
 
-#define RDFS_DEV_ABI_VERSION	1
+/* 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr values) */
+#define RDFS_DEV_ABI_VERSION	2
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
-#define RDFS_DEV_MAX_MSG	(64u * 1024u)
+#define RDFS_DEV_MAX_MSG	(128u * 1024u)
+/* Supplementary groups a request carries (lib/client's RDFS_MAX_GROUPS). */
+#define RDFS_DEV_MAX_GROUPS	64
 
 enum rdfs_dev_op {
 	RDFS_DEV_INIT = 1,	/* -> rdfs_dev_init_reply; first request of a mount */
@@ -67,6 +70,9 @@ struct rdfs_dev_req {
 	__u64 handle;		/* helper's open-file handle, 0 if none */
 	__u32 uid;		/* caller's fsuid/fsgid: the metaserver checks them */
 	__u32 gid;
+	__u32 ngroups;		/* groups[0..ngroups): the caller's supplementary groups */
+	__u32 pad;
+	__u32 groups[RDFS_DEV_MAX_GROUPS];
 };
 
 /* Helper -> module. */
@@ -203,6 +209,45 @@ struct rdfs_dev_commit {
 struct rdfs_dev_xattr {
 	__u32 size;		/* GET/LIST: buffer size (0: ask the size); SET: value length */
 	__u32 flags;		/* SET: XATTR_CREATE, XATTR_REPLACE */
+};
+
+/*
+ * RDFS_DEV_CONNECT to an I/O server that advertises rdma:// (a transport=rdma
+ * mount): reply.fd is then not a TCP socket but the module's end of an AF_UNIX
+ * SOCK_SEQPACKET pair whose other end one helper thread holds for this one
+ * connection, the authenticator. The module sets up the rdma_cm connection and
+ * runs the rpc handshake on its own queue pair; it asks the authenticator only
+ * for the proofs, so the cluster secret never enters the kernel and each
+ * authenticator answers exactly one challenge:
+ *   helper -> module  struct rdfs_dev_rdma_peer: the address to connect to
+ *   module -> helper  struct rdfs_dev_rdma_challenge: the server's nonce
+ *   helper -> module  struct rdfs_dev_rdma_proof; then the helper closes its end
+ * A helper older than this hands over no authenticator (the CONNECT fails), so
+ * this needs no new ABI version: TCP mounts work with either.
+ */
+#define RDFS_DEV_RDMA_MAGIC	0x41524452u	/* "RDRA" */
+#define RDFS_DEV_NONCE_LEN	32
+#define RDFS_DEV_MAC_LEN	32
+
+struct rdfs_dev_rdma_peer {
+	__u32 magic;
+	__u32 addr_len;		/* bytes of addr: a struct sockaddr_in or sockaddr_in6 */
+	__u8 addr[128];
+};
+
+struct rdfs_dev_rdma_challenge {
+	__u32 magic;
+	__u32 pad;
+	__u8 server_nonce[RDFS_DEV_NONCE_LEN];
+};
+
+struct rdfs_dev_rdma_proof {
+	__u32 magic;
+	__s32 error;		/* 0, or -errno: no proof (the other fields are zero) */
+	__u8 client_nonce[RDFS_DEV_NONCE_LEN];
+	__u8 client_mac[RDFS_DEV_MAC_LEN];	/* AuthResponse.mac */
+	__u8 server_mac[RDFS_DEV_MAC_LEN];	/* what AuthResult.mac must be */
+	char role[16];		/* AuthResponse.role, NUL-terminated */
 };
 
 #endif

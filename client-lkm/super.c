@@ -22,12 +22,34 @@ static bool selftest;
 module_param(selftest, bool, 0444);
 MODULE_PARM_DESC(selftest, "check the I/O-server codec against the built-in vectors at load");
 
+struct rdfs_stats rdfs_stats;
+
+static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
+{
+	struct rdfs_stats *s = &rdfs_stats;
+
+	return sysfs_emit(buf, "copy_read_bytes %lld\ncopy_write_bytes %lld\n"
+			  "rdma_read_bytes %lld\nrdma_write_bytes %lld\nmr_reg %lld\n"
+			  "mr_inv %lld\nrdma_conns %lld\nrdma_reqs %lld\n",
+			  atomic64_read(&s->copy_read_bytes), atomic64_read(&s->copy_write_bytes),
+			  atomic64_read(&s->rdma_read_bytes), atomic64_read(&s->rdma_write_bytes),
+			  atomic64_read(&s->mr_reg), atomic64_read(&s->mr_inv),
+			  atomic64_read(&s->rdma_conns), atomic64_read(&s->rdma_reqs));
+}
+
+static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
+module_param_cb(stats, &rdfs_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, "counters of the data path (read-only): bytes copied by the CPU, "
+		 "bytes moved by RDMA, per-request registrations and invalidations, "
+		 "RDMA connections and requests alive");
+
 struct rdfs_mount_opts {
 	int fd;
 	unsigned int attr_timeout;	/* seconds */
 	unsigned int entry_timeout;
 	unsigned int readahead_kb;
 	bool transport_rdma;
+	bool rdma_read;			/* rdma_mode=read (figure 3); default write (figure 2) */
 };
 
 enum { OPT_FD, OPT_ATTR_TIMEOUT, OPT_ENTRY_TIMEOUT, OPT_READAHEAD, OPT_TRANSPORT,
@@ -84,10 +106,9 @@ static int rdfs_parse_param(struct fs_context *fc, struct fs_parameter *param)
 		break;
 	case OPT_TRANSPORT:
 		o->transport_rdma = res.uint_32;
-		if (o->transport_rdma)
-			return invalfc(fc, "transport=rdma is not built yet");
 		break;
 	case OPT_RDMA_MODE:
+		o->rdma_read = res.uint_32;
 		break;
 	}
 	return 0;
@@ -149,8 +170,11 @@ static int rdfs_show_options(struct seq_file *m, struct dentry *root)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(root->d_sb);
 
-	seq_printf(m, ",transport=tcp,attr_timeout=%u,entry_timeout=%u,readahead=%uk",
-		   sbi->attr_timeout / HZ, sbi->entry_timeout / HZ, sbi->readahead_kb);
+	seq_printf(m, ",transport=%s,attr_timeout=%u,entry_timeout=%u,readahead=%uk",
+		   sbi->rdma ? "rdma" : "tcp", sbi->attr_timeout / HZ, sbi->entry_timeout / HZ,
+		   sbi->readahead_kb);
+	if (sbi->rdma)
+		seq_printf(m, ",rdma_mode=%s", sbi->rdma_read ? "read" : "write");
 	return 0;
 }
 
@@ -185,6 +209,12 @@ static int rdfs_fill_super(struct super_block *sb, struct fs_context *fc)
 	sbi->attr_timeout = o->attr_timeout * HZ;
 	sbi->entry_timeout = o->entry_timeout * HZ;
 	sbi->readahead_kb = o->readahead_kb;
+	if (o->transport_rdma) {
+		err = rdfs_rdma_init(sbi, o->rdma_read);
+		if (err)
+			return invalfc(fc, "transport=rdma: %d", err);
+		sbi->rdma_read = o->rdma_read;
+	}
 	sbi->chan = rdfs_chan_from_fd(o->fd);
 	if (IS_ERR(sbi->chan)) {
 		err = PTR_ERR(sbi->chan);
@@ -265,6 +295,7 @@ static void rdfs_kill_sb(struct super_block *sb)
 	if (!sbi)
 		return;
 	rdfs_conns_close(sbi);
+	rdfs_rdma_exit(sbi);
 	if (sbi->chan) {
 		rdfs_chan_unmount(sbi->chan);
 		rdfs_chan_put(sbi->chan);

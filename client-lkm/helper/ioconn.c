@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * ioconn.c - an authenticated TCP connection to an I/O server whose socket
- * is handed to the kernel module (RDFS_DEV_CONNECT), so the cluster secret
+ * ioconn.c - what RDFS_DEV_CONNECT hands the kernel module for an I/O server:
+ * for tcp:// an authenticated TCP socket; for rdma:// an authenticator, one
+ * end of a socket pair whose other end answers the one challenge of the
+ * module's own RDMA connection (rdfs_dev_abi.h). Either way the cluster secret
  * stays in user space while file data flows in the kernel.
  */
 #include <errno.h>
@@ -9,15 +11,20 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "auth.h"
 #include "frame.h"
 #include "helper.h"
+#include "log.h"
+#include "rdfs_dev_abi.h"
 #include "rdfs.pb-c.h"
 
 static int io_full(int fd, void *buf, size_t len, int rd, int timeout_ms)
@@ -124,15 +131,15 @@ static int handshake(int fd, const struct auth_secret *secret, int timeout_ms)
 	return err;
 }
 
-int ioconn_connect(const char *url, const struct auth_secret *secret, int timeout_ms)
+/* "SCHEME://HOST:PORT" (HOST may be [v6]) resolved; the caller frees *ai. */
+static int resolve_url(const char *url, size_t scheme_len, struct addrinfo **ai)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	char host[256], *port;
-	int fd, err, one = 1;
 
-	if (strncmp(url, "tcp://", 6) || strlen(url + 6) >= sizeof(host))
+	if (strlen(url + scheme_len) >= sizeof(host))
 		return -EINVAL;
-	strcpy(host, url + 6);
+	strcpy(host, url + scheme_len);
 	port = strrchr(host, ':');
 	if (!port)
 		return -EINVAL;
@@ -141,9 +148,118 @@ int ioconn_connect(const char *url, const struct auth_secret *secret, int timeou
 		memmove(host, host + 1, strlen(host));
 		host[strlen(host) - 1] = '\0';
 	}
-	err = getaddrinfo(host, port, &hints, &ai);
+	return getaddrinfo(host, port, &hints, ai) ? -EHOSTUNREACH : 0;
+}
+
+struct authenticator {
+	int fd;
+	int timeout_ms;
+	struct auth_secret secret;
+};
+
+/* One challenge of one RDMA connection: the proofs, then the pair is closed. */
+static void *authenticator_run(void *arg)
+{
+	struct authenticator *a = arg;
+	struct rdfs_dev_rdma_challenge ch;
+	struct rdfs_dev_rdma_proof pr;
+	struct pollfd pfd = { .fd = a->fd, .events = POLLIN };
+	ssize_t n = -1;
+
+	memset(&pr, 0, sizeof(pr));
+	pr.magic = RDFS_DEV_RDMA_MAGIC;
+	if (poll(&pfd, 1, a->timeout_ms) == 1)
+		n = recv(a->fd, &ch, sizeof(ch), 0);
+	if (n == (ssize_t)sizeof(ch) && ch.magic == RDFS_DEV_RDMA_MAGIC) {
+		pr.error = auth_random(pr.client_nonce, sizeof(pr.client_nonce));
+		if (!pr.error) {
+			auth_client_proof(&a->secret, ch.server_nonce, pr.client_nonce, "client",
+					  pr.client_mac);
+			auth_server_proof(&a->secret, ch.server_nonce, pr.client_nonce,
+					  pr.server_mac);
+			strcpy(pr.role, "client");
+		}
+		if (send(a->fd, &pr, sizeof(pr), MSG_NOSIGNAL) < 0)
+			log_msg(LOG_LVL_INFO, "RDMA authenticator: %s", strerror(errno));
+	} else if (n != 0) {
+		/* 0: the module gave up before its challenge came (its connect failed). */
+		log_msg(LOG_LVL_INFO, "RDMA authenticator: no challenge within %d ms",
+			a->timeout_ms);
+	}
+	OPENSSL_cleanse(&pr, sizeof(pr));
+	OPENSSL_cleanse(&a->secret, sizeof(a->secret));
+	close(a->fd);
+	free(a);
+	return NULL;
+}
+
+/*
+ * rdma://HOST:PORT: the module's end of an authenticator pair, the address
+ * already in it; a detached thread answers the challenge (bounded by
+ * @timeout_ms, so a module that never asks costs a thread only that long).
+ */
+static int rdma_authenticator(const char *url, const struct auth_secret *secret,
+			      int timeout_ms)
+{
+	struct rdfs_dev_rdma_peer peer = { .magic = RDFS_DEV_RDMA_MAGIC };
+	struct authenticator *a;
+	struct addrinfo *ai;
+	pthread_attr_t attr;
+	pthread_t thr;
+	int sv[2], err;
+
+	err = resolve_url(url, 7, &ai);
 	if (err)
-		return -EHOSTUNREACH;
+		return err;
+	if (ai->ai_addrlen > sizeof(peer.addr)) {
+		freeaddrinfo(ai);
+		return -EAFNOSUPPORT;
+	}
+	peer.addr_len = ai->ai_addrlen;
+	memcpy(peer.addr, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if (send(sv[1], &peer, sizeof(peer), MSG_NOSIGNAL) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	a->fd = sv[1];
+	a->timeout_ms = timeout_ms;
+	a->secret = *secret;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = -pthread_create(&thr, &attr, authenticator_run, a);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		OPENSSL_cleanse(&a->secret, sizeof(a->secret));
+		goto fail;
+	}
+	return sv[0];
+fail:
+	free(a);
+	close(sv[0]);
+	close(sv[1]);
+	return err;
+}
+
+int ioconn_connect(const char *url, const struct auth_secret *secret, int timeout_ms)
+{
+	struct addrinfo *ai;
+	int fd, err, one = 1;
+
+	if (!strncmp(url, "rdma://", 7))
+		return rdma_authenticator(url, secret, timeout_ms);
+	if (strncmp(url, "tcp://", 6))
+		return -EINVAL;
+	err = resolve_url(url, 6, &ai);
+	if (err)
+		return err;
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		err = -errno;

@@ -3,10 +3,16 @@
 """bench.py - the guest half of tests/vm/bench (run by tests/vm/run --rdma).
 
 Raw perftest (ib_write_bw, ib_read_bw over rxe0) and sequential write/read of
-one file through FUSE (deploy/local-cluster) over TCP and, when local-cluster
-can, over RDMA in both data modes, all in this one guest run, so the FUSE
-figures can be read as ratios of the raw RDMA ones. Prints a table and writes
-the records to OUT (a JSON list of {"target", "op", "mib_per_s", ...}).
+one file through FUSE (deploy/local-cluster) and through the kernel client
+(rdfs.ko, when built) over TCP and, when local-cluster can, over RDMA in both
+data modes, all in this one guest run, so the file system figures can be read
+as ratios of the raw RDMA ones. Each file is written (fsync'd), then read
+twice with the client's page cache dropped: "read" with the I/O servers'
+read-ahead cache cold (nothing of the file in it: only written), "read-warm"
+with it holding what the first read brought in (the Gfarm paper's figure 4,
+x and y). Prints a table and writes the records to OUT (a JSON list of
+{"target", "op", "mib_per_s", ...}; kernel-client reads also carry
+"copies_per_byte", the CPU copies of file data the module counted).
 """
 
 import argparse
@@ -74,26 +80,74 @@ def timed_dd(args):
     return time.monotonic() - t0
 
 
-def fuse_sequential(name, up_opts, size_mib, bindir):
-    """Sequential write (fsync'd) then read (page cache dropped) of one file."""
+LKM_PORT = 7360
+LKM_MNT = "/run/rdfs-vm/bench-lkm-mnt"
+
+
+def lkm_stats():
+    """The kernel client's counters (/sys/module/rdfs/parameters/stats)."""
+    with open("/sys/module/rdfs/parameters/stats") as f:
+        return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+
+
+def sequential(f, size_mib, stats=None):
+    """Write @f (fsync'd), then read it twice, page cache dropped each time:
+    [(op, MiB/s, copies per byte or None)]."""
+    out = []
+    secs = timed_dd(["if=/dev/zero", f"of={f}", "bs=1M", f"count={size_mib}", "conv=fsync"])
+    out.append(("write", size_mib / secs, None))
+    for op in ("read", "read-warm"):
+        drop_caches()
+        before = stats() if stats else None
+        secs = timed_dd([f"if={f}", "of=/dev/null", "bs=1M"])
+        copies = None
+        if stats:
+            copies = (stats()["copy_read_bytes"] - before["copy_read_bytes"]) / (size_mib * MiB)
+        out.append((op, size_mib / secs, copies))
+    if os.path.getsize(f) != size_mib * MiB:
+        raise RuntimeError(f"{f}: size {os.path.getsize(f)}, wrote {size_mib} MiB")
+    return out
+
+
+def fuse_sequential(name, up_opts, size_mib, bindir, lkm=None):
+    """sequential() through the FUSE mount of a fresh cluster, or with @lkm
+    (the module's dir, mount options) through a kernel mount of it."""
     d = os.path.join("/run/rdfs-vm", f"bench-{name}")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
+    if lkm:
+        up_opts = up_opts + ["--port-base", str(LKM_PORT)]
     run([LC, "up", "--dir", d, "--bin", bindir] + up_opts, timeout=300)
+    mounted = False
     try:
-        f = os.path.join(d, "mnt", "seq")
-        secs = timed_dd(["if=/dev/zero", f"of={f}", "bs=1M", f"count={size_mib}",
-                         "conv=fsync"])
-        write = size_mib / secs
-        drop_caches()
-        secs = timed_dd([f"if={f}", "of=/dev/null", "bs=1M"])
-        read = size_mib / secs
-        if os.path.getsize(f) != size_mib * MiB:
-            raise RuntimeError(f"{f}: size {os.path.getsize(f)}, wrote {size_mib} MiB")
+        if not lkm:
+            return sequential(os.path.join(d, "mnt", "seq"), size_mib)
+        lkmdir, kopts = lkm
+        os.makedirs(LKM_MNT, exist_ok=True)
+        run([os.path.join(lkmdir, "mount.rdfs"), "-o", f"{kopts},secret_file={d}/secret",
+             f"127.0.0.1:{LKM_PORT}", LKM_MNT], timeout=120)
+        mounted = True
+        return sequential(os.path.join(LKM_MNT, "seq"), size_mib, lkm_stats)
     finally:
+        if mounted:
+            run(["umount", LKM_MNT], timeout=120, check=False)
         run([LC, "down", "--dir", d], timeout=120, check=False)
         shutil.rmtree(d, ignore_errors=True)
-    return write, read
+
+
+def lkm_load(lkmdir):
+    """Load the kernel client (and the RDMA core it links against): None, or why not."""
+    ko = os.path.join(lkmdir, "rdfs.ko")
+    if not os.path.exists(ko) or not os.path.exists(os.path.join(lkmdir, "rdfs-lkm-helper")):
+        return f"{lkmdir}/rdfs.ko or rdfs-lkm-helper not built (make lkm): kernel client " \
+            "not measured"
+    subprocess.run(["modprobe", "-a", "ib_core", "rdma_cm"], check=False)
+    if subprocess.run(["grep", "-qw", "^rdfs", "/proc/modules"]).returncode != 0:
+        p = subprocess.run(["insmod", ko], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        if p.returncode != 0:
+            return f"insmod {ko}: {p.stdout.strip()}: kernel client not measured"
+    return None
 
 
 # Only reads differ between the two modes: a FUSE write moves its data the
@@ -105,6 +159,16 @@ RDMA_NOTES = {
     "write": "reads: the I/O server RDMA-WRITEs each unit into the client's buffer "
              "(rdma_mode=write, Gfarm figure 2); writes in both modes: the server "
              "RDMA-READs the client's buffer",
+}
+
+
+LKM_NOTES = {
+    "lkm-tcp": "kernel client over kernel TCP sockets: reads received straight into the "
+               "page cache (the socket's copy is the only one)",
+    "lkm-rdma-write": "kernel client, rdma_mode=write (figure 2): the I/O server RDMA-WRITEs "
+                      "each unit into the page-cache pages, registered for that request only",
+    "lkm-rdma-read": "kernel client, rdma_mode=read (figure 3): the module RDMA-READs each "
+                     "unit from the I/O server's buffer into the page-cache pages",
 }
 
 
@@ -154,24 +218,40 @@ def main(argv):
     else:
         failures.append("no RDFS_TEST_RDMA_DEV/ADDR: run with tests/vm/run --rdma")
 
-    variants = [("fuse-tcp", [], None)]
+    variants = [("fuse-tcp", [], None, None)]
     more, skipped = rdma_variants()
-    variants += more
+    variants += [v + (None,) for v in more]
     if skipped:
         say(f"SKIP {skipped}")
-    for target, opts, note in variants:
+    lkmdir = os.environ.get("RDFS_LKM_DIR") or os.path.join(os.path.dirname(bindir), "lkm")
+    lkm_skipped = lkm_load(lkmdir)
+    if lkm_skipped:
+        say(f"SKIP {lkm_skipped}")
+    else:
+        variants.append(("lkm-tcp", [], LKM_NOTES["lkm-tcp"], (lkmdir, "transport=tcp")))
+        if any(v[0].startswith("fuse-rdma") for v in more):
+            for m in ("write", "read"):
+                variants.append((f"lkm-rdma-{m}", ["--transport", "rdma"],
+                                 LKM_NOTES[f"lkm-rdma-{m}"],
+                                 (lkmdir, f"transport=rdma,rdma_mode={m}")))
+    for target, opts, note, lkm in variants:
         try:
-            write, read = fuse_sequential(target, opts, args.size_mib, bindir)
+            results = fuse_sequential(target, opts, args.size_mib, bindir, lkm)
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
             failures.append(f"{target}: {e}")
             continue
-        for op, bw in (("write", write), ("read", read)):
+        for op, bw, copies in results:
             rec = {"target": target, "op": op, "mib_per_s": round(bw, 2),
                    "file_mib": args.size_mib}
+            if copies is not None:
+                rec["copies_per_byte"] = round(copies, 3)
             if note:
                 rec["note"] = note
             records.append(rec)
-        say(f"{target} {args.size_mib} MiB: write {write:.1f} MiB/s, read {read:.1f} MiB/s")
+        say(f"{target} {args.size_mib} MiB: " +
+            ", ".join(f"{op} {bw:.1f} MiB/s" for op, bw, _ in results))
+    if not lkm_skipped:
+        subprocess.run(["rmmod", "rdfs"], check=False)
 
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
@@ -181,22 +261,32 @@ def main(argv):
 
     raw = {r["op"]: r["mib_per_s"] for r in records
            if r["target"].startswith("ib_") and r.get("bytes") == 1048576}
-    tcp = {r["op"]: r["mib_per_s"] for r in records if r["target"] == "fuse-tcp"}
+    raw["read-warm"] = raw.get("read")
+    by = {(r["target"], r["op"]): r["mib_per_s"] for r in records}
     print()
-    print(f"{'target':18} {'op':6} {'size':>10} {'MiB/s':>9} {'vs raw 1M':>10} "
-          f"{'vs fuse-tcp':>12}")
+    print(f"{'target':18} {'op':9} {'size':>10} {'MiB/s':>9} {'vs raw 1M':>10} "
+          f"{'vs fuse-tcp':>12} {'vs fuse-rdma':>13} {'copies/B':>9}")
     for r in records:
         size = f"{r['bytes']} B" if "bytes" in r else f"{r['file_mib']} MiB"
-        ratio = vs_tcp = ""
+        ratio = vs_tcp = vs_rdma = ""
         if not r["target"].startswith("ib_") and raw.get(r["op"]):
             ratio = f"{r['mib_per_s'] / raw[r['op']]:.2f}x"
-        if r["target"].startswith("fuse-rdma") and tcp.get(r["op"]):
-            vs_tcp = f"{r['mib_per_s'] / tcp[r['op']]:.2f}x"
-        print(f"{r['target']:18} {r['op']:6} {size:>10} {r['mib_per_s']:9.1f} {ratio:>10} "
-              f"{vs_tcp:>12}")
+        if r["target"] not in ("fuse-tcp", "ib_write_bw", "ib_read_bw") and \
+                by.get(("fuse-tcp", r["op"])):
+            vs_tcp = f"{r['mib_per_s'] / by[('fuse-tcp', r['op'])]:.2f}x"
+        # the kernel client against FUSE in the same RDMA data mode
+        if r["target"].startswith("lkm-rdma-"):
+            fuse = by.get(("fuse-rdma-" + r["target"][len("lkm-rdma-"):], r["op"]))
+            if fuse:
+                vs_rdma = f"{r['mib_per_s'] / fuse:.2f}x"
+        copies = f"{r['copies_per_byte']:.3f}" if "copies_per_byte" in r else ""
+        print(f"{r['target']:18} {r['op']:9} {size:>10} {r['mib_per_s']:9.1f} {ratio:>10} "
+              f"{vs_tcp:>12} {vs_rdma:>13} {copies:>9}")
     for r in records:
         if r.get("note") and r["op"] == "read":
             print(f"{r['target']}: {r['note']}")
+    if lkm_skipped:
+        print(lkm_skipped)
     if skipped:
         print(skipped)
     print(f"\nrecords: {args.out}")
