@@ -3,7 +3,8 @@
 #   make            build everything into build/
 #   make test       install dependencies, build, run unit + integration tests
 #   make demo       install dependencies, build, run a local cluster + workload
-#   make install    install programs, mount helper and config template (PREFIX, DESTDIR)
+#   make install    install programs, mount helpers, config template and, if built
+#                   (make lkm), the kernel module (PREFIX, DESTDIR; make install-lkm)
 #   make test-vm    the qemu guest suite alone (RDMA over Soft-RoCE, kernel client)
 #   make bench      side-by-side comparison (bench/compare; FULL=1 for the long matrix)
 #   make bench-sweep  request-size sweep against one I/O server (QUICK=1: short)
@@ -55,7 +56,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
 .PHONY: all deps test test-unit test-integration test-vm demo install clean \
-        bench bench-sweep bench-vm lkm
+        bench bench-sweep bench-vm lkm install-lkm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -190,6 +191,21 @@ install: all
 	test -e $(DESTDIR)/etc/rdfs/rdfs.conf || install -m 0644 deploy/rdfs.conf.example $(DESTDIR)/etc/rdfs/rdfs.conf
 	install -d $(DESTDIR)/etc/systemd/system
 	install -m 0644 deploy/systemd/*.service $(DESTDIR)/etc/systemd/system/
+	@if [ -f $(BUILD)/lkm/rdfs.ko ]; then $(MAKE) --no-print-directory install-lkm; \
+	else echo "make install: kernel client not built (make lkm), not installed"; fi
+
+# The kernel client, after `make lkm`: rdfs.ko into the modules of the kernel
+# it was built for (then `modprobe rdfs`), the helper, and /sbin/mount.rdfs so
+# that `mount -t rdfs` and fstab lines work.
+install-lkm:
+	@test -f $(BUILD)/lkm/rdfs.ko || { echo "install-lkm: $(BUILD)/lkm/rdfs.ko not built (make lkm)" >&2; exit 1; }
+	kver=$$(modinfo -F vermagic $(BUILD)/lkm/rdfs.ko | cut -d' ' -f1) && \
+	install -d $(DESTDIR)/lib/modules/$$kver/extra && \
+	install -m 0644 $(BUILD)/lkm/rdfs.ko $(DESTDIR)/lib/modules/$$kver/extra/rdfs.ko && \
+	if [ -z "$(DESTDIR)" ]; then depmod -a $$kver; fi
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin
+	install -m 0755 $(BUILD)/lkm/rdfs-lkm-helper $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 client-lkm/mount.rdfs $(DESTDIR)/sbin/mount.rdfs
 
 clean:
 	rm -rf $(BUILD)

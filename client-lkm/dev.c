@@ -6,7 +6,12 @@
  * A request lives on its caller's stack and is linked on the channel's lists
  * only while the caller waits, always under chan->lock, so a reply that comes
  * after the caller gave up finds nothing and is dropped.
+ *
+ * The module's object counters live here too (/sys/module/rdfs/parameters/
+ * objects): with no mount left every one is zero, and module exit says which
+ * are not, so a test can check for leaks before and at rmmod.
  */
+#include <linux/cred.h>
 #include <linux/file.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -23,9 +28,45 @@
 
 static const struct file_operations rdfs_dev_fops;
 
+static atomic_long_t rdfs_objs[RDFS_OBJ_NR];
+
+static const char *const rdfs_obj_names[RDFS_OBJ_NR] = {
+	[RDFS_OBJ_CHAN]		= "chans",
+	[RDFS_OBJ_CALL]		= "calls",
+	[RDFS_OBJ_MOUNT]	= "mounts",
+	[RDFS_OBJ_HANDLE]	= "handles",
+};
+
+static void rdfs_obj_get(enum rdfs_obj kind)
+{
+	atomic_long_inc(&rdfs_objs[kind]);
+}
+
+static void rdfs_obj_put(enum rdfs_obj kind)
+{
+	WARN_ON_ONCE(atomic_long_dec_return(&rdfs_objs[kind]) < 0);
+}
+
+static int rdfs_objs_show(char *buf, const struct kernel_param *kp)
+{
+	int i, n = 0;
+
+	for (i = 0; i < RDFS_OBJ_NR; i++)
+		n += sysfs_emit_at(buf, n, "%s%s=%ld", i ? " " : "", rdfs_obj_names[i],
+				   atomic_long_read(&rdfs_objs[i]));
+	return n + sysfs_emit_at(buf, n, "\n");
+}
+
+static const struct kernel_param_ops rdfs_objs_ops = {
+	.get	= rdfs_objs_show,
+};
+module_param_cb(objects, &rdfs_objs_ops, NULL, 0444);
+MODULE_PARM_DESC(objects, "objects the module holds now, by kind (all 0 with no mount)");
+
 static void rdfs_chan_release(struct kref *ref)
 {
 	kfree(container_of(ref, struct rdfs_chan, ref));
+	rdfs_obj_put(RDFS_OBJ_CHAN);
 }
 
 void rdfs_chan_put(struct rdfs_chan *ch)
@@ -54,6 +95,7 @@ struct rdfs_chan *rdfs_chan_from_fd(int fd)
 	ch->mounted = true;
 	mutex_unlock(&ch->lock);
 	kref_get(&ch->ref);
+	rdfs_obj_get(RDFS_OBJ_MOUNT);
 out:
 	fput(f);
 	return ch;
@@ -80,6 +122,7 @@ static void rdfs_chan_fail_all(struct rdfs_chan *ch, int err)
 
 void rdfs_chan_unmount(struct rdfs_chan *ch)
 {
+	rdfs_obj_put(RDFS_OBJ_MOUNT);
 	mutex_lock(&ch->lock);
 	ch->unmounted = true;
 	rdfs_chan_fail_all(ch, -EIO);
@@ -96,8 +139,24 @@ void rdfs_call_init(struct rdfs_dev_call *c, u16 op, u64 ino, u64 handle)
 	c->req.op = op;
 	c->req.ino = ino;
 	c->req.handle = handle;
-	c->req.uid = from_kuid(&init_user_ns, current_fsuid());
-	c->req.gid = from_kgid(&init_user_ns, current_fsgid());
+	rdfs_call_cred(c, current_cred());
+}
+
+/*
+ * The credentials the helper hands to the metaserver, which checks them: fsuid,
+ * fsgid and the supplementary groups (the first RDFS_DEV_MAX_GROUPS: fewer can
+ * only deny access the kernel's own check granted, never grant more).
+ */
+void rdfs_call_cred(struct rdfs_dev_call *c, const struct cred *cred)
+{
+	const struct group_info *gi = cred->group_info;
+	int i, n = min_t(int, gi->ngroups, RDFS_DEV_MAX_GROUPS);
+
+	c->req.uid = from_kuid(&init_user_ns, cred->fsuid);
+	c->req.gid = from_kgid(&init_user_ns, cred->fsgid);
+	for (i = 0; i < n; i++)
+		c->req.groups[i] = from_kgid(&init_user_ns, gi->gid[i]);
+	c->req.ngroups = n;
 }
 
 void rdfs_call_arg(struct rdfs_dev_call *c, const void *p, size_t len)
@@ -120,6 +179,9 @@ int rdfs_call(struct rdfs_chan *ch, struct rdfs_dev_call *c)
 	long left;
 	int i;
 
+	/* a release is the module letting go of the handle, whatever the helper says */
+	if (c->req.op == RDFS_DEV_RELEASE || c->req.op == RDFS_DEV_RELEASEDIR)
+		rdfs_obj_put(RDFS_OBJ_HANDLE);
 	for (i = 0; i < ARRAY_SIZE(c->args); i++)
 		len += c->arg_len[i];
 	if (len > RDFS_DEV_MAX_MSG)
@@ -134,6 +196,7 @@ int rdfs_call(struct rdfs_chan *ch, struct rdfs_dev_call *c)
 	c->req.id = ++ch->next_id;
 	list_add_tail(&c->link, &ch->pending);
 	mutex_unlock(&ch->lock);
+	rdfs_obj_get(RDFS_OBJ_CALL);
 	wake_up(&ch->helper_wait);
 
 	left = wait_event_killable_timeout(c->wait, READ_ONCE(c->done), RDFS_CALL_TIMEOUT);
@@ -148,6 +211,9 @@ int rdfs_call(struct rdfs_chan *ch, struct rdfs_dev_call *c)
 		sockfd_put(c->sock);
 		c->sock = NULL;
 	}
+	rdfs_obj_put(RDFS_OBJ_CALL);
+	if (!c->error && (c->req.op == RDFS_DEV_OPEN || c->req.op == RDFS_DEV_OPENDIR))
+		rdfs_obj_get(RDFS_OBJ_HANDLE);
 	return c->error;
 }
 
@@ -163,6 +229,7 @@ static int rdfs_dev_open(struct inode *inode, struct file *file)
 	INIT_LIST_HEAD(&ch->pending);
 	INIT_LIST_HEAD(&ch->sent);
 	file->private_data = ch;
+	rdfs_obj_get(RDFS_OBJ_CHAN);
 	return 0;
 }
 
@@ -304,7 +371,16 @@ int rdfs_dev_init(void)
 	return misc_register(&rdfs_miscdev);
 }
 
+/* Module exit: every mount is gone, so every object should be too. */
 void rdfs_dev_exit(void)
 {
+	long n;
+	int i;
+
 	misc_deregister(&rdfs_miscdev);
+	for (i = 0; i < RDFS_OBJ_NR; i++) {
+		n = atomic_long_read(&rdfs_objs[i]);
+		if (n)
+			pr_err("rdfs: %ld %s leaked at module exit\n", n, rdfs_obj_names[i]);
+	}
 }

@@ -32,9 +32,10 @@ void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 	spin_unlock(&ri->lock);
 	dirty |= mapping_tagged(inode->i_mapping, PAGECACHE_TAG_DIRTY) ||
 		 mapping_tagged(inode->i_mapping, PAGECACHE_TAG_WRITEBACK);
+	ri->ms_mtime = rdfs_ns_to_ts(a->mtime_ns);
 	/* our uncommitted writes are newer than what the metaserver says */
 	if (!dirty) {
-		struct timespec64 mtime = rdfs_ns_to_ts(a->mtime_ns);
+		struct timespec64 mtime = ri->ms_mtime;
 
 		/* changed elsewhere: drop what we cached (close-to-open) */
 		if (S_ISREG(inode->i_mode) && inode->i_mapping->nrpages &&
@@ -285,13 +286,25 @@ static int rdfs_link(struct dentry *old, struct inode *dir, struct dentry *new)
 	return 0;
 }
 
+/*
+ * This client wrote the file since the metaserver last described it: its
+ * size is ours, but blocks (and the mtime the commit set) are the
+ * metaserver's, so ask again rather than trust the cache (as FUSE drops its
+ * attributes after a write).
+ */
+static bool rdfs_written_since_attr(struct inode *inode)
+{
+	return S_ISREG(inode->i_mode) &&
+	       !timespec64_equal(&inode->i_mtime, &RDFS_I(inode)->ms_mtime);
+}
+
 static int rdfs_getattr(struct user_namespace *ns, const struct path *path,
 			struct kstat *stat, u32 mask, unsigned int flags)
 {
 	struct inode *inode = d_inode(path->dentry);
 	int err;
 
-	if (flags & AT_STATX_FORCE_SYNC)
+	if ((flags & AT_STATX_FORCE_SYNC) || rdfs_written_since_attr(inode))
 		err = rdfs_revalidate_attr(inode, true);
 	else if (flags & AT_STATX_DONT_SYNC)
 		err = 0;
@@ -352,6 +365,17 @@ static int rdfs_setattr(struct user_namespace *ns, struct dentry *dentry, struct
 	if (!s.valid)
 		return 0;
 	rdfs_call_init(&c, RDFS_DEV_SETATTR, inode->i_ino, handle);
+	/*
+	 * A write or truncate by someone who is not the owner clears the set-ID
+	 * bits (ATTR_FORCE: the VFS checked the caller may write), which the
+	 * metaserver lets only the owner or root do: ask as root, as rdfs-fuse does.
+	 */
+	if ((ia->ia_valid & ATTR_FORCE) && (ia->ia_valid & ATTR_MODE) &&
+	    (ia->ia_valid & (ATTR_KILL_SUID | ATTR_KILL_SGID))) {
+		c.req.uid = 0;
+		c.req.gid = 0;
+		c.req.ngroups = 0;
+	}
 	rdfs_call_arg(&c, &s, sizeof(s));
 	c.out = &a;
 	c.out_size = sizeof(a);
@@ -443,6 +467,7 @@ static int rdfs_xattr_get(const struct xattr_handler *h, struct dentry *dentry,
 	struct rdfs_dev_call c;
 	int err;
 
+	name = xattr_full_name(h, name);
 	rdfs_call_init(&c, RDFS_DEV_GETXATTR, inode->i_ino, 0);
 	rdfs_call_arg(&c, &x, sizeof(x));
 	rdfs_call_arg(&c, name, strlen(name) + 1);
@@ -461,6 +486,7 @@ static int rdfs_xattr_set(const struct xattr_handler *h, struct user_namespace *
 	struct rdfs_dev_xattr x = { .size = size, .flags = flags };
 	struct rdfs_dev_call c;
 
+	name = xattr_full_name(h, name);
 	if (!value) {
 		rdfs_call_init(&c, RDFS_DEV_REMOVEXATTR, inode->i_ino, 0);
 		rdfs_call_arg(&c, name, strlen(name) + 1);
@@ -490,15 +516,26 @@ static ssize_t rdfs_listxattr(struct dentry *dentry, char *buf, size_t size)
 	return size ? c.out_len : c.val;
 }
 
-/* Every name goes to the metaserver as is ("user.x", "trusted.y"...). */
-static const struct xattr_handler rdfs_xattr_handler = {
-	.prefix	= "",
+/*
+ * user.* and trusted.* names go to the metaserver whole. security.* and
+ * system.* get EOPNOTSUPP as in rdfs-fuse (no labels, no ACLs), which also
+ * spares every write(2) a helper round trip for security.capability.
+ */
+static const struct xattr_handler rdfs_xattr_user_handler = {
+	.prefix	= XATTR_USER_PREFIX,
+	.get	= rdfs_xattr_get,
+	.set	= rdfs_xattr_set,
+};
+
+static const struct xattr_handler rdfs_xattr_trusted_handler = {
+	.prefix	= XATTR_TRUSTED_PREFIX,
 	.get	= rdfs_xattr_get,
 	.set	= rdfs_xattr_set,
 };
 
 const struct xattr_handler *rdfs_xattr_handlers[] = {
-	&rdfs_xattr_handler,
+	&rdfs_xattr_user_handler,
+	&rdfs_xattr_trusted_handler,
 	NULL
 };
 

@@ -23,6 +23,8 @@
 #define HANDLE_FILE	1
 #define HANDLE_DIR	2
 
+_Static_assert(RDFS_DEV_MAX_GROUPS <= RDFS_MAX_GROUPS, "a request's groups fit a struct rdfs_cred");
+
 struct msg {
 	struct helper *h;
 	const struct rdfs_dev_req *req;
@@ -591,6 +593,8 @@ static void *serve_thread(void *arg)
 		m.in_len = n - sizeof(*req);
 		m.cred.uid = req->uid;
 		m.cred.gid = req->gid;
+		m.cred.ngroups = req->ngroups < RDFS_MAX_GROUPS ? req->ngroups : RDFS_MAX_GROUPS;
+		memcpy(m.cred.groups, req->groups, m.cred.ngroups * sizeof(m.cred.groups[0]));
 		rep->error = dispatch(&m);
 		if (rep->error && rep->error != -ENOENT && rep->error != -EEXIST &&
 		    rep->error != -ENOTEMPTY && rep->error != -ENODATA)

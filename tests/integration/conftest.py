@@ -16,6 +16,15 @@ address local-cluster finds), so the mounts, the tools and the I/O servers'
 data go over RDMA; extra mounts (mount_second) use the rdma:// URL too. The
 servers keep their tcp listeners, so the tests that speak the wire protocol
 themselves (rdfswire.py, Cluster.url) are unchanged.
+
+RDFS_TEST_CLIENT=lkm (default fuse) mounts the kernel client instead of
+rdfs-fuse (`local-cluster up --client lkm`; root, a kernel that loads
+RDFS_LKM_DIR/rdfs.ko, default RDFS_BIN/../lkm: the qemu guest), extra mounts
+(mount_second) too, so the same tests run against the kernel mount. Tests of
+what only rdfs-fuse has (its options, its process) are marked with
+`fuse_only(reason)` and skipped then, saying why. RDFS_TEST_OTHER_CLIENT
+(default: RDFS_TEST_CLIENT) picks the client of the extra mounts alone, e.g.
+fuse with RDFS_TEST_CLIENT=lkm: a FUSE and a kernel mount of one cluster.
 """
 import atexit
 import json
@@ -46,6 +55,31 @@ if TRANSPORT == "rdma":
     LC_TRANSPORT_OPTS = ["--transport", "rdma"]
     if os.environ.get("RDFS_TEST_RDMA_ADDR"):
         LC_TRANSPORT_OPTS += ["--rdma-addr", os.environ["RDFS_TEST_RDMA_ADDR"]]
+
+CLIENT = os.environ.get("RDFS_TEST_CLIENT") or "fuse"
+if CLIENT not in ("fuse", "lkm"):
+    raise RuntimeError("RDFS_TEST_CLIENT=%s: expected fuse or lkm" % CLIENT)
+LKM_DIR = Path(os.environ["RDFS_LKM_DIR"]).resolve() if os.environ.get("RDFS_LKM_DIR") \
+    else BIN.parent / "lkm"
+OTHER_CLIENT = os.environ.get("RDFS_TEST_OTHER_CLIENT") or CLIENT
+if OTHER_CLIENT not in ("fuse", "lkm"):
+    raise RuntimeError("RDFS_TEST_OTHER_CLIENT=%s: expected fuse or lkm" % OTHER_CLIENT)
+LC_CLIENT_OPTS = []
+if CLIENT == "lkm":
+    # with --transport rdma, local-cluster mounts with transport=rdma itself
+    LC_CLIENT_OPTS = ["--client", "lkm", "--lkm-dir", LKM_DIR]
+
+
+def fuse_only(reason):
+    """Mark a test of something only rdfs-fuse has: skipped on the kernel client."""
+    return pytest.mark.skipif(CLIENT != "fuse", reason="rdfs-fuse only: " + reason)
+
+
+def lkm_xfail(reason):
+    """A known gap of the kernel client (the reason says which and where it is fixed):
+    xfail (strict) on the kernel mount, unchanged on rdfs-fuse."""
+    return pytest.mark.xfail(CLIENT == "lkm", reason="kernel client: " + reason, strict=True)
+
 
 PORT_BASE_FIRST = 7200
 PORT_BASE_LAST = 7299
@@ -224,7 +258,8 @@ class Cluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
-             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN] + LC_TRANSPORT_OPTS,
+             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN] + LC_TRANSPORT_OPTS
+            + LC_CLIENT_OPTS,
             timeout=180)
         assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
         if TRANSPORT == "rdma":
@@ -245,7 +280,7 @@ class Cluster:
             errors.append(str(e))
         if os.path.ismount(self.mnt):
             errors.append("local-cluster down left %s mounted" % self.mnt)
-            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)])
+            _lazy_unmount(self.mnt)
         for p in self.restarted:
             if p.poll() is None:
                 p.kill()
@@ -280,20 +315,28 @@ class Cluster:
                    "%d I/O servers to be up in `rdfs status`" % self.n_io)
 
     def mount_second(self, path, opts="attr_timeout=0,entry_timeout=0"):
-        """Start another rdfs-fuse on @path; unmounted at teardown."""
+        """Start another client on @path, unmounted at teardown: rdfs-fuse, or with
+        RDFS_TEST_OTHER_CLIENT (default RDFS_TEST_CLIENT) lkm the kernel client's
+        helper, which mounts and daemonizes."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         o = "secret_file=%s" % self.secret + ("," + opts if opts else "")
-        run([BIN / "rdfs-fuse", "-o", o, self.mount_spec, path], timeout=120)
+        if OTHER_CLIENT == "lkm":
+            if TRANSPORT == "rdma":
+                o += ",transport=rdma"
+            run([LKM_DIR / "rdfs-lkm-helper", "-o", o, "127.0.0.1:%d" % self.port, path],
+                timeout=120)
+        else:
+            run([BIN / "rdfs-fuse", "-o", o, self.mount_spec, path], timeout=120)
         self.extra_mounts.append(path)
         wait_until(lambda: os.path.ismount(path), "second mount at %s" % path)
         return path
 
     def unmount(self, path):
         if os.path.ismount(path):
-            subprocess.run(["fusermount3", "-u", str(path)], timeout=60)
+            subprocess.run(_unmount_argv(path), timeout=60)
         if os.path.ismount(path):
-            subprocess.run(["fusermount3", "-u", "-z", str(path)], timeout=60)
+            _lazy_unmount(path)
         if path in self.extra_mounts:
             self.extra_mounts.remove(path)
 
@@ -321,6 +364,18 @@ class Cluster:
         assert p.poll() is None or listener_pid(saved["port"]), \
             "restarted %s exited with %s" % (saved["argv"], p.returncode)
         return p
+
+
+def _unmount_argv(path, lazy=False):
+    """umount for a kernel mount, fusermount3 for rdfs-fuse's (as a user would)."""
+    kernel = any(line.split()[1:3] == [str(path), "rdfs"] for line in open("/proc/mounts"))
+    if kernel:
+        return ["umount"] + (["-l"] if lazy else []) + [str(path)]
+    return ["fusermount3", "-u"] + (["-z"] if lazy else []) + [str(path)]
+
+
+def _lazy_unmount(path):
+    subprocess.run(_unmount_argv(path, lazy=True), timeout=60)
 
 
 def _cluster_root(kind):

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from conftest import (BIN, LC_TRANSPORT_OPTS, LOCAL_CLUSTER, MiB, Cluster, _cluster_root, _remove, _stop, run,
-                      wait_until)
+from conftest import (BIN, LC_CLIENT_OPTS, LC_TRANSPORT_OPTS, LOCAL_CLUSTER, MiB, Cluster,
+                      _cluster_root, _remove, _stop, fuse_only, run, wait_until)
 
 BLOCK = 4096
 DATA_BYTES = 8 * MiB
@@ -33,7 +33,7 @@ class SmallCluster(Cluster):
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
              "--mount", self.mnt, "--port-base", self.port,
              "--volume-size", "%dM" % (1 + DATA_BYTES // MiB), "--bin", BIN]
-            + LC_TRANSPORT_OPTS, timeout=180)
+            + LC_TRANSPORT_OPTS + LC_CLIENT_OPTS, timeout=180)
         assert os.path.ismount(self.mnt)
 
 
@@ -76,6 +76,7 @@ def free_bytes(mnt):
     return st.f_bfree * st.f_frsize
 
 
+@fuse_only("mounts with rdfs-fuse's -o direct_io (the kernel client has no O_DIRECT yet)")
 def test_truncated_blocks_of_an_open_file_are_not_reused(small_cluster):
     c = small_cluster
     b = c.mnt                                   # mount B: the cluster's own

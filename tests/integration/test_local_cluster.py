@@ -2,7 +2,7 @@
 """deploy/local-cluster and the mount helper, as a person uses them."""
 import os
 
-from conftest import BIN, LOCAL_CLUSTER, MiB, assert_bytes_equal, run
+from conftest import BIN, LOCAL_CLUSTER, MiB, assert_bytes_equal, fuse_only, run
 
 
 def test_down_then_up_keeps_all_data(fresh_cluster):
@@ -24,6 +24,7 @@ def test_down_then_up_keeps_all_data(fresh_cluster):
     assert os.listdir(c.mnt / "d") == ["f"]
 
 
+@fuse_only("mount.fuse.rdfs is rdfs-fuse's mount helper")
 def test_mount_helper_with_fstab_options(cluster, tmp_path):
     mnt = cluster.dir / "mnt-helper"
     mnt.mkdir(exist_ok=True)
@@ -47,6 +48,8 @@ def _state_pid(c, name):
         return json.load(f)["procs"][name]["pid"]
 
 
+@fuse_only("kills the rdfs-fuse process (the kernel client's dead helper is "
+           "tests/vm/lkm/run-tests' check)")
 def test_down_after_fuse_killed_leaves_no_stale_mount(fresh_cluster):
     c = fresh_cluster
     (c.mnt / "f").write_bytes(b"still here")

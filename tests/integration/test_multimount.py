@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Two FUSE mounts of one cluster see each other's changes (close-to-open)."""
+"""Two mounts of one cluster (rdfs-fuse, or the kernel client under
+RDFS_TEST_CLIENT=lkm) see each other's changes (close-to-open)."""
 import os
 
 import pytest
 
-from conftest import MiB, assert_bytes_equal, drop_cache
+from conftest import MiB, assert_bytes_equal, drop_cache, fuse_only, lkm_xfail
 
 
 @pytest.fixture
@@ -98,6 +99,7 @@ def test_file_deleted_on_one_mount_while_open_on_other(workdir, second_mount):
         assert_bytes_equal(data, f.read(), "data of a file unlinked by the other mount")
 
 
+@fuse_only("-o direct_io is an rdfs-fuse option (the kernel client has no O_DIRECT yet)")
 def test_direct_io_mount(cluster, workdir):
     """A mount with -o direct_io (no page cache) reads and writes the same bytes."""
     mnt = cluster.dir / "mnt-direct"
@@ -119,6 +121,7 @@ def test_direct_io_mount(cluster, workdir):
         cluster.unmount(mnt)
 
 
+@fuse_only("max_read and allow_other/default_permissions are FUSE mount options")
 def test_large_fuse_requests(cluster):
     """max_read (and so max_write) of at least 1 MiB, as /proc/mounts shows."""
     opts = [line.split()[3] for line in open("/proc/mounts") if line.split()[1] == str(cluster.mnt)]
@@ -128,6 +131,9 @@ def test_large_fuse_requests(cluster):
     assert "allow_other" in opts[0] and "default_permissions" in opts[0], opts[0]
 
 
+@lkm_xfail("writeback sends whole dirty pages, so a partial-page write carries the "
+           "page's other bytes as this client last saw them and overwrites the other "
+           "client's bytes; needs per-page dirty byte ranges in file.c/data_tcp.c")
 @pytest.mark.parametrize("fresh_block", [True, False], ids=["new-block", "written-block"])
 def test_two_clients_write_different_bytes_of_one_block(workdir, second_mount, fresh_block):
     """DESIGN: partial writes of one block from two clients both land (the I/O
