@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import MiB, assert_bytes_equal, drop_cache
+from conftest import MiB, assert_bytes_equal, drop_cache, fuse_only
 
 
 def _read(path):
@@ -76,6 +76,7 @@ def test_append_through_write_behind(workdir, other_mount):
     assert _read(other_mount / workdir.name / "log") == want
 
 
+@fuse_only("write_behind= is an rdfs-fuse (lib/client) option")
 def test_write_behind_off_mount(cluster, workdir):
     mnt = cluster.dir / "mnt-nowb"
     cluster.mount_second(mnt, "attr_timeout=0,entry_timeout=0,write_behind=0")
@@ -95,6 +96,7 @@ def wbc_mount(cluster):
     cluster.unmount(mnt)
 
 
+@fuse_only("-o writeback_cache is an rdfs-fuse option")
 def test_writeback_cache_close_to_open_both_ways(workdir, other_mount, wbc_mount):
     mine = wbc_mount / workdir.name / "shared"
     theirs = other_mount / workdir.name / "shared"
@@ -119,6 +121,7 @@ def test_writeback_cache_close_to_open_both_ways(workdir, other_mount, wbc_mount
     assert_bytes_equal(want, _read(theirs))
 
 
+@fuse_only("-o writeback_cache is an rdfs-fuse option")
 def test_writeback_cache_size_mtime_and_setid(workdir, wbc_mount, other_mount):
     path = wbc_mount / workdir.name / "attrs"
     _write(path, b"a" * 10000)
@@ -141,6 +144,7 @@ def test_writeback_cache_size_mtime_and_setid(workdir, wbc_mount, other_mount):
     assert _read(other_mount / workdir.name / "attrs") == b"aaaaa"
 
 
+@fuse_only("-o writeback_cache is an rdfs-fuse option")
 def test_writeback_cache_o_append(workdir, wbc_mount, other_mount):
     path = wbc_mount / workdir.name / "app"
     want = b""
@@ -149,6 +153,97 @@ def test_writeback_cache_o_append(workdir, wbc_mount, other_mount):
             f.write(b"%03d" % i * 1000)
         want += b"%03d" % i * 1000
     assert _read(other_mount / workdir.name / "app") == want
+
+
+def test_interleaved_writes_and_reads_on_one_mount_and_another(workdir, other_mount):
+    """rdfs-fuse answers a WRITE before the chunk it completes goes out: 1 MiB
+    and odd-size writes through two opens, with reads of the same file (from
+    the FS, not the page cache) between them, read back byte for byte here and
+    on another mount after the close."""
+    import random
+    rng = random.Random(7)
+    path = workdir / "mixed"
+    model = bytearray(24 * MiB)
+    end = 0
+    a = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    b = os.open(path, os.O_RDWR)
+    r = os.open(path, os.O_RDONLY)
+    try:
+        off = 0
+        for i in range(90):
+            n = MiB if i % 3 else rng.randrange(1, 3 * MiB)
+            if i % 10 == 9:
+                off = rng.randrange(0, 20 * MiB)
+            n = min(n, len(model) - off)
+            data = os.urandom(n)
+            assert os.pwrite(b if i % 5 == 4 else a, data, off) == n
+            model[off:off + n] = data
+            off += n
+            end = max(end, off)
+            if off == len(model):
+                off = 0
+            if i % 6 == 5:
+                os.posix_fadvise(r, 0, 0, os.POSIX_FADV_DONTNEED)
+                at = rng.randrange(0, end)
+                got = os.pread(r, 2 * MiB, at)
+                assert_bytes_equal(bytes(model[at:min(end, at + 2 * MiB)]), got,
+                                   "read at %d after write %d" % (at, i))
+    finally:
+        os.close(r)
+        os.close(b)
+        os.close(a)
+    want = bytes(model[:end])
+    assert_bytes_equal(want, _read(other_mount / workdir.name / "mixed"))
+    drop_cache(path)
+    assert_bytes_equal(want, _read(path))
+
+
+def test_close_right_after_a_whole_chunk_write(workdir, other_mount):
+    """The chunk a 1 MiB write completes goes out after the reply; a close
+    right behind it (the RELEASE racing that send) loses nothing."""
+    files = []
+    for i in range(40):
+        data = os.urandom(MiB * (1 + i % 3))
+        fd = os.open(workdir / ("c%d" % i), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            for off in range(0, len(data), MiB):
+                assert os.pwrite(fd, data[off:off + MiB], off) == MiB
+        finally:
+            os.close(fd)
+        files.append(data)
+    for i, data in enumerate(files):
+        assert_bytes_equal(data, _read(other_mount / workdir.name / ("c%d" % i)),
+                           "file c%d" % i)
+
+
+@fuse_only("rdfs-fuse sends a chunk after answering the WRITE that completed it")
+def test_io_server_death_after_whole_chunk_writes_reaches_fsync(fresh_cluster):
+    """Write-behind: a chunk sent after its WRITE was answered fails; the next
+    write or the fsync reports it (never a silent success)."""
+    c = fresh_cluster
+    chunk = os.urandom(MiB)
+    fd = os.open(c.mnt / "victim-fsync", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, chunk, 0)
+        os.fsync(fd)
+        c.kill9(c.ioserver_port(0))
+        c.kill9(c.ioserver_port(1))
+        failed = False
+        try:
+            for i in range(1, 6):
+                os.pwrite(fd, chunk, i * MiB)
+        except OSError:
+            failed = True
+        try:
+            os.fsync(fd)
+        except OSError:
+            failed = True
+        assert failed, "writes to dead I/O servers were lost silently"
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def test_io_server_death_is_reported_at_close(fresh_cluster):
@@ -174,6 +269,7 @@ def test_io_server_death_is_reported_at_close(fresh_cluster):
     assert failed, "writes to dead I/O servers were lost silently"
 
 
+@fuse_only("-o writeback_cache is an rdfs-fuse option")
 def test_writeback_cache_non_owner_write_clears_setid(workdir, wbc_mount):
     from test_permissions import ALICE, ok
     f = wbc_mount / workdir.name / "suid"
