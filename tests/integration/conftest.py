@@ -131,9 +131,14 @@ def _port_free(port):
 
 def allocate_port_base(n_io):
     """The next base whose metaserver and I/O server ports are all free."""
-    while _next_base[0] <= PORT_BASE_LAST:
+    # Round robin over the range: more clusters than bases run in one session,
+    # and a base is taken again once its cluster is gone and its ports are free.
+    nbases = (PORT_BASE_LAST - PORT_BASE_FIRST) // PORT_BASE_STEP + 1
+    for _ in range(nbases):
         base = _next_base[0]
         _next_base[0] += PORT_BASE_STEP
+        if _next_base[0] > PORT_BASE_LAST:
+            _next_base[0] = PORT_BASE_FIRST
         ports = [base] + [base + IOSERVER_OFFSET + i for i in range(n_io)]
         if all(_port_free(p) for p in ports):
             return base
