@@ -20,8 +20,9 @@
  *     naming its own buffer; the module RDMA-READs it into the mapped pages
  *     (the PD's local DMA key: no registration, no remote access) and says
  *     DONE.
- *   writes: the WRITE goes as an RNDV naming the dirty pages, registered
- *     remote-read only; the server RDMA-READs them, the reply invalidates.
+ *   writes: the WRITE goes as an RNDV naming the dirty bytes (a run that may
+ *     start and end inside a page), registered remote-read only; the server
+ *     RDMA-READs them, the reply invalidates.
  * No byte of file data is copied by the CPU on these paths; rdfs_stats
  * counts the bytes that are (an eager reply's inline data, which our 4 KiB
  * receive buffers make impossible for whole blocks) and the bytes RDMA moved.
@@ -779,21 +780,23 @@ static void rr_req_free(struct rdfs_rdma_req *req)
 }
 
 int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
-		    u32 cap_len, u64 first_block, struct page **pages, u32 len,
+		    u32 cap_len, u64 first_block, struct page **pages, u32 head, u32 len,
 		    struct rdfs_rdma_req **out)
 {
 	struct rdfs_ioreq r = {
 		.cap = cap, .cap_len = cap_len, .first_block = first_block,
-		.block_count = DIV_ROUND_UP(len, RDFS_BLOCK_SIZE), .length = len,
-		.stable = op == RDFS_OP_WRITE,
+		.block_count = DIV_ROUND_UP(head + len, RDFS_BLOCK_SIZE), .head = head,
+		.length = len, .stable = op == RDFS_OP_WRITE,
 	};
 	struct rdfs_rdma_req *req;
 	struct rr_conn *c;
 	int i, n, err;
 	long left;
 
-	if (server_id >= RDFS_MAX_SERVERS || !len || len % PAGE_SIZE ||
-	    len > RR_MAX_PAGES * PAGE_SIZE || rdfs_ioreq_size(&r) > sizeof(req->body) ||
+	/* Only a WRITE may be a byte range: a partial page's dirty bytes. */
+	if (server_id >= RDFS_MAX_SERVERS || !len || head >= PAGE_SIZE ||
+	    (op == RDFS_OP_READ && (head || len % PAGE_SIZE)) ||
+	    head + len > RR_MAX_PAGES * PAGE_SIZE || rdfs_ioreq_size(&r) > sizeof(req->body) ||
 	    VERBS_HDR_LEN + VERBS_DESC_LEN + RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) >
 	    VERBS_MIN_RECV_SIZE)
 		return -EIO;
@@ -810,7 +813,7 @@ int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *c
 	req->op = op;
 	req->pages = pages;
 	req->len = len;
-	req->npages = len / PAGE_SIZE;
+	req->npages = DIV_ROUND_UP(head + len, PAGE_SIZE);
 	req->sink = op == RDFS_OP_READ && !sbi->rdma->read_mode;
 	req->dir = op == RDFS_OP_READ ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
 	req->inv_cqe.done = rr_inv_done;
@@ -818,15 +821,23 @@ int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *c
 	INIT_LIST_HEAD(&req->txlink);
 	init_completion(&req->done);
 
-	/* The pages, mapped for the device for this request only. */
+	/*
+	 * The bytes, mapped for the device for this request only: the first
+	 * page from @head, the last up to the end of the range (a registration
+	 * may start and end inside a page; the pages between are whole).
+	 */
 	req->sgl = kmalloc_array(req->npages, sizeof(*req->sgl), GFP_NOFS);
 	if (!req->sgl) {
 		err = -ENOMEM;
 		goto fail;
 	}
 	sg_init_table(req->sgl, req->npages);
-	for (i = 0; i < req->npages; i++)
-		sg_set_page(&req->sgl[i], pages[i], PAGE_SIZE, 0);
+	for (i = 0; i < req->npages; i++) {
+		u32 s = i ? 0 : head;
+		u32 e = min_t(u32, PAGE_SIZE, head + len - i * PAGE_SIZE);
+
+		sg_set_page(&req->sgl[i], pages[i], e - s, s);
+	}
 	req->nents = ib_dma_map_sg(c->dev, req->sgl, req->npages, req->dir);
 	if (!req->nents) {
 		err = -EIO;

@@ -164,20 +164,22 @@ struct rdfs_io_pending {
 };
 
 /*
- * Send one READ or WRITE of blocks [first_block, first_block + len / 4096)
- * on @server_id, data in @pages from byte @off. With @wait false, a
- * connection busy elsewhere gives -EAGAIN at once: a caller holding other
- * connections must never sleep on one (no lock-order deadlocks). On success
- * the connection stays locked until rdfs_io_finish().
+ * Send one READ or WRITE of @len bytes on @server_id from byte @off % 4096 of
+ * block @first_block (a READ: whole blocks; a WRITE may be a byte range, which
+ * the I/O server merges into its blocks), data in @pages from byte @off.
+ * With @wait false, a connection busy elsewhere gives -EAGAIN at once: a
+ * caller holding other connections must never sleep on one (no lock-order
+ * deadlocks). On success the connection stays locked until rdfs_io_finish().
  */
 static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
 			 u32 cap_len, u64 first_block, struct page **pages, size_t off, u32 len,
 			 u32 data_len, bool wait, struct rdfs_io_pending *p)
 {
+	u32 head = off % RDFS_BLOCK_SIZE;
 	struct rdfs_ioreq r = {
 		.cap = cap, .cap_len = cap_len, .first_block = first_block,
-		.block_count = DIV_ROUND_UP(len, RDFS_BLOCK_SIZE), .length = len,
-		.stable = op == RDFS_OP_WRITE,
+		.block_count = DIV_ROUND_UP(head + len, RDFS_BLOCK_SIZE), .head = head,
+		.length = len, .stable = op == RDFS_OP_WRITE,
 	};
 	struct rdfs_conn *cn;
 	struct rdfs_frame f;
@@ -187,7 +189,8 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 		/* No connection lock to hold: many requests share one queue pair. */
 		*p = (struct rdfs_io_pending){ .server_id = server_id, .op = op };
 		return rdfs_rdma_start(sbi, op, server_id, cap, cap_len, first_block,
-				       pages + (off >> PAGE_SHIFT), len, &p->rreq);
+				       pages + (off >> PAGE_SHIFT), off & ~PAGE_MASK, len,
+				       &p->rreq);
 	}
 	if (server_id >= RDFS_MAX_SERVERS ||
 	    RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_IO_MAX_BODY)
@@ -450,15 +453,17 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 }
 
 /*
- * Write @npages consecutive pages (under writeback) to the I/O servers,
- * allocating blocks as needed; @size is the file size (the last page is sent
- * whole: its blocks are the file's, past-EOF bytes are never read back).
+ * Write the @len bytes from byte @off of @npages consecutive pages (under
+ * writeback) to the I/O servers, allocating blocks as needed. Exactly those
+ * bytes go: a partial page's other bytes are as this client last read them
+ * and may be stale, so the I/O server keeps its own (read-modify-write).
  */
 int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
-		    loff_t size)
+		    u32 off, u64 len)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
-	u64 pos = page_offset(pages[0]), end = pos + ((u64)npages << PAGE_SHIFT);
+	u64 base = page_offset(pages[0]), pos = base + off, end = pos + len;
+	u64 lo = round_down(pos, RDFS_BLOCK_SIZE), hi = round_up(end, RDFS_BLOCK_SIZE);
 	struct rdfs_io_set set = {};
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
@@ -466,7 +471,9 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 	u32 i;
 	int err = 0;
 
-	rep = rdfs_layout(inode, handle, pos, end - pos, true, &rlen);
+	if (!len || off + len > ((u64)npages << PAGE_SHIFT))
+		return -EINVAL;
+	rep = rdfs_layout(inode, handle, lo, hi - lo, true, &rlen);
 	if (IS_ERR(rep))
 		return PTR_ERR(rep);
 	for (i = 0; i < rep->nsegs && !err; i++) {
@@ -480,11 +487,12 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 			break;
 		}
 		for (; a < b && !err; a += n) {
-			n = min_t(u64, b - a, RDFS_IO_MAX_LEN);
+			/* at most RDFS_IO_MAX_LEN / 4096 pages, whatever the head */
+			n = min_t(u64, b - a, RDFS_IO_MAX_LEN - a % RDFS_BLOCK_SIZE);
 			err = rdfs_io_add(sbi, &set, RDFS_OP_WRITE, s->server_id,
 					  (u8 *)rep + s->cap_off, s->cap_len,
 					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-					  pages, a - pos, n, 0);
+					  pages, a - base, n, 0);
 		}
 		covered = b;
 	}

@@ -6,6 +6,10 @@
  * Close-to-open: open refetches the attributes (dropping cached pages when the
  * file changed elsewhere); flush (close) writes the dirty pages and COMMITs
  * the written blocks and the size through the helper.
+ *
+ * A page written in part remembers its dirty bytes, and writeback sends only
+ * those (as NFS does): the page's other bytes are as this client last read
+ * them, and another client may have written them since.
  */
 #include <linux/pagemap.h>
 #include <linux/slab.h>
@@ -25,6 +29,49 @@ struct rdfs_open_file {
 	struct list_head link;		/* on the inode's writable opens */
 	bool writable;
 };
+
+/*
+ * The dirty bytes [from, to) of a dirty page written in part, in
+ * folio->private (PG_private); none: the whole page is dirty (or it is
+ * clean). write_end widens the range, writeback takes it with the dirty bit
+ * (under the page lock), so a range never outlives its dirty page.
+ */
+#define RDFS_RANGE_SHIFT	16
+
+static_assert(PAGE_SIZE < (1ul << RDFS_RANGE_SHIFT));
+
+static void rdfs_dirty_range(struct folio *folio, unsigned int *from, unsigned int *to)
+{
+	unsigned long v = (unsigned long)folio_get_private(folio);
+
+	if (!folio_test_private(folio)) {
+		*from = 0;
+		*to = PAGE_SIZE;
+		return;
+	}
+	*from = v & ((1ul << RDFS_RANGE_SHIFT) - 1);
+	*to = v >> RDFS_RANGE_SHIFT;
+}
+
+/* Whole page dirty (or clean): no range. Under the folio lock. */
+static void rdfs_dirty_range_drop(struct folio *folio)
+{
+	if (folio_test_private(folio))
+		folio_detach_private(folio);
+}
+
+/* Under the folio lock; to > from, so the value is never NULL. */
+static void rdfs_dirty_range_set(struct folio *folio, unsigned int from, unsigned int to)
+{
+	void *v = (void *)((unsigned long)from | (unsigned long)to << RDFS_RANGE_SHIFT);
+
+	if (!from && to == PAGE_SIZE)
+		rdfs_dirty_range_drop(folio);
+	else if (folio_test_private(folio))
+		folio_change_private(folio, v);
+	else
+		folio_attach_private(folio, v);
+}
 
 static u64 rdfs_file_handle(struct file *file)
 {
@@ -164,6 +211,32 @@ static int rdfs_fsync(struct file *file, loff_t start, loff_t end, int datasync)
 	return rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
 }
 
+/* A store through a shared mapping may touch any byte: the whole page is dirty. */
+static vm_fault_t rdfs_page_mkwrite(struct vm_fault *vmf)
+{
+	struct folio *folio = page_folio(vmf->page);
+	vm_fault_t ret = filemap_page_mkwrite(vmf);
+
+	if (ret & VM_FAULT_LOCKED)
+		rdfs_dirty_range_drop(folio);
+	return ret;
+}
+
+static const struct vm_operations_struct rdfs_file_vm_ops = {
+	.fault		= filemap_fault,
+	.map_pages	= filemap_map_pages,
+	.page_mkwrite	= rdfs_page_mkwrite,
+};
+
+static int rdfs_file_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	int err = generic_file_mmap(file, vma);
+
+	if (!err)
+		vma->vm_ops = &rdfs_file_vm_ops;
+	return err;
+}
+
 static ssize_t rdfs_file_read_iter(struct kiocb *iocb, struct iov_iter *to)
 {
 	struct inode *inode = file_inode(iocb->ki_filp);
@@ -178,7 +251,7 @@ const struct file_operations rdfs_file_fops = {
 	.llseek		= generic_file_llseek,
 	.read_iter	= rdfs_file_read_iter,
 	.write_iter	= generic_file_write_iter,
-	.mmap		= generic_file_mmap,
+	.mmap		= rdfs_file_mmap,
 	.open		= rdfs_open,
 	.flush		= rdfs_flush,
 	.release	= rdfs_release,
@@ -334,14 +407,38 @@ static int rdfs_write_begin(struct file *file, struct address_space *mapping, lo
 			    unsigned int len, struct page **pagep, void **fsdata)
 {
 	struct inode *inode = mapping->host;
+	loff_t ppos = pos & PAGE_MASK;
 	struct page *page;
-	unsigned int from = pos & ~PAGE_MASK;
+	unsigned int from = pos & ~PAGE_MASK, dfrom, dto;
 	int err;
 
+retry:
 	page = grab_cache_page_write_begin(mapping, pos >> PAGE_SHIFT);
 	if (!page)
 		return -ENOMEM;
+	if (PageDirty(page)) {
+		rdfs_dirty_range(page_folio(page), &dfrom, &dto);
+		if (from > dto || from + len < dfrom) {
+			/*
+			 * Apart from the bytes already dirty: send those first,
+			 * so that the range stays one run and the bytes between
+			 * (maybe another client's) are never sent.
+			 */
+			unlock_page(page);
+			put_page(page);
+			err = filemap_write_and_wait_range(mapping, ppos, ppos + PAGE_SIZE - 1);
+			if (err)
+				return err;
+			goto retry;
+		}
+	}
 	*pagep = page;
+	/*
+	 * A page not in the cache is read even for a partial write: the cache
+	 * only holds uptodate pages, so read_folio, mmap and readers never meet
+	 * a page of dirty bytes and unknown others; writeback still sends only
+	 * the bytes written.
+	 */
 	if (PageUptodate(page) || len == PAGE_SIZE)
 		return 0;
 	if (page_offset(page) >= i_size_read(inode)) {
@@ -362,6 +459,8 @@ static int rdfs_write_end(struct file *file, struct address_space *mapping, loff
 			  unsigned int len, unsigned int copied, struct page *page, void *fsdata)
 {
 	struct inode *inode = mapping->host;
+	struct folio *folio = page_folio(page);
+	unsigned int from = pos & ~PAGE_MASK, to = from + copied, dfrom, dto;
 
 	if (!PageUptodate(page)) {
 		if (copied < len) {
@@ -370,6 +469,18 @@ static int rdfs_write_end(struct file *file, struct address_space *mapping, loff
 		}
 		SetPageUptodate(page);
 	}
+	if (!copied)
+		goto out;
+	/*
+	 * write_begin made the new bytes touch the dirty ones; only a short
+	 * copy can leave a gap, and then the gap goes as this page holds it.
+	 */
+	if (PageDirty(page)) {
+		rdfs_dirty_range(folio, &dfrom, &dto);
+		from = min(from, dfrom);
+		to = max(to, dto);
+	}
+	rdfs_dirty_range_set(folio, from, to);
 	if (pos + copied > i_size_read(inode))
 		i_size_write(inode, pos + copied);
 	inode->i_mtime = inode->i_ctime = current_time(inode);
@@ -380,11 +491,13 @@ out:
 	return copied;
 }
 
+/* One contiguous run of dirty bytes: [from in pages[0], to in pages[n - 1]). */
 struct rdfs_wb {
 	struct inode *inode;
 	u64 handle;
 	struct page *pages[RDFS_WB_BATCH];
 	int n;
+	unsigned int from, to;
 	int err;
 };
 
@@ -395,8 +508,9 @@ static void rdfs_wb_flush(struct rdfs_wb *wb)
 
 	if (!wb->n)
 		return;
-	err = wb->handle ? rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n,
-					   i_size_read(wb->inode)) : -EBADF;
+	err = wb->handle ? rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from,
+					   ((u64)(wb->n - 1) << PAGE_SHIFT) + wb->to - wb->from) :
+			   -EBADF;
 	if (!err) {
 		spin_lock(&ri->lock);
 		ri->dirty_first = min_t(u64, ri->dirty_first, wb->pages[0]->index);
@@ -419,15 +533,24 @@ static void rdfs_wb_flush(struct rdfs_wb *wb)
 static int rdfs_writepage_cb(struct page *page, struct writeback_control *wbc, void *data)
 {
 	struct rdfs_wb *wb = data;
+	struct folio *folio = page_folio(page);
 	loff_t isize = i_size_read(wb->inode);
+	unsigned int from, to;
 
+	/* the dirty bit is gone (under the page lock): its range goes with it */
+	rdfs_dirty_range(folio, &from, &to);
+	rdfs_dirty_range_drop(folio);
 	if (page_offset(page) >= isize) {
 		unlock_page(page);
 		return 0;
 	}
-	if (wb->n && (wb->n == RDFS_WB_BATCH ||
+	/* a run of bytes continues only from a page's end into the next's start */
+	if (wb->n && (wb->n == RDFS_WB_BATCH || wb->to != PAGE_SIZE || from ||
 		      page->index != wb->pages[wb->n - 1]->index + 1))
 		rdfs_wb_flush(wb);
+	if (!wb->n)
+		wb->from = from;
+	wb->to = to;
 	set_page_writeback(page);
 	unlock_page(page);
 	wb->pages[wb->n++] = page;
@@ -454,6 +577,21 @@ static int rdfs_writepages(struct address_space *mapping, struct writeback_contr
 	return err;
 }
 
+/* Truncated or dropped whole: its dirty bytes are gone. */
+static void rdfs_invalidate_folio(struct folio *folio, size_t offset, size_t len)
+{
+	if (!offset && len == folio_size(folio))
+		rdfs_dirty_range_drop(folio);
+}
+
+static bool rdfs_release_folio(struct folio *folio, gfp_t gfp)
+{
+	if (folio_test_dirty(folio))
+		return false;
+	rdfs_dirty_range_drop(folio);
+	return true;
+}
+
 const struct address_space_operations rdfs_aops = {
 	.read_folio	= rdfs_read_folio,
 	.readahead	= rdfs_readahead,
@@ -461,4 +599,6 @@ const struct address_space_operations rdfs_aops = {
 	.write_end	= rdfs_write_end,
 	.writepages	= rdfs_writepages,
 	.dirty_folio	= filemap_dirty_folio,
+	.invalidate_folio = rdfs_invalidate_folio,
+	.release_folio	= rdfs_release_folio,
 };

@@ -130,16 +130,19 @@ u64 rdfs_wb_handle(struct inode *inode);
 struct rdfs_io_seg;
 int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages);
 int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
-		    loff_t size);
+		    u32 off, u64 len);
 void rdfs_conns_close(struct rdfs_sb_info *sbi);
 
-/* data_rdma.c: one READ/WRITE of whole pages (at most 1 MiB) over RDMA */
+/*
+ * data_rdma.c: one READ of whole pages or WRITE of a byte run (from @head in
+ * pages[0]; at most 256 pages) over RDMA
+ */
 struct rdfs_rdma;
 struct rdfs_rdma_req;
 int rdfs_rdma_init(struct rdfs_sb_info *sbi, bool read_mode);
 void rdfs_rdma_exit(struct rdfs_sb_info *sbi);
 int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
-		    u32 cap_len, u64 first_block, struct page **pages, u32 len,
+		    u32 cap_len, u64 first_block, struct page **pages, u32 head, u32 len,
 		    struct rdfs_rdma_req **out);
 int rdfs_rdma_finish(struct rdfs_rdma_req *req);
 

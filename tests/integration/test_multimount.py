@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import MiB, assert_bytes_equal, drop_cache, fuse_only, lkm_xfail
+from conftest import MiB, assert_bytes_equal, drop_cache, fuse_only
 
 
 @pytest.fixture
@@ -131,9 +131,6 @@ def test_large_fuse_requests(cluster):
     assert "allow_other" in opts[0] and "default_permissions" in opts[0], opts[0]
 
 
-@lkm_xfail("writeback sends whole dirty pages, so a partial-page write carries the "
-           "page's other bytes as this client last saw them and overwrites the other "
-           "client's bytes; needs per-page dirty byte ranges in file.c/data_tcp.c")
 @pytest.mark.parametrize("fresh_block", [True, False], ids=["new-block", "written-block"])
 def test_two_clients_write_different_bytes_of_one_block(workdir, second_mount, fresh_block):
     """DESIGN: partial writes of one block from two clients both land (the I/O
