@@ -556,21 +556,6 @@ static bool send_now_or_copy(const struct io_job *j)
 	       xport_conn_queued_bytes(j->req.conn) == 0;
 }
 
-/* rpc_server_reply_part() without a completion (see send_now_or_copy()). */
-static int reply_part_now(struct io_job *j, const struct iovec *iov, int niov, size_t len)
-{
-	struct rdfs_frame_hdr h = {
-		.magic = RDFS_FRAME_MAGIC,
-		.version = RDFS_FRAME_VERSION,
-		.flags = RDFS_FRAME_REPLY | RDFS_FRAME_MORE,
-		.opcode = j->req.msg->hdr.opcode,
-		.tag = j->req.msg->hdr.tag,
-		.data_len = (uint32_t)len,
-	};
-
-	return xport_post_send(j->req.conn, &h, NULL, iov, niov, NULL);
-}
-
 /* Send completion of a unit, on the main loop's thread. */
 static void unit_sent(void *arg, int status)
 {
@@ -713,7 +698,7 @@ static int read_send_ready(struct io_job *j)
 			return freed;
 		}
 		if (now) {
-			ret = reply_part_now(j, iov, niov, u->data_len);
+			ret = rpc_server_reply_part(&j->req, iov, niov, NULL, NULL);
 		} else {
 			atomic_fetch_add(&j->refs, 1);	/* the send's */
 			ret = rpc_server_reply_part(&j->req, iov, niov, unit_sent, u);

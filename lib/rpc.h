@@ -193,7 +193,9 @@ int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMess
  * Any number of parts may precede the final rpc_server_reply*() for @req, which
  * carries the status (a failure after parts were sent is still reported there;
  * the client then discards the parts). Parts of one request must be posted in
- * order from one thread at a time. Thread-safe otherwise.
+ * order from one thread at a time. Thread-safe otherwise. With @sent NULL
+ * there is no completion: the transport copies whatever it cannot send at once
+ * (xport_post_send() without a cookie), so @data may be reused on return.
  */
 int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int niov,
 			  void (*sent)(void *arg, int status), void *arg);

@@ -565,18 +565,20 @@ int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int
 	size_t dlen;
 	int err;
 
-	if (!req || !req->conn || !req->msg || !sent)
+	if (!req || !req->conn || !req->msg)
 		return -EINVAL;
 	err = rpc_iov_sum(data, niov, &dlen);
 	if (err)
 		return err;
+	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0,
+		     req->msg->hdr.tag, 0, dlen);
+	if (!sent)
+		return xport_post_send(req->conn, &h, NULL, data, niov, NULL);
 	z = malloc(sizeof(*z));
 	if (!z)
 		return -ENOMEM;
 	z->sent = sent;
 	z->arg = arg;
-	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0,
-		     req->msg->hdr.tag, 0, dlen);
 	err = xport_post_send(req->conn, &h, NULL, data, niov, z);
 	if (err)
 		free(z);

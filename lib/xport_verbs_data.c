@@ -493,17 +493,12 @@ static void flush_locked(struct verbs_conn *c)
 static int tx_queue(struct verbs_conn *c, struct verbs_tx *tx, const void *body,
 		    struct verbs_sink_reg *sr);
 
-int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
-		    const void *body, const struct iovec *data, int niov, void *user)
+/* The frame @tx sends: header, body, the non-empty pieces of @data. Returns their count. */
+static int tx_set_frame(struct verbs_tx *tx, const struct rdfs_frame_hdr *hdr, const void *body,
+			const struct iovec *data, int niov, void *user)
 {
-	struct verbs_conn *c = (struct verbs_conn *)conn;
-	struct verbs_tx *tx;
-	size_t peer_size;
-	int i, err = 0, n = 0;
+	int i, n = 0;
 
-	tx = calloc(1, sizeof(*tx));
-	if (!tx)
-		return -ENOMEM;
 	tx->user = user;
 	tx->fh = *hdr;
 	tx->body = body;
@@ -513,6 +508,21 @@ int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
 	tx->iov = tx->own_iov;
 	tx->niov = n;
 	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + hdr->data_len;
+	return n;
+}
+
+int verbs_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *hdr,
+		    const void *body, const struct iovec *data, int niov, void *user)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+	struct verbs_tx *tx;
+	size_t peer_size;
+	int err = 0, n;
+
+	tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return -ENOMEM;
+	n = tx_set_frame(tx, hdr, body, data, niov, user);
 
 	/* The peer's buffer size is fixed once connected; register outside the lock. */
 	peer_size = c->peer.recv_size;
@@ -601,7 +611,7 @@ int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	struct verbs_sink_reg *sr;
 	struct verbs_tx *tx;
 	uint64_t total = 0;
-	int i, err, n = 0;
+	int i, err;
 
 	if (nsink > XPORT_MAX_IOV)
 		return -EINVAL;
@@ -648,15 +658,7 @@ int verbs_post_send_sink(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	atomic_fetch_add(&c->dev->sinks, 1);
 	tx->kind = TX_SINK;
 	tx->nsink = (uint32_t)nsink;
-	tx->user = user;
-	tx->fh = *hdr;
-	tx->body = body;
-	for (i = 0; i < niov; i++)
-		if (data[i].iov_len)
-			tx->own_iov[n++] = data[i];
-	tx->iov = tx->own_iov;
-	tx->niov = n;
-	tx->bytes = RDFS_FRAME_HDR_LEN + (size_t)hdr->body_len + hdr->data_len;
+	tx_set_frame(tx, hdr, body, data, niov, user);
 	/* tx_queue() frees @tx on error (which unlinks it from @sr). */
 	err = tx_queue(c, tx, body, sr);
 	if (err)
