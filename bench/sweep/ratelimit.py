@@ -7,7 +7,11 @@ listens on 127.0.0.1 only (the metaserver: the I/O server registers through it).
 gmblock's overlap pays off where the disk and the network take about as long
 per request; over loopback the network is several times the disk. Putting the
 I/O server behind this link, shaped to the disk's own O_DIRECT read rate,
-makes the two comparable without touching either.
+makes the two comparable without touching either. The nominal rate is not
+what a request/reply stream gets across it (tbf's one-packet bucket and
+timer, TCP, the round trip per request all take their share), so
+bench/sweep/run calibrates: it measures the link with the sweep's own net
+pattern and moves the tbf rate (set_rate) until that matches the disk.
 
 Why tbf: one flow, one rate, one direction (the replies leave the namespace
 through its veth end); tbf is the classless shaper for exactly that. htb
@@ -186,13 +190,18 @@ class Link:
         _ip("-n", ns, "link", "set", "lo", "up")
         _ip("-n", ns, "addr", "add", f"{self.ns_addr}/24", "dev", n)
         _ip("-n", ns, "link", "set", n, "up")
-        self.tc = ["tc", "-n", ns, "qdisc", "replace", "dev", n, "root", "tbf",
-                   "rate", f"{self.rate_bytes * 8}bit", "burst", str(BURST),
-                   "limit", str(LIMIT)]
-        r = subprocess.run(self.tc, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        self.set_rate(self.rate_bytes)
+
+    def set_rate(self, rate_bytes):
+        """tbf on the namespace end at @rate_bytes per second; on an open link
+        the qdisc is replaced in place (the calibration's next step)."""
+        tc = ["tc", "-n", self.ns, "qdisc", "replace", "dev", self.ns_if, "root", "tbf",
+              "rate", f"{int(rate_bytes) * 8}bit", "burst", str(BURST), "limit", str(LIMIT)]
+        r = subprocess.run(tc, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=30)
         if r.returncode != 0:
-            raise LinkError(f"{' '.join(self.tc)}: {r.stdout.strip()}")
+            raise LinkError(f"{' '.join(tc)}: {r.stdout.strip()}")
+        self.rate_bytes = int(rate_bytes)
 
     def relay(self, port):
         """127.0.0.1:@port of ours, reachable from the namespace at host_addr:@port."""
