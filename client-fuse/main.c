@@ -58,6 +58,8 @@ struct cmdline {
 	int no_writeback_cache;
 	int splice;
 	int direct_io;
+	int direct_writes;
+	int no_direct_writes;
 	int unstable_writes;
 	unsigned int max_read;
 	int no_allow_other;
@@ -94,6 +96,8 @@ static const struct fuse_opt cmdline_spec[] = {
 	/* libfuse insists that init() and the mount option agree on it */
 	{ "max_read=%u", offsetof(struct cmdline, max_read), 0 },
 	CMD_OPT("direct_io", direct_io),
+	CMD_OPT("direct_writes", direct_writes),
+	CMD_OPT("no_direct_writes", no_direct_writes),
 	CMD_OPT("unstable_writes", unstable_writes),
 	CMD_OPT("no_allow_other", no_allow_other),
 	CMD_OPT("no_default_permissions", no_default_permissions),
@@ -153,6 +157,19 @@ static void help(void)
 "    entry_timeout=SEC     seconds the kernel caches name lookups (default 1)\n"
 "    direct_io             bypass the page cache for every file (default off;\n"
 "                          O_DIRECT does the same per file)\n"
+"    direct_writes, no_direct_writes\n"
+"                          a file opened write-only (O_WRONLY: cp, dd, tar,\n"
+"                          most writers) bypasses the page cache: its writes\n"
+"                          come straight from the writer's buffer to the\n"
+"                          I/O servers' write-behind, without first being\n"
+"                          copied into cached pages, which nothing would read\n"
+"                          (default on; off with no_direct_writes or the\n"
+"                          config key direct_writes = false). Pages other\n"
+"                          opens of the file cache here are dropped before\n"
+"                          each such write, so they read what it wrote. Not\n"
+"                          used with writeback_cache, for files with\n"
+"                          set-user-ID or set-group-ID bits, or opens that may\n"
+"                          read\n"
 "    unstable_writes       I/O servers acknowledge writes before they are durable;\n"
 "                          fsync(2) makes them durable (default off: every\n"
 "                          write is durable once the I/O servers answered it)\n"
@@ -209,9 +226,10 @@ static void help(void)
 "CONFIG FILE\n"
 "    INI format; " PROG " reads section [fuse], then [cluster]:\n"
 "      [cluster]  metaserver = tcp://HOST:PORT, secret_file, log_level\n"
-"      [fuse]     attr_timeout, entry_timeout, direct_io, unstable_writes,\n"
-"                 writeback_cache (true/false), timeout, max_threads,\n"
-"                 readahead, write_behind, rdma_mode, log_level, log_file\n"
+"      [fuse]     attr_timeout, entry_timeout, direct_io, direct_writes,\n"
+"                 unstable_writes, writeback_cache (true/false), timeout,\n"
+"                 max_threads, readahead, write_behind, rdma_mode,\n"
+"                 log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    " PROG " mds1:7000 /mnt/rdfs\n"
@@ -323,6 +341,8 @@ static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
 		{ "writeback_cache", cl->writeback_cache ? "true" :
 				     cl->no_writeback_cache ? "false" : NULL },
 		{ "direct_io", cl->direct_io ? "true" : NULL },
+		{ "direct_writes", cl->direct_writes ? "true" :
+				   cl->no_direct_writes ? "false" : NULL },
 		{ "unstable_writes", cl->unstable_writes ? "true" : NULL },
 	};
 
@@ -383,6 +403,11 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 		return -EINVAL;
 	}
 	s->fs.direct_io = direct_io;
+	if (config_get_bool(cfg, "fuse", "direct_writes", 1, &s->fs.direct_writes) < 0) {
+		fprintf(stderr, PROG ": invalid direct_writes '%s': expected true or false\n",
+			config_get(cfg, "fuse", "direct_writes", ""));
+		return -EINVAL;
+	}
 	if (config_get_bool(cfg, "fuse", "unstable_writes", 0, &s->unstable_writes) < 0) {
 		fprintf(stderr, PROG ": invalid unstable_writes '%s': expected true or false\n",
 			config_get(cfg, "fuse", "unstable_writes", ""));

@@ -32,9 +32,16 @@ static struct rdfs_fuse *req_fs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/*
+ * Set in an open file's fi->fh (a struct rdfs_file is aligned, so bit 0 is
+ * free) when its writes bypass the page cache (FOPEN_DIRECT_IO): the kernel
+ * then leaves clearing set-ID bits on write to us (see kill_setid_bits()).
+ */
+#define FH_DIRECT_WRITES	((uint64_t)1)
+
 static struct rdfs_file *fi_file(const struct fuse_file_info *fi)
 {
-	return (struct rdfs_file *)(uintptr_t)fi->fh;
+	return (struct rdfs_file *)(uintptr_t)(fi->fh & ~FH_DIRECT_WRITES);
 }
 
 static struct rdfs_dir *fi_dir(const struct fuse_file_info *fi)
@@ -576,16 +583,33 @@ static void rdfs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 /* ---------------------------------------------------------------- files */
 
 /*
- * Settings of a newly opened file. keep_cache stays 0: the kernel drops the
- * file's cached pages at every open, which is what close-to-open needs.
+ * direct_writes: nothing reads a write-only open's pages, so caching them only
+ * costs the writer a copy per byte into the page cache (and its page
+ * allocation); with FOPEN_DIRECT_IO the kernel hands us the writer's own
+ * buffer instead. Not under the writeback cache, whose point is gathering
+ * writes in pages, nor for a file with set-ID bits: the kernel clears those
+ * itself only on cached writes.
+ */
+static int direct_write_open(const struct rdfs_fuse *fs, int flags, const struct stat *st)
+{
+	return fs->direct_writes && !fs->writeback_cache && (flags & O_ACCMODE) == O_WRONLY &&
+	       S_ISREG(st->st_mode) && !(st->st_mode & (S_ISUID | S_ISGID));
+}
+
+/*
+ * Settings of a newly opened file (@st: its attributes). keep_cache stays 0:
+ * the kernel drops the file's cached pages at every open, which is what
+ * close-to-open needs.
  */
 static void set_open_flags(struct rdfs_fuse *fs, struct fuse_file_info *fi,
-			   struct rdfs_file *f)
+			   struct rdfs_file *f, const struct stat *st)
 {
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = 0;
-	if (fs->direct_io)
+	if (fs->direct_io || direct_write_open(fs, fi->flags, st))
 		fi->direct_io = 1;
+	if (fi->direct_io && (fi->flags & O_ACCMODE) != O_RDONLY)
+		fi->fh |= FH_DIRECT_WRITES;
 }
 
 /*
@@ -623,7 +647,7 @@ static void rdfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	set_open_flags(fs, fi, f);
+	set_open_flags(fs, fi, f, &st);
 	merge_pending_size(fs, &st);
 	memset(&e, 0, sizeof(e));
 	e.ino = st.st_ino;
@@ -650,7 +674,7 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	set_open_flags(fs, fi, f);
+	set_open_flags(fs, fi, f, &st);
 	/*
 	 * Close-to-open: the kernel keeps serving the size it cached at lookup
 	 * for up to attr_timeout, so data another client committed before this
@@ -724,6 +748,16 @@ static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 {
 	ssize_t n;
 
+	/*
+	 * A write that bypasses the page cache leaves pages other opens of the
+	 * file cache here stale: drop them first. First, not after: a page
+	 * dirtied through a shared mapping is written back by the drop, and it
+	 * must land before these bytes, not over them. That write-back comes to
+	 * us as a write of its own (writepage, through any writable open): it
+	 * must not drop pages, its own page is locked until we answer.
+	 */
+	if ((fi->fh & FH_DIRECT_WRITES) && !fi->writepage)
+		fuse_lowlevel_notify_inval_inode(req_fs(req)->se, ino, off, (off_t)size);
 	n = rdfs_pwrite(fi_file(fi), buf, size, off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -731,9 +765,48 @@ static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 		fuse_reply_write(req, n);
 }
 
+/*
+ * A write by an unprivileged process clears the file's set-user-ID bit, and
+ * its set-group-ID bit if it is group-executable (the kernel's
+ * should_remove_suid()). For writes that bypass the page cache the kernel
+ * asks the server to do it with a WRITE flag that libfuse 3.14 does not pass
+ * on, so it is done here when the writer closes. A direct_writes open only
+ * starts on a file without those bits, so that finds bits set while it was
+ * open; with direct_io, any.
+ */
+static int kill_setid_bits(struct rdfs_fuse *fs, fuse_req_t req, fuse_ino_t ino,
+			   struct rdfs_file *f)
+{
+	struct rdfs_cred cr, root;
+	struct stat cur, attr, st;
+	mode_t kill;
+	int ret;
+
+	req_cred(req, &cr);
+	if (cr.uid == 0 || !rdfs_file_written(f))
+		return 0;
+	ret = rdfs_getattr(fs->client, &cr, ino, &cur);
+	if (ret < 0)
+		return ret;
+	kill = cur.st_mode & S_ISUID;
+	if ((cur.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	if (!kill)
+		return 0;
+	memset(&attr, 0, sizeof(attr));
+	attr.st_mode = cur.st_mode & ~kill;
+	memset(&root, 0, sizeof(root));
+	ret = rdfs_setattr(fs->client, &root, ino, &attr, RDFS_SET_MODE, f, &st);
+	return ret < 0 ? ret : 0;
+}
+
 static void rdfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	reply_status(req, rdfs_flush(fi_file(fi)));
+	int ret = rdfs_flush(fi_file(fi));
+
+	if (ret == 0 && (fi->fh & FH_DIRECT_WRITES))
+		ret = kill_setid_bits(req_fs(req), req, ino, fi_file(fi));
+	reply_status(req, ret);
 }
 
 static void rdfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,

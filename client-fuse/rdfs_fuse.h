@@ -29,6 +29,7 @@ struct rdfs_fuse {
 	double attr_timeout;		/* seconds the kernel may cache attributes */
 	double entry_timeout;		/* seconds the kernel may cache name -> inode */
 	int direct_io;			/* bypass the page cache for every open file */
+	int direct_writes;		/* write-only opens bypass the page cache */
 	int writeback_cache;		/* the kernel gathers writes in its page cache */
 	int splice;			/* READ replies by vmsplice + splice */
 	int default_permissions;	/* the kernel checks mode bits before we see a request */

@@ -224,6 +224,7 @@ struct rdfs_file {
 	struct rdfs_client *c;
 	struct rdfs_inode *in;
 	int flags;
+	int written;			/* a write succeeded (atomic) */
 	struct rdfs_cred cred;
 	pthread_mutex_t lock;		/* handle, handle_gen */
 	uint64_t handle;

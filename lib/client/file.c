@@ -431,6 +431,11 @@ int rdfs_file_flags(const struct rdfs_file *f)
 	return f->flags;
 }
 
+int rdfs_file_written(const struct rdfs_file *f)
+{
+	return __atomic_load_n(&f->written, __ATOMIC_RELAXED);
+}
+
 uint64_t rdfs_file_size(const struct rdfs_file *f)
 {
 	uint64_t size;

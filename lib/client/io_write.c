@@ -260,6 +260,8 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 	}
 	if (append)
 		pthread_mutex_unlock(&in->append_lock);
+	if (ret > 0)
+		__atomic_store_n(&f->written, 1, __ATOMIC_RELAXED);
 	return ret;
 }
 ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off)

@@ -216,6 +216,8 @@ int rdfs_release(struct rdfs_file *f);
 uint64_t rdfs_file_ino(const struct rdfs_file *f);
 /* The open(2) flags @f was opened with. */
 int rdfs_file_flags(const struct rdfs_file *f);
+/* 1 once a write through @f has succeeded (write(2)'s side effects are due). */
+int rdfs_file_written(const struct rdfs_file *f);
 /* Size as this client sees it (including writes not yet committed). */
 uint64_t rdfs_file_size(const struct rdfs_file *f);
 /* The client's view of a file's size if it has it open for writing, else 0 with -ENOENT. */

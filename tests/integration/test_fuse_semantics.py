@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Semantics the FUSE glue owns: set-ID bits cleared by a non-owner's write,
-and directory offsets that stay valid for seekdir/telldir."""
+"""Semantics the FUSE glue owns: set-ID bits cleared by a write, directory
+offsets that stay valid for seekdir/telldir, and write-only opens that bypass
+the page cache without other opens noticing."""
 import ctypes
 import ctypes.util
+import mmap
 import os
 import stat
 
@@ -84,3 +86,75 @@ def test_seekdir_telldir_return_to_the_same_entry(workdir):
         assert again == rest
     finally:
         libc.closedir(d)
+
+
+# Write-only opens bypass the page cache (rdfs-fuse's direct_writes, on by
+# default); these are the guarantees the cached path gave by itself.
+
+def test_write_only_open_updates_what_other_opens_read(workdir):
+    """Pages another open caches after the write-only open began are dropped
+    by its writes (an open drops the file's pages; a write through the cache
+    would have updated them)."""
+    f = workdir / "coherent"
+    f.write_bytes(b"a" * 8192)
+    w = os.open(f, os.O_WRONLY)
+    try:
+        r = os.open(f, os.O_RDONLY)
+        try:
+            assert os.pread(r, 8192, 0) == b"a" * 8192  # its pages are cached now
+            assert os.pwrite(w, b"b" * 100, 4000) == 100
+            want = b"a" * 4000 + b"b" * 100 + b"a" * 4092
+            assert os.pread(r, 8192, 0) == want
+            os.close(w)
+            w = -1
+            assert os.pread(r, 8192, 0) == want
+        finally:
+            os.close(r)
+    finally:
+        if w >= 0:
+            os.close(w)
+
+
+def test_write_only_open_lands_after_a_dirty_shared_mapping(workdir):
+    """A page dirtied through a mapping and then written through a write-only
+    open holds both, the write's bytes on top (one page, as on a local disk)."""
+    f = workdir / "mapped"
+    f.write_bytes(b"a" * 8192)
+    w = os.open(f, os.O_WRONLY)
+    fd = os.open(f, os.O_RDWR)
+    try:
+        m = mmap.mmap(fd, 8192)
+        m[0:100] = b"m" * 100                           # dirty, not written back yet
+        assert os.pwrite(w, b"w" * 100, 50) == 100
+        assert m[0:160] == b"m" * 50 + b"w" * 100 + b"a" * 10
+        m.flush()
+        m.close()
+    finally:
+        os.close(fd)
+        os.close(w)
+    assert f.read_bytes() == b"m" * 50 + b"w" * 100 + b"a" * (8192 - 150)
+
+
+def test_set_id_bits_set_while_open_are_cleared_by_its_write(workdir):
+    """The owner makes the file set-ID after opening it write-only, then writes:
+    the write clears the bits (the kernel leaves that to us for writes that
+    bypass the page cache). An open that writes nothing leaves them."""
+    f = workdir / "suid-later"
+    f.write_bytes(b"x" * 100)
+    os.chown(f, *ALICE)
+
+    def chmod_then(write):
+        os.chmod(f, 0o777)
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            os.chmod(f, 0o6777)
+            if write:
+                os.pwrite(fd, b"hello", 10)
+        finally:
+            os.close(fd)
+        return stat.S_IMODE(os.stat(f).st_mode)
+
+    assert ok(ALICE, lambda: chmod_then(False)) == 0o6777
+    assert ok(ALICE, lambda: chmod_then(True)) == 0o777
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o777
+    assert f.read_bytes() == b"x" * 10 + b"hello" + b"x" * 85
