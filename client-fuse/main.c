@@ -28,6 +28,7 @@
 #include "log.h"
 #include "rdfs_fuse.h"
 #include "readahead.h"
+#include "session_loop.h"
 
 #define PROG			"rdfs-fuse"
 #define DEFAULT_CONFIG		"/etc/rdfs/rdfs.conf"
@@ -145,7 +146,8 @@ static void help(void)
 "OPTIONS\n"
 "    -f                    stay in the foreground (log to stderr)\n"
 "    -d, -o debug          foreground, and log every FUSE request (libfuse debug)\n"
-"    -s                    single-threaded session loop (default: multithreaded)\n"
+"    -s                    single-threaded session loop (default: multithreaded;\n"
+"                          -s also turns direct_writes off)\n"
 "    -h, --help            print this help and exit\n"
 "    -V, --version         print the version and exit\n"
 "\n"
@@ -601,19 +603,7 @@ static const char *connect_error(int err)
 static int run_session(struct fuse_session *se, const struct cmdline *cl,
 		       const struct settings *s)
 {
-	struct fuse_loop_config *loop;
-	int ret;
-
-	if (cl->single_thread)
-		return fuse_session_loop(se);
-	loop = fuse_loop_cfg_create();
-	if (!loop)
-		return -ENOMEM;
-	fuse_loop_cfg_set_clone_fd(loop, 0);
-	fuse_loop_cfg_set_max_threads(loop, (unsigned int)s->max_threads);
-	ret = fuse_session_loop_mt(se, loop);
-	fuse_loop_cfg_destroy(loop);
-	return ret;
+	return session_loop_run(se, cl->single_thread ? 1 : (unsigned int)s->max_threads);
 }
 
 int main(int argc, char *argv[])
@@ -700,6 +690,13 @@ int main(int argc, char *argv[])
 	}
 	s.fs.default_permissions = !cl.no_default_permissions;
 	s.fs.splice = cl.splice;
+	/*
+	 * A write-only open's write first drops other opens' cached pages, which
+	 * writes a dirty mapped page back through us: one thread cannot serve
+	 * both.
+	 */
+	if (cl.single_thread)
+		s.fs.direct_writes = 0;
 	s.fs.max_read = RDFS_FUSE_MAX_IO;
 	if (cl.max_read)
 		s.fs.max_read = cl.max_read < 4096 ? 4096 :

@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "rdfs_fuse.h"
+#include "session_loop.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)
@@ -743,6 +744,25 @@ static void rdfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	rdfs_read_buf_free(rb);
 }
 
+/*
+ * The request's buffer is lent to write-behind when it can send it as it is
+ * (a whole chunk), instead of copying it; the session loop then reads the
+ * next request into a new buffer.
+ */
+static ssize_t write_from_request(struct rdfs_file *f, const char *buf, size_t size, off_t off)
+{
+	struct rdfs_lend lend = { .release = free };
+	ssize_t n;
+
+	lend.arg = session_loop_request_buffer(buf, size);
+	if (!lend.arg)
+		return rdfs_pwrite(f, buf, size, off);
+	n = rdfs_pwrite_lend(f, buf, size, off, &lend);
+	if (lend.kept)
+		session_loop_buffer_given();
+	return n;
+}
+
 static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 			  off_t off, struct fuse_file_info *fi)
 {
@@ -758,7 +778,7 @@ static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 	 */
 	if ((fi->fh & FH_DIRECT_WRITES) && !fi->writepage)
 		fuse_lowlevel_notify_inval_inode(req_fs(req)->se, ino, off, (off_t)size);
-	n = rdfs_pwrite(fi_file(fi), buf, size, off);
+	n = write_from_request(fi_file(fi), buf, size, off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else

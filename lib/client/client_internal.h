@@ -454,10 +454,13 @@ void inode_data_changed(struct rdfs_inode *in);
 /*
  * Take the write [off, off + size) of @f into the inode's write-behind: it is
  * copied, gathered with the writes that continue it into chunk-sized WRITEs
- * and sent in the background (bounded by opts.write_behind_kb). Returns @size,
- * or the error an earlier write-behind WRITE of the file met.
+ * and sent in the background (bounded by opts.write_behind_kb). A whole chunk
+ * with nothing gathered before it is sent from @buf itself when @lend allows
+ * (see rdfs_pwrite_lend()). Returns @size, or the error an earlier
+ * write-behind WRITE of the file met.
  */
-ssize_t write_behind_write(struct rdfs_file *f, const void *buf, size_t size, uint64_t off);
+ssize_t write_behind_write(struct rdfs_file *f, const void *buf, size_t size, uint64_t off,
+			   struct rdfs_lend *lend);
 /*
  * Send what is gathered and wait for every write-behind WRITE of @in. With
  * @report, returns (and forgets) the error one of them met; else returns 0.

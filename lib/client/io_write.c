@@ -227,8 +227,8 @@ static int write_behind_on(const struct rdfs_file *f)
 	       !(f->flags & (O_SYNC | O_DSYNC));
 }
 
-ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
-		       off_t *where)
+static ssize_t pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
+			 off_t *where, struct rdfs_lend *lend)
 {
 	struct rdfs_inode *in = f->in;
 	int append = f->flags & O_APPEND;
@@ -249,7 +249,7 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 	if (where)
 		*where = off;
 	if (write_behind_on(f)) {
-		ret = write_behind_write(f, buf, size, off);
+		ret = write_behind_write(f, buf, size, off, lend);
 	} else {
 		/* what write-behind holds of an earlier open goes first */
 		ret = write_behind_drain(in, 0);
@@ -264,7 +264,20 @@ ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t 
 		__atomic_store_n(&f->written, 1, __ATOMIC_RELAXED);
 	return ret;
 }
+ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
+		       off_t *where)
+{
+	return pwrite_at(f, buf, size, off, where, NULL);
+}
+
 ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off)
 {
-	return rdfs_pwrite_at(f, buf, size, off, NULL);
+	return pwrite_at(f, buf, size, off, NULL, NULL);
+}
+
+ssize_t rdfs_pwrite_lend(struct rdfs_file *f, const void *buf, size_t size, off_t off,
+			 struct rdfs_lend *lend)
+{
+	lend->kept = 0;
+	return pwrite_at(f, buf, size, off, NULL, lend);
 }

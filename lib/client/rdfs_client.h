@@ -193,6 +193,25 @@ ssize_t rdfs_pwrite(struct rdfs_file *f, const void *buf, size_t size, off_t off
 ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
 		       off_t *where);
 /*
+ * A buffer a write may keep instead of copying (rdfs_pwrite_lend): @release
+ * frees it, @arg is what it is given.
+ */
+struct rdfs_lend {
+	void (*release)(void *arg);
+	void *arg;
+	int kept;		/* out: the write kept the buffer */
+};
+/*
+ * rdfs_pwrite() that may keep @buf rather than copy it: when write-behind can
+ * send it as it is (a whole chunk, nothing gathered before it), it sets
+ * @lend->kept and calls @lend->release(@lend->arg) once, from any thread, when
+ * the WRITEs no longer need it - maybe before this returns. The caller must
+ * not touch @buf again then. Otherwise @buf is copied (or sent) as by
+ * rdfs_pwrite() and stays the caller's.
+ */
+ssize_t rdfs_pwrite_lend(struct rdfs_file *f, const void *buf, size_t size, off_t off,
+			 struct rdfs_lend *lend);
+/*
  * Commit size/mtime/written ranges to the metaserver (close-to-open point), if
  * this client has uncommitted writes to the file (a read-only @f commits nothing).
  * A failed commit returns -EIO and keeps the writes pending for the next flush;
@@ -260,6 +279,7 @@ struct rdfs_client_stats {
 	uint64_t readahead_hit_bytes;	/* bytes of rdfs_pread() served from read-ahead */
 	uint64_t write_behind_writes;	/* WRITEs sent by write-behind */
 	uint64_t write_behind_bytes;	/* bytes written through write-behind */
+	uint64_t write_behind_lent_bytes; /* of them sent from the writer's buffer, uncopied */
 };
 void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out);
 

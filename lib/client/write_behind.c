@@ -18,6 +18,11 @@
  * file here sees the bytes written through another. One open owns the
  * gathered bytes at a time (its handle and credentials send them); a write
  * through another open sends them first.
+ *
+ * A write that is a whole chunk by itself, with nothing gathered before it,
+ * need not be copied when its caller can hand the buffer over
+ * (rdfs_pwrite_lend: rdfs-fuse's request buffers): the unit is sent from it
+ * and gives it back through the caller's release when it is freed.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,7 +39,9 @@ struct wb_unit {
 	uint64_t off;
 	size_t len;
 	size_t cap;
-	uint8_t *buf;
+	uint8_t *buf;			/* ours, or lent (never written through then) */
+	void (*release)(void *arg);	/* a lent buffer's, else NULL */
+	void *release_arg;
 	struct write_plan plan;
 };
 
@@ -57,7 +64,10 @@ static void unit_free(struct wb_unit *u)
 {
 	if (!u)
 		return;
-	free(u->buf);
+	if (u->release)
+		u->release(u->release_arg);
+	else
+		free(u->buf);
 	free(u);
 }
 
@@ -175,21 +185,28 @@ int write_behind_drain(struct rdfs_inode *in, int report)
 	return ret;
 }
 
-/* The unit the byte at @off goes to: up to the end of its chunk (at most RDFS_IO_MAX). */
-static struct wb_unit *unit_new(struct rdfs_inode *in, uint64_t off)
+/* Bytes from @off to the end of its chunk (at most RDFS_IO_MAX): a unit's size. */
+static size_t unit_cap(struct rdfs_inode *in, uint64_t off)
 {
-	struct wb_unit *u = calloc(1, sizeof(*u));
 	uint64_t chunk;
 
-	if (!u)
-		return NULL;
 	pthread_mutex_lock(&in->lock);
 	chunk = in->chunk_size ? in->chunk_size : (1u << 20);
 	pthread_mutex_unlock(&in->lock);
 	if (chunk > RDFS_IO_MAX)
 		chunk = RDFS_IO_MAX;
+	return chunk - off % chunk;
+}
+
+/* The unit the byte at @off goes to: up to the end of its chunk. */
+static struct wb_unit *unit_new(struct rdfs_inode *in, uint64_t off)
+{
+	struct wb_unit *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return NULL;
 	u->off = off;
-	u->cap = chunk - off % chunk;
+	u->cap = unit_cap(in, off);
 	u->buf = malloc(u->cap);
 	if (!u->buf) {
 		free(u);
@@ -198,7 +215,31 @@ static struct wb_unit *unit_new(struct rdfs_inode *in, uint64_t off)
 	return u;
 }
 
-ssize_t write_behind_write(struct rdfs_file *f, const void *buf, size_t size, uint64_t off)
+/*
+ * The unit of a whole chunk sent from the caller's buffer, or NULL when @buf
+ * is not exactly one (then it is copied; so is it without memory for the unit).
+ */
+static struct wb_unit *unit_lent(struct rdfs_inode *in, const void *buf, size_t size,
+				 uint64_t off, struct rdfs_lend *lend)
+{
+	struct wb_unit *u;
+
+	if (!lend || !lend->release || size != unit_cap(in, off))
+		return NULL;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->off = off;
+	u->len = u->cap = size;
+	u->buf = (uint8_t *)buf;
+	u->release = lend->release;
+	u->release_arg = lend->arg;
+	lend->kept = 1;
+	return u;
+}
+
+ssize_t write_behind_write(struct rdfs_file *f, const void *buf, size_t size, uint64_t off,
+			   struct rdfs_lend *lend)
 {
 	struct rdfs_inode *in = f->in;
 	struct write_behind *wb;
@@ -234,6 +275,17 @@ ssize_t write_behind_write(struct rdfs_file *f, const void *buf, size_t size, ui
 	inode_data_changed(in);
 	pthread_mutex_unlock(&in->lock);
 
+	if (!wb->fill) {
+		struct wb_unit *u = unit_lent(in, buf, size, off, lend);
+
+		if (u) {
+			__atomic_add_fetch(&f->c->stats.write_behind_lent_bytes, size,
+					   __ATOMIC_RELAXED);
+			wb->fill = u;
+			wb_send_fill(in, wb);
+			done = size;
+		}
+	}
 	while (done < size) {
 		struct wb_unit *u = wb->fill;
 		size_t n;

@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <signal.h>
 
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "client_cluster.h"
 
@@ -225,6 +227,94 @@ TEST_F(ClientFastpath, SmallSequentialWritesAreGatheredIntoChunkSizedWrites)
 	EXPECT_TRUE(back == data);
 	ASSERT_EQ(rdfs_release(g), 0);
 	rdfs_client_close(w);
+}
+
+// Buffers lent to rdfs_pwrite_lend(): each must come back exactly once.
+struct LentBuffers {
+	std::mutex lock;
+	std::set<void *> out;
+	int released = 0;
+	int twice = 0;
+
+	static void release(void *arg);
+};
+
+LentBuffers *lent_buffers;
+
+void LentBuffers::release(void *arg)
+{
+	std::lock_guard<std::mutex> g(lent_buffers->lock);
+
+	if (lent_buffers->out.erase(arg) == 0)
+		lent_buffers->twice++;
+	lent_buffers->released++;
+	free(arg);
+}
+
+TEST_F(ClientFastpath, LentWholeChunksAreSentUncopiedAndReleasedOnce)
+{
+	struct rdfs_client *w = client_with(cluster, 0, 4096);
+	std::string name = unique("lend");
+	std::vector<uint8_t> model(12 * MiB, 0);
+	LentBuffers lb;
+	struct rdfs_client_stats st;
+	size_t lent = 0;
+
+	lent_buffers = &lb;
+	ASSERT_NE(w, nullptr);
+	struct rdfs_file *f = create(w, name);
+	// (offset, size, kept?): whole chunks are kept; a part of one, a chunk's
+	// worth across a boundary, or a chunk continuing gathered bytes is not
+	const struct { uint64_t off; size_t size; bool kept; } writes[] = {
+		{ 0, MiB, true }, { MiB, MiB, true }, { 2 * MiB, 1000, false },
+		{ 2 * MiB + 1000, MiB - 1000, false }, { 3 * MiB + 7, MiB, false },
+		{ 5 * MiB, MiB, true }, { 4 * MiB, MiB, true }, { 6 * MiB, 4096, false },
+		{ 8 * MiB, MiB, true }, { 9 * MiB, MiB, true }, { 9 * MiB, MiB, true },
+	};
+	int seed = 300;
+	for (const auto &wr : writes) {
+		auto p = pattern(wr.size, seed++);
+		void *buf = malloc(wr.size);
+		struct rdfs_lend lend = { LentBuffers::release, buf, 0 };
+
+		ASSERT_NE(buf, nullptr);
+		memcpy(buf, p.data(), wr.size);
+		{
+			std::lock_guard<std::mutex> g(lb.lock);
+			lb.out.insert(buf);
+		}
+		ASSERT_EQ(rdfs_pwrite_lend(f, buf, wr.size, wr.off, &lend), (ssize_t)wr.size);
+		EXPECT_EQ(lend.kept, wr.kept) << "write at " << wr.off << " of " << wr.size;
+		if (lend.kept) {
+			lent += wr.size;
+		} else {
+			std::lock_guard<std::mutex> g(lb.lock);
+			lb.out.erase(buf);
+			free(buf);
+		}
+		std::copy(p.begin(), p.end(), model.begin() + wr.off);
+	}
+	model.resize(10 * MiB);
+	// this client reads its own bytes before the close, lent ones included
+	expect_read(f, model, 0, model.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	{
+		std::lock_guard<std::mutex> g(lb.lock);
+		EXPECT_TRUE(lb.out.empty()) << lb.out.size() << " lent buffers never released";
+		EXPECT_EQ(lb.twice, 0);
+		EXPECT_EQ(lb.released, 7);
+	}
+	rdfs_client_stats(w, &st);
+	EXPECT_EQ(st.write_behind_lent_bytes, lent);
+
+	struct rdfs_file *g = open_name(c, name, O_RDONLY);
+	EXPECT_EQ(rdfs_file_size(g), model.size());
+	std::vector<uint8_t> back(model.size());
+	ASSERT_EQ(rdfs_pread(g, back.data(), back.size(), 0), (ssize_t)back.size());
+	EXPECT_TRUE(back == model);
+	ASSERT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(w);
+	lent_buffers = nullptr;
 }
 
 TEST_F(ClientFastpath, WriteBehindWithJumpsOverwritesAndAppends)
