@@ -6,7 +6,8 @@
  * Inode numbers are rdfs inode numbers (the root is 1 = FUSE_ROOT_ID) and the
  * metaserver owns every inode, so there is no inode table here: lookup counts
  * need no bookkeeping and forget is a no-op. An open file's fi->fh is its
- * struct rdfs_file, an open directory's fi->fh its struct rdfs_dir.
+ * struct rdfs_file (and FH_DIRECT_WRITES), an open directory's fi->fh its
+ * struct rdfs_dir.
  *
  * The client core returns -errno; the reply carries errno.
  */

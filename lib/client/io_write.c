@@ -264,6 +264,7 @@ static ssize_t pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_
 		__atomic_store_n(&f->written, 1, __ATOMIC_RELAXED);
 	return ret;
 }
+
 ssize_t rdfs_pwrite_at(struct rdfs_file *f, const void *buf, size_t size, off_t off,
 		       off_t *where)
 {
