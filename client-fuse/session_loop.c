@@ -149,7 +149,6 @@ static void *worker_main(void *arg)
 		l->idle++;
 		pthread_mutex_unlock(&l->lock);
 	}
-	fuse_session_exit(l->se);
 	sem_post(&l->ended);
 	return NULL;
 }
