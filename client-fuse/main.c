@@ -680,11 +680,10 @@ int main(int argc, char *argv[])
 	}
 
 	memset(&copts, 0, sizeof(copts));
-	ret = auth_secret_load(s.secret_file, &copts.secret);
+	ret = rdfs_client_opts_load_key(&copts, s.secret_file);
 	if (ret < 0) {
 		fprintf(stderr, PROG ": cannot load secret file %s: %s\n", s.secret_file,
-			ret == -EPERM ? "group/other may access it (chmod 600 it)" :
-			ret == -EINVAL ? "too short" : strerror(-ret));
+			rdfs_key_error(ret));
 		goto out_config;
 	}
 	s.fs.default_permissions = !cl.no_default_permissions;
@@ -719,7 +718,6 @@ int main(int argc, char *argv[])
 
 	copts.metaserver_url = url;
 	copts.timeout_ms = (int)s.timeout_ms;
-	copts.role = "client";
 	copts.write_stable = !s.unstable_writes;
 	/* the kernel reads ahead for FUSE (readahead=); the core's would only add a copy */
 	copts.readahead_kb = -1;

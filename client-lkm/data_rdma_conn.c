@@ -298,7 +298,7 @@ static int rr_authenticate(struct rr_conn *c, struct socket *auth)
 {
 	struct rdfs_dev_rdma_challenge ch = { .magic = RDFS_DEV_RDMA_MAGIC };
 	struct rdfs_dev_rdma_proof pr;
-	u8 msg[VERBS_HDR_LEN + RDFS_FRAME_HDR_LEN + 128], *p;
+	u8 msg[VERBS_HDR_LEN + RDFS_FRAME_HDR_LEN + 192], *p;
 	const u8 *v;
 	u32 vlen;
 	int err;

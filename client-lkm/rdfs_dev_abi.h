@@ -22,7 +22,7 @@
 #include <linux/types.h>
 
 /* 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr values) */
-#define RDFS_DEV_ABI_VERSION	2
+#define RDFS_DEV_ABI_VERSION	3
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -247,7 +247,7 @@ struct rdfs_dev_rdma_proof {
 	__u8 client_nonce[RDFS_DEV_NONCE_LEN];
 	__u8 client_mac[RDFS_DEV_MAC_LEN];	/* AuthResponse.mac */
 	__u8 server_mac[RDFS_DEV_MAC_LEN];	/* what AuthResult.mac must be */
-	char role[16];		/* AuthResponse.role, NUL-terminated */
+	char role[64];		/* AuthResponse.role (the claim), NUL-terminated */
 };
 
 #endif

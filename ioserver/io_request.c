@@ -419,8 +419,8 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 		rpc_server_reply_error(req, -EACCES, "no capability");
 		return -EACCES;
 	}
-	ret = cap_check(p->cap_key, io->cap, server_id, rights, io->first_block,
-			io->block_count, cap_now_ns());
+	ret = cap_check(p->cap_key, io->cap, server_id, req->peer ? req->peer->id : NULL, rights,
+			io->first_block, io->block_count, cap_now_ns());
 	switch (ret) {
 	case 0:
 		return 0;
@@ -436,6 +436,8 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 	case -EACCES:
 		if (io->cap->server_id != server_id)
 			why = "capability is for another I/O server";
+		else if (!req->peer || !io->cap->holder || strcmp(io->cap->holder, req->peer->id))
+			why = "capability was granted to another peer";
 		else if ((io->cap->rights & rights) != rights)
 			why = rights == RDFS_CAP_WRITE ? "capability does not grant write"
 						       : "capability does not grant read";

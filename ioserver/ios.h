@@ -58,8 +58,8 @@ struct ios_options {
 	const char *metaserver;
 	uint32_t fixed_server_id;
 	const char *name;			/* NULL: "hostname:port" */
-	const struct auth_secret *secret;	/* cluster secret (peers, metaserver) */
-	const struct auth_secret *cap_key;	/* capability key */
+	const struct auth_secret *secret;	/* cluster secret: the shared client key */
+	const struct auth_secret *cap_key;	/* capability key; server and node keys derive from it */
 	int io_threads;				/* io_uring threads; 0: IOS_DEFAULT_IO_THREADS */
 	int ping_interval_ms;			/* 0: IOS_DEFAULT_PING_MS */
 	enum ios_send_mode send_mode;

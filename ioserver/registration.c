@@ -27,7 +27,7 @@
 
 struct registration {
 	char *metaserver;
-	const struct auth_secret *secret;
+	struct auth_secret server_key;	/* proves this is a server (auth.h) */
 	char *url;
 	char *name;
 	uint8_t uuid[VOLUME_UUID_LEN];
@@ -163,7 +163,7 @@ static void *reg_main(void *arg)
 
 	while (!reg_stopping(r)) {
 		struct rpc_client *c = NULL;
-		int ret = rpc_client_connect(r->metaserver, r->secret, "ioserver",
+		int ret = rpc_client_connect(r->metaserver, &r->server_key, "server",
 					     REG_CONNECT_TIMEOUT_MS, &c);
 
 		if (ret) {
@@ -171,7 +171,7 @@ static void *reg_main(void *arg)
 			if (ret != last_err)
 				log_warn("cannot connect to metaserver %s: %s%s; retrying",
 					 r->metaserver, strerror(-ret),
-					 ret == -EACCES ? " (wrong cluster secret?)" : "");
+					 ret == -EACCES ? " (wrong capability key?)" : "");
 			last_err = ret;
 		} else {
 			ret = reg_register(r, c);
@@ -191,6 +191,7 @@ static void *reg_main(void *arg)
 
 static void reg_free(struct registration *r)
 {
+	memset(&r->server_key, 0, sizeof(r->server_key));
 	free(r->metaserver);
 	free(r->url);
 	free(r->name);
@@ -212,7 +213,7 @@ int registration_start(const struct registration_opts *o, struct registration **
 		reg_free(r);
 		return -ENOMEM;
 	}
-	r->secret = o->secret;
+	auth_server_key(o->cap_key, &r->server_key);
 	memcpy(r->uuid, o->volume_uuid, VOLUME_UUID_LEN);
 	r->capacity_blocks = o->capacity_blocks;
 	r->pristine = o->pristine;

@@ -2,7 +2,7 @@
 /*
  * registration.h - keep this I/O server registered with the metaserver.
  *
- * A thread connects (rpc role "ioserver"), sends REGISTER{url, volume_uuid,
+ * A thread connects (as "server", with the server key of auth.h), sends REGISTER{url, volume_uuid,
  * capacity_blocks, name, pristine}, publishes the returned server id, then holds the
  * connection open with periodic PINGs: the metaserver counts the server as up
  * while that connection lives. When it breaks the thread reconnects and
@@ -23,7 +23,7 @@ struct registration;
 
 struct registration_opts {
 	const char *metaserver;			/* URL */
-	const struct auth_secret *secret;
+	const struct auth_secret *cap_key;	/* the server key derives from it */
 	const char *url;			/* advertised to the metaserver */
 	const char *name;
 	const uint8_t *volume_uuid;		/* VOLUME_UUID_LEN bytes */

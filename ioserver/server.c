@@ -242,7 +242,7 @@ static int ios_start_registration(struct ios_server *s, const struct ios_options
 		snprintf(name, sizeof(name), "%s%s", host, port ? port : "");
 	}
 	ro.metaserver = o->metaserver;
-	ro.secret = o->secret;
+	ro.cap_key = o->cap_key;
 	ro.url = s->advertise;
 	ro.name = name;
 	ro.volume_uuid = volume_uuid(s->vol);
@@ -275,7 +275,13 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	if (!o->metaserver)
 		server_id_set(&s->id, o->fixed_server_id);
 
-	ret = rpc_server_create(urls, o->secret, &s->rpc);
+	{
+		struct auth_keys keys;
+
+		auth_keys_derive(&keys, o->secret, o->cap_key);
+		ret = rpc_server_create(urls, &keys, &s->rpc);
+		auth_keys_clear(&keys);
+	}
 	if (ret)
 		goto err_free;
 

@@ -27,11 +27,17 @@ static uint8_t *cap_encode(const Rdfs__Capability *cap, size_t *len)
 	uint8_t *buf, *p;
 	size_t i;
 
-	*len = CAP_FIXED_LEN + cap->n_ranges * CAP_RANGE_LEN;
+	size_t hl = cap->holder ? strlen(cap->holder) : 0;
+
+	*len = CAP_FIXED_LEN + cap->n_ranges * CAP_RANGE_LEN + 2 + hl;
 	buf = malloc(*len);
 	if (!buf)
 		return NULL;
-	p = put_le(buf, cap->server_id, 4);
+	/* the holder first, length-prefixed, so no two encodings share bytes */
+	p = put_le(buf, hl, 2);
+	memcpy(p, cap->holder ? cap->holder : "", hl);
+	p += hl;
+	p = put_le(p, cap->server_id, 4);
 	p = put_le(p, cap->ino, 8);
 	p = put_le(p, cap->rights, 4);
 	p = put_le(p, (uint64_t)cap->expiry_ns, 8);
@@ -96,7 +102,8 @@ static int range_covers(const Rdfs__BlockRange *r, uint64_t first, uint64_t coun
 }
 
 int cap_check(const struct auth_secret *key, const Rdfs__Capability *cap, uint32_t server_id,
-	      uint32_t rights, uint64_t first, uint64_t count, int64_t now_ns)
+	      const char *holder, uint32_t rights, uint64_t first, uint64_t count,
+	      int64_t now_ns)
 {
 	uint8_t mac[AUTH_MAC_LEN];
 	size_t i;
@@ -112,6 +119,8 @@ int cap_check(const struct auth_secret *key, const Rdfs__Capability *cap, uint32
 	if (now_ns >= cap->expiry_ns)
 		return -EKEYEXPIRED;
 	if (cap->server_id != server_id)
+		return -EACCES;
+	if (!holder || !cap->holder || strcmp(cap->holder, holder) != 0)
 		return -EACCES;
 	if ((cap->rights & rights) != rights)
 		return -EACCES;

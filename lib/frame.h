@@ -82,6 +82,9 @@ enum rdfs_op {
 	RDFS_OP_COMMIT		= 36,
 	RDFS_OP_REGISTER	= 37,
 	RDFS_OP_SERVER_LIST	= 38,
+	RDFS_OP_NODE_SET	= 39,	/* servers only: add a client node or change its policy */
+	RDFS_OP_NODE_REVOKE	= 40,	/* servers only: refuse a node's key from now on */
+	RDFS_OP_NODE_LIST	= 41,	/* servers only */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

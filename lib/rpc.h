@@ -62,9 +62,10 @@ int rpc_reply_data_iov(const struct rpc_reply *r, struct iovec *iov, int max);
 size_t rpc_reply_data_copy(const struct rpc_reply *r, size_t off, void *dst, size_t len);
 
 /*
- * Connect to @url and authenticate with @secret as @role ("client", "ioserver",
- * "tool"). -EACCES when the server rejects the secret (or the server's proof of
- * the secret is wrong), -ECONNREFUSED / -ETIMEDOUT for network failures.
+ * Connect to @url and prove @role (a claim of auth.h: "server", "node:NAME:GEN",
+ * or any other name for the shared client key) with @secret, its key. -EACCES
+ * when the server rejects the proof (or the server's proof of the key is wrong),
+ * -ECONNREFUSED / -ETIMEDOUT for network failures.
  */
 int rpc_client_connect(const char *url, const struct auth_secret *secret, const char *role,
 		       int timeout_ms, struct rpc_client **out);
@@ -137,7 +138,7 @@ struct rpc_server;
 struct rpc_request {
 	struct xport_conn *conn;	/* holds a reference until rpc_request_done() */
 	struct xport_msg *msg;		/* the request, owned */
-	const char *role;		/* the authenticated peer's role */
+	const struct auth_peer *peer;	/* who the peer proved to be (valid with conn) */
 };
 
 /*
@@ -154,9 +155,22 @@ enum rpc_server_event {
 	RPC_SRV_TIMEOUT,
 };
 
-/* Listen on each of @urls (NULL-terminated) and authenticate peers with @secret. */
-int rpc_server_create(const char *const *urls, const struct auth_secret *secret,
+/* Listen on each of @urls (NULL-terminated) and authenticate peers with @keys. */
+int rpc_server_create(const char *const *urls, const struct auth_keys *keys,
 		      struct rpc_server **out);
+/*
+ * Ask @admit (on the main loop, after a peer's proof checked out) whether a
+ * peer may stay: 0 admits it; a negative errno refuses it with @why (a static
+ * message). The metaserver refuses revoked nodes here.
+ */
+void rpc_server_set_admit(struct rpc_server *s,
+			  int (*admit)(void *arg, const struct auth_peer *peer, const char **why),
+			  void *arg);
+/*
+ * Ask the admit callback again about every authenticated peer and close the
+ * connections it now refuses (a revoked node); returns how many. Main loop only.
+ */
+int rpc_server_readmit(struct rpc_server *s);
 void rpc_server_destroy(struct rpc_server *s);
 /* The bound URL of listener @i (after port 0). */
 const char *rpc_server_url(const struct rpc_server *s, int i);

@@ -4,8 +4,10 @@
  *
  * Handshake, one round trip after connect:
  *   1. server -> AUTH_CHALLENGE { nonce Ns }
- *   2. client -> AUTH_RESPONSE  { HMAC(secret, "rdfs-auth-client" Ns Nc role), Nc, role }
- *   3. server -> AUTH_RESULT    status 0 { HMAC(secret, "rdfs-auth-server" Nc Ns) }
+ *   2. client -> AUTH_RESPONSE  { HMAC(key, "rdfs-auth-client" Ns Nc claim), Nc, claim }
+ *      where the claim selects the key (auth.h); the key, not the claim, decides who
+ *      the peer is
+ *   3. server -> AUTH_RESULT    status 0 { HMAC(key, "rdfs-auth-server" Nc Ns) }
  *      or status -EACCES with an Error body, and the server hangs up.
  * The client checks the server's proof too, so neither side talks to an impostor.
  */
@@ -17,7 +19,7 @@
 #include "rpc.h"
 
 #define RPC_PROTOCOL_VERSION	1
-#define RPC_ROLE_MAX		32
+#define RPC_ROLE_MAX		AUTH_ID_MAX
 #define RPC_EVENT_BATCH		32
 #define RPC_URL_MAX		300
 

@@ -29,7 +29,7 @@ struct rpc_session {
 	struct xport_conn *conn;	/* holds the accept reference until CLOSED */
 	int authed;
 	int rejected;			/* error sent, closing */
-	char role[RPC_ROLE_MAX];
+	struct auth_peer peer;
 	uint8_t nonce[AUTH_NONCE_LEN];
 	int64_t deadline_ms;		/* of the handshake */
 	void *app;
@@ -52,7 +52,9 @@ struct rpc_zc_reply {
 
 struct rpc_server {
 	struct xport_ctx *ctx;
-	struct auth_secret secret;
+	struct auth_keys keys;
+	int (*admit)(void *arg, const struct auth_peer *peer, const char **why);
+	void *admit_arg;
 	int handshake_ms;
 	struct xport_listener **listeners;
 	int nlisteners;
@@ -141,20 +143,20 @@ static void session_unlink(struct rpc_server *s, struct rpc_session *ss)
 	ss->prev = ss->next = NULL;
 }
 
-int rpc_server_create(const char *const *urls, const struct auth_secret *secret,
+int rpc_server_create(const char *const *urls, const struct auth_keys *keys,
 		      struct rpc_server **out)
 {
 	struct rpc_server *s;
 	int i, n, err;
 
-	if (!urls || !secret)
+	if (!urls || !keys)
 		return -EINVAL;
 	for (n = 0; urls[n]; n++)
 		;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->secret = *secret;
+	s->keys = *keys;
 	s->handshake_ms = RPC_HANDSHAKE_MS;
 	s->listeners = calloc((size_t)n + 1, sizeof(*s->listeners));
 	if (!s->listeners) {
@@ -229,9 +231,36 @@ void rpc_server_destroy(struct rpc_server *s)
 		session_unlink(s, ss);
 		xport_conn_put(ss->conn);
 	}
-	memset(&s->secret, 0, sizeof(s->secret));
+	auth_keys_clear(&s->keys);
 	free(s->listeners);
 	free(s);
+}
+
+void rpc_server_set_admit(struct rpc_server *s,
+			  int (*admit)(void *arg, const struct auth_peer *peer, const char **why),
+			  void *arg)
+{
+	s->admit = admit;
+	s->admit_arg = arg;
+}
+
+int rpc_server_readmit(struct rpc_server *s)
+{
+	struct rpc_session *ss;
+	const char *why = NULL;
+	int n = 0;
+
+	if (!s->admit)
+		return 0;
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->authed && !ss->rejected && s->admit(s->admit_arg, &ss->peer, &why)) {
+			log_info("%s: %s no longer admitted; closing", xport_conn_peer(ss->conn),
+				 ss->peer.id);
+			ss->rejected = 1;
+			xport_conn_close(ss->conn);
+			n++;
+		}
+	return n;
 }
 
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms)
@@ -315,8 +344,11 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 {
 	Rdfs__AuthResult result = RDFS__AUTH_RESULT__INIT;
 	uint8_t expect[AUTH_MAC_LEN], proof[AUTH_MAC_LEN];
+	struct auth_secret key;
+	struct auth_peer peer;
 	Rdfs__AuthResponse *resp;
-	int ok;
+	const char *why = "authentication failed: wrong key";
+	int ok, err;
 
 	if (m->hdr.opcode != RDFS_OP_AUTH_RESPONSE || (m->hdr.flags & RDFS_FRAME_REPLY)) {
 		server_reject(ss->conn, ss, m->hdr.opcode, m->hdr.tag,
@@ -326,23 +358,31 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 	resp = rdfs__auth_response__unpack(NULL, m->hdr.body_len, m->body);
 	ok = resp && resp->mac.len == AUTH_MAC_LEN &&
 	     resp->client_nonce.len == AUTH_NONCE_LEN && resp->role && valid_role(resp->role);
+	/* the claim only picks the key; proving that key is what makes the peer */
+	if (ok && (err = auth_claim_key(&s->keys, resp->role, &key, &peer)) != 0) {
+		ok = 0;
+		why = err == -EINVAL ? "authentication failed: malformed node claim"
+				     : "authentication failed: no such key here";
+	}
 	if (ok) {
-		auth_client_proof(&s->secret, ss->nonce, resp->client_nonce.data, resp->role,
-				  expect);
+		auth_client_proof(&key, ss->nonce, resp->client_nonce.data, resp->role, expect);
 		ok = auth_mac_equal(expect, resp->mac.data, AUTH_MAC_LEN);
 	}
+	if (ok && s->admit && s->admit(s->admit_arg, &peer, &why) != 0)
+		ok = 0;
 	if (!ok) {
 		if (resp)
 			rdfs__auth_response__free_unpacked(resp, NULL);
-		server_reject(ss->conn, ss, RDFS_OP_AUTH_RESULT, m->hdr.tag,
-			      "authentication failed: wrong cluster secret");
+		memset(&key, 0, sizeof(key));
+		server_reject(ss->conn, ss, RDFS_OP_AUTH_RESULT, m->hdr.tag, why);
 		return;
 	}
 	ss->authed = 1;
-	strcpy(ss->role, resp->role);
+	ss->peer = peer;
 	xport_conn_set_rx_limits(ss->conn, RDFS_MAX_BODY, RDFS_MAX_DATA);
 	hs_unlink(s, ss);
-	auth_server_proof(&s->secret, ss->nonce, resp->client_nonce.data, proof);
+	auth_server_proof(&key, ss->nonce, resp->client_nonce.data, proof);
+	memset(&key, 0, sizeof(key));
 	rdfs__auth_response__free_unpacked(resp, NULL);
 	result.mac.data = proof;
 	result.mac.len = sizeof(proof);
@@ -350,7 +390,7 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 			 &result.base, NULL, 0))
 		xport_conn_close(ss->conn);
 	else
-		log_debug("%s: authenticated as %s", xport_conn_peer(ss->conn), ss->role);
+		log_debug("%s: authenticated as %s", xport_conn_peer(ss->conn), ss->peer.id);
 }
 
 /* A message from an authenticated peer: 1 if it is for the application. */
@@ -406,7 +446,7 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 		xport_conn_get(ev->conn);
 		req->conn = ev->conn;
 		req->msg = ev->msg;
-		req->role = ss->role;
+		req->peer = &ss->peer;
 		session_account(ss, ev->msg, 1);
 		return RPC_SRV_REQUEST;
 	case XPORT_EV_CLOSED:
@@ -415,11 +455,11 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 			return 0;
 		session_unlink(s, ss);
 		if (ss->authed) {
-			log_debug("%s: %s disconnected", xport_conn_peer(ev->conn), ss->role);
+			log_debug("%s: %s disconnected", xport_conn_peer(ev->conn), ss->peer.id);
 			xport_conn_get(ev->conn);
 			req->conn = ev->conn;
 			req->msg = NULL;
-			req->role = ss->role;
+			req->peer = &ss->peer;
 		}
 		xport_conn_put(ss->conn);	/* the event keeps it alive for now */
 		return req->conn ? RPC_SRV_CLOSED : 0;

@@ -147,15 +147,44 @@ out:
 	return ret;
 }
 
-struct ms_session *ms_session_new(struct ms *ms, const char *role)
+struct ms_session *ms_session_new(struct ms *ms, const char *identity)
 {
 	struct ms_session *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
 	pthread_mutex_init(&s->mu, NULL);
-	snprintf(s->role, sizeof(s->role), "%s", role ? role : "");
+	snprintf(s->identity, sizeof(s->identity), "%s", identity ? identity : "");
 	return s;
+}
+
+void ms_session_set_squash(struct ms_session *s, const struct ms_squash *sq)
+{
+	s->squash = *sq;
+}
+
+const struct ms_squash *ms_session_squash(const struct ms_session *s)
+{
+	return &s->squash;
+}
+
+void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *ngroups)
+{
+	if (sq->mode == MS_SQUASH_ALL || (sq->mode == MS_SQUASH_ROOT && *uid == 0)) {
+		*uid = sq->anonuid;
+		*gid = sq->anongid;
+		*ngroups = 0;
+	}
+}
+
+const char *ms_session_identity(const struct ms_session *s)
+{
+	return s->identity;
+}
+
+int ms_session_is_server(const struct ms_session *s)
+{
+	return strcmp(s->identity, "server") == 0;
 }
 
 uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t flags)

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "frame.h"
 #include "log.h"
 #include "ms_int.h"
 
@@ -260,40 +261,48 @@ int layout_rebuild_bitmaps(struct ms *ms)
 /* ---------------------------------------------------------------- access */
 
 /*
- * May the caller allocate in (@write) or look at the layout of @in? An open
- * handle @h of @s decides when it is valid for @in, else @cr's permission
- * (read or write access for looking; write access for allocating).
+ * May the caller allocate in (@write) or look at the layout of @in, and with
+ * which capability rights (*@rights: exactly what it may do, so a writer that
+ * may not read gets no READ)? An open handle @h of @s grants what it was opened
+ * for; @cr's permission grants the rest. Looking needs some right, allocating
+ * WRITE.
  */
 static int may_access(const struct ms_inode *in, struct ms_session *s, const struct ms_cred *cr,
-		      uint64_t h, int write, int *handle_write)
+		      uint64_t h, int write, uint32_t *rights)
 {
 	uint32_t flags;
+	int err;
 
-	*handle_write = 0;
+	*rights = 0;
 	if (h && handle_flags(s, h, in->ino, &flags) == 0) {
 		uint32_t acc = flags & O_ACCMODE;
 
-		*handle_write = acc != O_RDONLY;
-		/* any open handle may look at the layout; allocating needs a writer */
-		if (!write || acc != O_RDONLY)
-			return 0;
+		if (acc != O_WRONLY)
+			*rights |= RDFS_CAP_READ;
+		if (acc != O_RDONLY)
+			*rights |= RDFS_CAP_WRITE;
 	}
-	if (write)
-		return perm_check(in, cr, MAY_WRITE);
-	if (perm_check(in, cr, MAY_READ) == 0)
-		return 0;
-	return perm_check(in, cr, MAY_WRITE);
+	if (!(*rights & RDFS_CAP_READ) && perm_check(in, cr, MAY_READ) == 0)
+		*rights |= RDFS_CAP_READ;
+	if (!(*rights & RDFS_CAP_WRITE)) {
+		err = perm_check(in, cr, MAY_WRITE);
+		if (!err)
+			*rights |= RDFS_CAP_WRITE;
+		else if (write || !*rights)
+			return err;
+	}
+	return 0;
 }
 
 /* may_access() for a regular file whose chunk size the layout code can work with. */
 static int file_access(const struct ms_inode *in, struct ms_session *s, const struct ms_cred *cr,
-		       uint64_t h, int write, int *handle_write)
+		       uint64_t h, int write, uint32_t *rights)
 {
 	if (S_ISDIR(in->mode))
 		return -EISDIR;
 	if (!S_ISREG(in->mode) || in->chunk_size < BLK || in->chunk_size % BLK)
 		return -EINVAL;
-	return may_access(in, s, cr, h, write, handle_write);
+	return may_access(in, s, cr, h, write, rights);
 }
 
 /* ---------------------------------------------------------------- allocation */
@@ -616,7 +625,8 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	size_t ncs = 0;
 	struct alloc_ctx *a = NULL;
 	uint64_t start, end, cpb;
-	int hw, ret;
+	uint32_t rights;
+	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (!in)
@@ -631,7 +641,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)
 		goto out;
-	ret = file_access(in, s, cr, handle, allocate, &hw);
+	ret = file_access(in, s, cr, handle, allocate, &rights);
 	if (ret)
 		goto out;
 	cpb = in->chunk_size / BLK;
@@ -656,7 +666,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	out->offset = start;
 	out->length = end - start;
 	out->chunk_size = in->chunk_size;
-	out->writable = allocate || hw;
+	out->rights = rights;
 	if (end == start) {
 		out->size = in->size;
 		goto out;
@@ -886,7 +896,8 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	struct block_range *rs = NULL;
 	size_t nrs = 0;
 	leveldb_writebatch_t *b = NULL;
-	int hw, ret;
+	uint32_t rights;
+	int ret;
 
 	if (n > MS_COMMIT_MAX_RANGES)
 		return -EINVAL;
@@ -901,7 +912,7 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)
 		goto out;
-	ret = file_access(in, s, cr, handle, 1, &hw);
+	ret = file_access(in, s, cr, handle, 1, &rights);
 	if (ret)
 		goto out;
 

@@ -97,8 +97,9 @@ int ms_open(const struct ms_options *o, struct ms **out, char *err, size_t errle
 void ms_close(struct ms *ms);
 
 /*
- * A session is one peer connection: its role ("client", "ioserver", "tool")
- * and its open handles. Closing it releases every handle and marks a server it
+ * A session is one peer connection: the identity its key proved (auth.h:
+ * "server" for the server key, else a client: "client" for the shared client
+ * key, "node:NAME:GEN" for a node key) and its open handles. Closing it releases every handle and marks a server it
  * registered down.
  *
  * While a file has open handles (of any session) its blocks stay out of the
@@ -107,7 +108,26 @@ void ms_close(struct ms *ms);
  * blocks a truncate (SETATTR or O_TRUNC) takes from it return to the
  * allocator only then (in memory: a restart finds them free).
  */
-struct ms_session *ms_session_new(struct ms *ms, const char *role);
+/*
+ * What the metaserver does to the uid and gid a client sends (NFS's
+ * root_squash/all_squash with anonuid/anongid): applied to every request of a
+ * session, whatever the request says.
+ */
+enum ms_squash_mode { MS_SQUASH_NONE = 0, MS_SQUASH_ROOT = 1, MS_SQUASH_ALL = 2 };
+struct ms_squash {
+	enum ms_squash_mode mode;
+	uint32_t anonuid, anongid;
+};
+/* Apply @sq to @uid/@gid/@ngroups in place. */
+void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *ngroups);
+
+struct ms_session *ms_session_new(struct ms *ms, const char *identity);
+/* The squash every request of @s gets (default none); set before its first request. */
+void ms_session_set_squash(struct ms_session *s, const struct ms_squash *sq);
+const struct ms_squash *ms_session_squash(const struct ms_session *s);
+/* The identity @s was opened with, and whether it is a server's. */
+const char *ms_session_identity(const struct ms_session *s);
+int ms_session_is_server(const struct ms_session *s);
 void ms_session_close(struct ms *ms, struct ms_session *s);
 
 int ms_lookup(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
@@ -198,7 +218,7 @@ struct ms_layout {
 	uint64_t length;
 	uint64_t size;
 	uint32_t chunk_size;
-	int writable;			/* the caller may write: grant CAP_WRITE */
+	uint32_t rights;		/* RDFS_CAP_READ/WRITE: what the caller may do */
 	size_t n;
 	struct ms_extent *ext;		/* malloc'ed; ms_layout_free() */
 };
@@ -227,7 +247,8 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	      uint64_t handle, struct ms_attr *out);
 
 /*
- * I/O-server registry. Only an "ioserver" session may register (-EPERM).
+ * I/O-server registry. Only a server session may register (-EPERM); a volume
+ * whose I/O server is registered and up on another session is refused (-EBUSY).
  * @pristine only counts at the first registration of @uuid: the I/O server
  * vouches that every block of the volume reads as zeros, so the server's
  * high-water mark starts at 0; otherwise it starts at the capacity and every
@@ -248,6 +269,35 @@ struct ms_server_info {
 	int up;
 };
 /* *@out is malloc'ed (free()); returns the count, sorted by id. */
+/*
+ * Client nodes: each has its own key (auth.h), a generation that a new key or a
+ * revocation moves past every older key, and a squash policy.
+ */
+#define MS_NODE_NAME_MAX 40
+struct ms_node {
+	char name[MS_NODE_NAME_MAX + 1];
+	uint32_t generation;
+	int revoked;
+	struct ms_squash squash;
+};
+/*
+ * Add node @name or change it (servers only: -EPERM). @new_key, a revoked or
+ * an unknown node starts a new generation; @policy (NULL: keep; a new node
+ * gets root squash) replaces the squash policy. *@out: the node now.
+ * -EINVAL for a bad name or policy.
+ */
+int ms_node_set(struct ms *ms, struct ms_session *s, const char *name, int new_key,
+		const struct ms_squash *policy, struct ms_node *out);
+/* Revoke @name's key (servers only): -ENOENT for an unknown node. */
+int ms_node_revoke(struct ms *ms, struct ms_session *s, const char *name, struct ms_node *out);
+/* All nodes, by name; the count or -errno. Free *@out. */
+int ms_node_list(struct ms *ms, struct ms_session *s, struct ms_node **out);
+/*
+ * May the node identity @id ("NAME:GEN") connect? 0 with its squash policy, or
+ * -EACCES (unknown node, revoked, or an older generation's key).
+ */
+int ms_node_admit(struct ms *ms, const char *id, struct ms_squash *squash);
+
 int ms_server_list(struct ms *ms, struct ms_server_info **out);
 /* URL of server @id into @buf; -ENOENT when unknown. */
 int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len);

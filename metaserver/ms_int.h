@@ -137,6 +137,17 @@ int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
 int registry_is_up(struct ms_registry *r, uint32_t id);
 void registry_session_closed(struct ms_registry *r, struct ms_session *s);
 
+/* ---------------------------------------------------------------- client nodes (nodes.c) */
+
+struct ms_nodes {
+	pthread_mutex_t mu;		/* held across a node's small synced write */
+	int n;
+	struct ms_node *nodes;
+};
+
+int nodes_load(struct ms *ms);
+void nodes_destroy(struct ms_nodes *t);
+
 /* ---------------------------------------------------------------- open files (handles.c) */
 
 struct ms_handle {
@@ -148,7 +159,8 @@ struct ms_handle {
 
 struct ms_session {
 	pthread_mutex_t mu;
-	char role[16];
+	struct ms_squash squash;	/* set once, before the session's first request */
+	char identity[64];		/* AUTH_ID_MAX */
 	struct ms_handle *handles;
 };
 
@@ -222,6 +234,7 @@ struct ms {
 	ms_zero_fn zero;		/* ms_set_zeroer(); NULL: recycled blocks are not zeroed */
 	void *zero_arg;
 	struct ms_registry reg;
+	struct ms_nodes nodes;
 	struct ms_opentab opentab;
 };
 

@@ -64,6 +64,7 @@
 #define MS_TAG_SERVER		'S'
 #define MS_TAG_UUID		'U'
 #define MS_TAG_HIGH_WATER	'H'
+#define MS_TAG_NODE		'N'	/* + node name: its generation and policy (nodes.c) */
 
 #define MS_INODE_FIXED		77
 #define MS_DIRENT_VAL		9

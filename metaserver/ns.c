@@ -402,6 +402,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);
 	pthread_mutex_init(&ms->reg.mu, NULL);
+	pthread_mutex_init(&ms->nodes.mu, NULL);
 	pthread_mutex_init(&ms->high_mu, NULL);
 	alloc_init(&ms->alloc);
 	opentab_init(&ms->opentab);
@@ -469,6 +470,8 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 
 	ret = registry_load(ms);
 	if (!ret)
+		ret = nodes_load(ms);
+	if (!ret)
 		ret = high_water_load(ms);
 	if (!ret)
 		ret = layout_rebuild_bitmaps(ms);
@@ -499,6 +502,7 @@ void ms_close(struct ms *ms)
 	leveldb_readoptions_destroy(ms->ropts);
 	leveldb_writeoptions_destroy(ms->wsync);
 	registry_destroy(&ms->reg);
+	nodes_destroy(&ms->nodes);
 	alloc_destroy(&ms->alloc);
 	pthread_mutex_destroy(&ms->high_mu);
 	opentab_destroy(&ms->opentab);

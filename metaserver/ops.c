@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "log.h"
 #include "ops.h"
+#include "pb_strings.h"
 #include "rdfs.pb-c.h"
 
 struct op_call {
@@ -22,9 +23,6 @@ struct op_call {
 };
 
 typedef void (*op_fn)(struct op_call *c);
-
-/* What root becomes under root squash, as NFS's anonuid/anongid. */
-#define MS_NOBODY	65534u
 
 static int reply(struct op_call *c, int status, const ProtobufCMessage *msg)
 {
@@ -56,11 +54,8 @@ static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
 	cr->gid = pc->gid;
 	cr->ngroups = (uint32_t)pc->n_groups;
 	cr->groups = pc->groups;
-	if (c->ctx->root_squash && cr->uid == 0 && strcmp(c->req->role, "client") == 0) {
-		cr->uid = MS_NOBODY;
-		cr->gid = MS_NOBODY;
-		cr->ngroups = 0;
-	}
+	/* the session's squash, from its key: whatever the request says (server.c) */
+	ms_squash_apply(ms_session_squash(c->s), &cr->uid, &cr->gid, &cr->ngroups);
 	return 0;
 }
 
@@ -106,9 +101,19 @@ static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
 	reply(c, status, &r.base);
 }
 
-/* Unpack into `m` of type T or reply -EBADMSG and return. */
+/*
+ * Unpack into `m` of type T or reply and return: -EINVAL for a name (any string
+ * field) with a NUL in it, which unpacking would silently cut; -EBADMSG for an
+ * undecodable body.
+ */
 #define UNPACK(T, fn, what)							\
-	T *m = fn##__unpack(NULL, c->req->msg->hdr.body_len, c->req->msg->body);	\
+	T *m;									\
+	if (pb_strings_check(&fn##__descriptor, c->req->msg->body,		\
+			     c->req->msg->hdr.body_len) == -EINVAL) {		\
+		rpc_server_reply_error(c->req, -EINVAL, "a name contains a NUL byte"); \
+		return;								\
+	}									\
+	m = fn##__unpack(NULL, c->req->msg->hdr.body_len, c->req->msg->body);	\
 	if (!m) {								\
 		reply_bad(c, what);						\
 		return;								\
@@ -380,7 +385,7 @@ static void op_release(struct op_call *c)
 
 /* One capability per server of @l's extents, signed; servers' URLs alongside. */
 static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct ms_layout *l,
-			Rdfs__LayoutReply *r)
+			const char *holder, Rdfs__LayoutReply *r)
 {
 	size_t n = l->n, nsrv = 0;
 	uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
@@ -439,7 +444,8 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 		r->servers[r->n_servers++] = sa;
 		cap->server_id = ids[j];
 		cap->ino = ino;
-		cap->rights = RDFS_CAP_READ | (l->writable ? RDFS_CAP_WRITE : 0);
+		cap->rights = l->rights;
+		cap->holder = (char *)holder;
 		cap->expiry_ns = expiry;
 		cap->ranges = calloc(n, sizeof(*cap->ranges));
 		if (!cap->ranges) {
@@ -509,7 +515,7 @@ static void op_layout(struct op_call *c)
 	ret = ms_layout(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length, m->allocate,
 			m->handle, &l);
 	if (!ret) {
-		ret = layout_to_pb(c->ctx, m->ino, &l, &r);
+		ret = layout_to_pb(c->ctx, m->ino, &l, ms_session_identity(c->s), &r);
 		ms_layout_free(&l);
 	}
 	reply(c, ret, &r.base);
@@ -557,7 +563,11 @@ static void op_register(struct op_call *c)
 	ret = ms_register(c->ctx->ms, c->s, m->url, m->volume_uuid.data, m->volume_uuid.len,
 			  m->capacity_blocks, m->name, m->pristine, &r.server_id);
 	if (ret == -EPERM)
-		rpc_server_reply_error(c->req, ret, "REGISTER is for I/O-server connections only");
+		rpc_server_reply_error(c->req, ret,
+				       "REGISTER needs a connection that proved the server key");
+	else if (ret == -EBUSY)
+		rpc_server_reply_error(c->req, ret,
+				       "the I/O server of this volume is registered and up");
 	else
 		reply(c, ret, &r.base);
 	FREE(rdfs__register_req);
@@ -601,6 +611,79 @@ out:
 	free(si);
 }
 
+static void node_to_pb(const struct ms_node *n, Rdfs__NodeInfo *p)
+{
+	rdfs__node_info__init(p);
+	p->name = (char *)n->name;
+	p->generation = n->generation;
+	p->revoked = n->revoked;
+	p->squash = n->squash.mode;
+	p->anonuid = n->squash.anonuid;
+	p->anongid = n->squash.anongid;
+}
+
+static void reply_nodes(struct op_call *c, int status, const struct ms_node *nodes, int n)
+{
+	Rdfs__NodeReply r = RDFS__NODE_REPLY__INIT;
+	Rdfs__NodeInfo *pi = NULL, **pp = NULL;
+
+	if (status) {
+		if (status == -EPERM)
+			rpc_server_reply_error(c->req, status,
+					       "node administration needs the server key");
+		else
+			reply(c, status, NULL);
+		return;
+	}
+	pi = calloc(n ? n : 1, sizeof(*pi));
+	pp = calloc(n ? n : 1, sizeof(*pp));
+	if (!pi || !pp) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		node_to_pb(&nodes[i], &pi[i]);
+		pp[i] = &pi[i];
+	}
+	r.nodes = pp;
+	r.n_nodes = (size_t)n;
+	reply(c, 0, &r.base);
+out:
+	free(pi);
+	free(pp);
+}
+
+static void op_node_set(struct op_call *c)
+{
+	UNPACK(Rdfs__NodeReq, rdfs__node_req, "NodeReq");
+	struct ms_squash sq = { (enum ms_squash_mode)m->squash, m->anonuid, m->anongid };
+	struct ms_node n;
+	int ret;
+
+	ret = m->squash > MS_SQUASH_ALL ? -EINVAL :
+	      ms_node_set(c->ctx->ms, c->s, m->name, m->new_key, m->set_policy ? &sq : NULL, &n);
+	reply_nodes(c, ret, &n, 1);
+	FREE(rdfs__node_req);
+}
+
+static void op_node_revoke(struct op_call *c)
+{
+	UNPACK(Rdfs__NodeReq, rdfs__node_req, "NodeReq");
+	struct ms_node n;
+
+	reply_nodes(c, ms_node_revoke(c->ctx->ms, c->s, m->name, &n), &n, 1);
+	FREE(rdfs__node_req);
+}
+
+static void op_node_list(struct op_call *c)
+{
+	struct ms_node *nodes = NULL;
+	int n = ms_node_list(c->ctx->ms, c->s, &nodes);
+
+	reply_nodes(c, n < 0 ? n : 0, nodes, n < 0 ? 0 : n);
+	free(nodes);
+}
+
 static void op_ping(struct op_call *c)
 {
 	reply_empty(c, 0);
@@ -631,7 +714,15 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_COMMIT] = op_commit,
 	[RDFS_OP_REGISTER] = op_register,
 	[RDFS_OP_SERVER_LIST] = op_server_list,
+	[RDFS_OP_NODE_SET] = op_node_set,
+	[RDFS_OP_NODE_REVOKE] = op_node_revoke,
+	[RDFS_OP_NODE_LIST] = op_node_list,
 };
+
+int ops_is_admin(uint16_t op)
+{
+	return op == RDFS_OP_NODE_SET || op == RDFS_OP_NODE_REVOKE || op == RDFS_OP_NODE_LIST;
+}
 
 int ops_is_quick_read(uint16_t op)
 {

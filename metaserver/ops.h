@@ -16,7 +16,6 @@ struct ms_ops_ctx {
 	struct ms *ms;
 	const struct auth_secret *cap_key;	/* signs LAYOUT capabilities */
 	int64_t cap_lifetime_ns;
-	int root_squash;			/* uid 0 of "client" peers acts as nobody */
 };
 
 /*
@@ -31,5 +30,11 @@ void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc
  * traffic: cheap and bounded enough to run on the main loop (server.c).
  */
 int ops_is_quick_read(uint16_t op);
+
+/*
+ * 1 for the node administration opcodes: rare, run on the main loop so that
+ * the connections of a node they revoke are closed there right after.
+ */
+int ops_is_admin(uint16_t op);
 
 #endif

@@ -169,8 +169,10 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	uint64_t mark = pristine ? 0 : capacity_blocks;
 	int ret = 0;
 
-	if (strcmp(sess->role, "ioserver") != 0)
+	if (!ms_session_is_server(sess)) {
+		log_warn("REGISTER of %s refused: the peer did not prove the server key", url);
 		return -EPERM;
+	}
 	if (uuid_len == 0 || uuid_len > sizeof(tmp.uuid) || strlen(url) == 0 ||
 	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name))
 		return -EINVAL;
@@ -180,6 +182,13 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		if (r->servers[i].uuid_len == uuid_len &&
 		    memcmp(r->servers[i].uuid, uuid, uuid_len) == 0)
 			s = &r->servers[i];
+	if (s && s->up && s->up != sess) {
+		/* a second registration of a live server is an impostor or a misconfiguration */
+		log_warn("I/O server %u (%s) is up; a second registration of its volume from %s "
+			 "refused", s->id, s->url, url);
+		ret = -EBUSY;
+		goto out;
+	}
 	if (s) {
 		tmp = *s;
 	} else {

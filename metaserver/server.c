@@ -51,6 +51,7 @@ struct ms_server {
 	struct ms *ms;
 	struct rpc_server *rpc;
 	struct ms_ops_ctx ops;
+	int root_squash;		/* for peers of the shared client key */
 	struct auth_secret cap_key;
 	struct ms_zeroer *zeroer;	/* installed in ms while the server exists */
 	volatile sig_atomic_t *stop_flag;
@@ -121,6 +122,35 @@ static void enqueue(struct ms_server *srv, const struct job *j)
 	pthread_mutex_unlock(&srv->mu);
 }
 
+/* The handshake's last word: a node key is good only for the node's current generation. */
+static int admit_peer(void *arg, const struct auth_peer *peer, const char **why)
+{
+	struct ms_server *srv = arg;
+	struct ms_squash sq;
+
+	if (strncmp(peer->id, "node:", 5) != 0 || ms_node_admit(srv->ms, peer->id + 5, &sq) == 0)
+		return 0;
+	*why = "authentication failed: unknown or revoked client node";
+	return -EACCES;
+}
+
+/* What a new session's requests get: the key decides, never the request. */
+static int session_squash(struct ms_server *srv, const struct auth_peer *peer,
+			  struct ms_squash *sq)
+{
+	static const struct ms_squash none = { MS_SQUASH_NONE, 0, 0 };
+	static const struct ms_squash root = { MS_SQUASH_ROOT, 65534, 65534 };
+
+	if (peer->cls == AUTH_CLASS_SERVER) {
+		*sq = none;
+		return 0;
+	}
+	if (strncmp(peer->id, "node:", 5) == 0)
+		return ms_node_admit(srv->ms, peer->id + 5, sq);
+	*sq = srv->root_squash ? root : none;
+	return 0;
+}
+
 int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_server **out)
 {
 	struct ms_server *srv = calloc(1, sizeof(*srv));
@@ -134,17 +164,25 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	srv->ops.cap_key = &srv->cap_key;
 	srv->ops.cap_lifetime_ns = o->cap_lifetime_ns ? o->cap_lifetime_ns : 600ll * 1000000000;
 	srv->stop_flag = o->stop;
-	srv->ops.root_squash = o->root_squash;
+	srv->root_squash = o->root_squash;
 	srv->nthreads = o->threads > 0 ? o->threads : 8;
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_cond_init(&srv->not_empty, NULL);
 	pthread_cond_init(&srv->not_full, NULL);
-	ret = ms_zeroer_create(ms, o->secret, o->cap_key, &srv->zeroer);
+	ret = ms_zeroer_create(ms, o->cap_key, &srv->zeroer);
 	if (ret) {
 		free(srv);
 		return ret;
 	}
-	ret = rpc_server_create(o->listen, o->secret, &srv->rpc);
+	{
+		struct auth_keys keys;
+
+		auth_keys_derive(&keys, o->secret, o->cap_key);
+		ret = rpc_server_create(o->listen, &keys, &srv->rpc);
+		auth_keys_clear(&keys);
+	}
+	if (!ret)
+		rpc_server_set_admit(srv->rpc, admit_peer, srv);
 	if (ret) {
 		ms_zeroer_destroy(srv->zeroer);
 		free(srv);
@@ -199,15 +237,24 @@ int ms_server_run(struct ms_server *srv)
 		case RPC_SRV_REQUEST:
 			cs = rpc_conn_app(req.conn);
 			if (!cs) {
+				struct ms_squash sq;
+
+				if (session_squash(srv, req.peer, &sq)) {
+					/* revoked between its handshake and its first request */
+					rpc_server_reply_error(&req, -EACCES, "client node revoked");
+					rpc_request_done(&req);
+					break;
+				}
 				cs = calloc(1, sizeof(*cs));
 				if (cs)
-					cs->sess = ms_session_new(srv->ms, req.role);
+					cs->sess = ms_session_new(srv->ms, req.peer->id);
 				if (!cs || !cs->sess) {
 					free(cs);
 					rpc_server_reply_error(&req, -ENOMEM, "out of memory");
 					rpc_request_done(&req);
 					break;
 				}
+				ms_session_set_squash(cs->sess, &sq);
 				atomic_store(&cs->refs, 1);	/* the connection's */
 				rpc_conn_set_app(req.conn, cs);
 				pthread_mutex_lock(&srv->mu);
@@ -221,6 +268,13 @@ int ms_server_run(struct ms_server *srv)
 				/* the connection's reference keeps cs alive meanwhile */
 				ops_dispatch(&srv->ops, cs->sess, &req);
 				rpc_request_done(&req);
+				break;
+			}
+			if (ops_is_admin(req.msg->hdr.opcode)) {
+				ops_dispatch(&srv->ops, cs->sess, &req);
+				rpc_request_done(&req);
+				/* a revoked node or an older key of it is cut off now */
+				rpc_server_readmit(srv->rpc);
 				break;
 			}
 			atomic_fetch_add(&cs->refs, 1);

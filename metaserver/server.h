@@ -16,8 +16,8 @@ struct ms_server;
 
 struct ms_server_opts {
 	const char *const *listen;		/* NULL-terminated URLs */
-	const struct auth_secret *secret;	/* cluster secret: authenticates peers */
-	const struct auth_secret *cap_key;	/* signs capabilities */
+	const struct auth_secret *secret;	/* cluster secret: the shared client key */
+	const struct auth_secret *cap_key;	/* signs capabilities; server key derives from it */
 	int threads;				/* workers; 0: 8 */
 	int64_t cap_lifetime_ns;		/* 0: 600 s */
 	volatile sig_atomic_t *stop;		/* optional: set (by a signal handler) to stop */

@@ -50,7 +50,7 @@ struct zero_conn {
 
 struct ms_zeroer {
 	struct ms *ms;
-	struct auth_secret secret;
+	struct auth_secret secret;	/* the server key */
 	struct auth_secret cap_key;
 	pthread_mutex_t mu;		/* conns and every refs */
 	struct zero_conn *conns;
@@ -67,15 +67,14 @@ struct zero_call {
 	char why[128];			/* the server's error message */
 };
 
-int ms_zeroer_create(struct ms *ms, const struct auth_secret *secret,
-		     const struct auth_secret *cap_key, struct ms_zeroer **out)
+int ms_zeroer_create(struct ms *ms, const struct auth_secret *cap_key, struct ms_zeroer **out)
 {
 	struct ms_zeroer *z = calloc(1, sizeof(*z));
 
 	if (!z)
 		return -ENOMEM;
 	z->ms = ms;
-	z->secret = *secret;
+	auth_server_key(cap_key, &z->secret);
 	z->cap_key = *cap_key;
 	pthread_mutex_init(&z->mu, NULL);
 	*out = z;
@@ -165,7 +164,7 @@ static int conn_get(struct ms_zeroer *z, uint32_t id, struct zero_conn **out)
 	fresh = calloc(1, sizeof(*fresh));
 	if (!fresh)
 		return -ENOMEM;
-	ret = rpc_client_connect(url, &z->secret, "metaserver", ZERO_CONNECT_MS, &fresh->rpc);
+	ret = rpc_client_connect(url, &z->secret, "server", ZERO_CONNECT_MS, &fresh->rpc);
 	if (ret) {
 		free(fresh);
 		return ret;
@@ -210,6 +209,7 @@ static int zero_start(struct ms_zeroer *z, struct zero_call *zc)
 	zc->rangep = &zc->range;
 	zc->cap.server_id = zc->r->server_id;
 	zc->cap.rights = RDFS_CAP_WRITE;
+	zc->cap.holder = (char *)"server";
 	zc->cap.expiry_ns = cap_now_ns() + ZERO_CAP_LIFETIME_NS;
 	zc->cap.n_ranges = 1;
 	zc->cap.ranges = &zc->rangep;

@@ -16,11 +16,11 @@ struct ms_zeroer;
 
 /*
  * A zeroer for @ms's I/O servers: it connects to each (the URL it registered,
- * looked up at use) with @secret as role "metaserver" and signs its own
- * capabilities with @cap_key. Connections are made lazily and kept.
+ * looked up at use) as "server", with the server key of @cap_key, and signs its
+ * own capabilities (holder "server") with @cap_key. Connections are made
+ * lazily and kept.
  */
-int ms_zeroer_create(struct ms *ms, const struct auth_secret *secret,
-		     const struct auth_secret *cap_key, struct ms_zeroer **out);
+int ms_zeroer_create(struct ms *ms, const struct auth_secret *cap_key, struct ms_zeroer **out);
 /* No zeroing may be in progress (clear it from @ms first). */
 void ms_zeroer_destroy(struct ms_zeroer *z);
 /* The ms_zero_fn: @arg is the struct ms_zeroer. */

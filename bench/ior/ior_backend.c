@@ -49,7 +49,7 @@ int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char 
 		return 0;
 	}
 	log_init("rdfs-bench", LOG_LVL_WARN);
-	ret = auth_secret_load(p->cluster.secret_file, &o.secret);
+	ret = rdfs_client_opts_load_key(&o, p->cluster.secret_file);
 	if (ret) {
 		snprintf(err, errsize, "cannot load secret file %s: %s", p->cluster.secret_file,
 			 strerror(-ret));
@@ -58,7 +58,6 @@ int ior_backend_open(const struct ior_params *p, struct ior_backend **out, char 
 	}
 	o.metaserver_url = p->cluster.metaserver;
 	o.timeout_ms = p->cluster.timeout_ms;
-	o.role = "client";
 	o.write_stable = 1;
 	o.write_behind_kb = 16384;	/* NFS-like: errors at fsync/close */
 	ret = rdfs_client_open(&o, &b->client);

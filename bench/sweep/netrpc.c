@@ -139,7 +139,13 @@ int sweep_netrpc(struct sweep_env *env, const struct sweep_plan *p)
 		goto out;
 	}
 	memset(rs.data, 0x5a, rs.max);
-	ret = rpc_server_create(urls, &secret, &rs.srv);
+	{
+		struct auth_keys keys;
+
+		auth_keys_derive(&keys, &secret, NULL);
+		ret = rpc_server_create(urls, &keys, &rs.srv);
+		auth_keys_clear(&keys);
+	}
 	if (ret)
 		goto out;
 	if (pthread_create(&th, NULL, rpc_responder_main, &rs)) {

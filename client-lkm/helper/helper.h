@@ -34,6 +34,7 @@ int helper_join(struct helper *h);
  * A TCP connection to @url ("tcp://host:port") authenticated with @secret
  * as a client: the socket fd, or -errno.
  */
-int ioconn_connect(const char *url, const struct auth_secret *secret, int timeout_ms);
+int ioconn_connect(const char *url, const struct auth_secret *secret, const char *claim,
+		   int timeout_ms);
 
 #endif

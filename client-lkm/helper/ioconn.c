@@ -85,7 +85,7 @@ static int recv_msg(int fd, uint16_t op, uint8_t *body, size_t size, size_t *len
 	return io_full(fd, body, h.body_len, 1, timeout_ms);
 }
 
-static int handshake(int fd, const struct auth_secret *secret, int timeout_ms)
+static int handshake(int fd, const struct auth_secret *secret, const char *claim, int timeout_ms)
 {
 	Rdfs__AuthResponse resp = RDFS__AUTH_RESPONSE__INIT;
 	uint8_t snonce[AUTH_NONCE_LEN], cnonce[AUTH_NONCE_LEN], mac[AUTH_MAC_LEN];
@@ -109,12 +109,12 @@ static int handshake(int fd, const struct auth_secret *secret, int timeout_ms)
 	err = auth_random(cnonce, sizeof(cnonce));
 	if (err)
 		return err;
-	auth_client_proof(secret, snonce, cnonce, "client", mac);
+	auth_client_proof(secret, snonce, cnonce, claim, mac);
 	resp.mac.data = mac;
 	resp.mac.len = sizeof(mac);
 	resp.client_nonce.data = cnonce;
 	resp.client_nonce.len = sizeof(cnonce);
-	resp.role = "client";
+	resp.role = (char *)claim;
 	err = send_msg(fd, RDFS_OP_AUTH_RESPONSE, &resp.base, timeout_ms);
 	if (err)
 		return err;
@@ -155,6 +155,7 @@ struct authenticator {
 	int fd;
 	int timeout_ms;
 	struct auth_secret secret;
+	char claim[64];
 };
 
 /* One challenge of one RDMA connection: the proofs, then the pair is closed. */
@@ -173,11 +174,11 @@ static void *authenticator_run(void *arg)
 	if (n == (ssize_t)sizeof(ch) && ch.magic == RDFS_DEV_RDMA_MAGIC) {
 		pr.error = auth_random(pr.client_nonce, sizeof(pr.client_nonce));
 		if (!pr.error) {
-			auth_client_proof(&a->secret, ch.server_nonce, pr.client_nonce, "client",
+			auth_client_proof(&a->secret, ch.server_nonce, pr.client_nonce, a->claim,
 					  pr.client_mac);
 			auth_server_proof(&a->secret, ch.server_nonce, pr.client_nonce,
 					  pr.server_mac);
-			strcpy(pr.role, "client");
+			snprintf(pr.role, sizeof(pr.role), "%s", a->claim);
 		}
 		if (send(a->fd, &pr, sizeof(pr), MSG_NOSIGNAL) < 0)
 			log_msg(LOG_LVL_INFO, "RDMA authenticator: %s", strerror(errno));
@@ -198,7 +199,7 @@ static void *authenticator_run(void *arg)
  * already in it; a detached thread answers the challenge (bounded by
  * @timeout_ms, so a module that never asks costs a thread only that long).
  */
-static int rdma_authenticator(const char *url, const struct auth_secret *secret,
+static int rdma_authenticator(const char *url, const struct auth_secret *secret, const char *claim,
 			      int timeout_ms)
 {
 	struct rdfs_dev_rdma_peer peer = { .magic = RDFS_DEV_RDMA_MAGIC };
@@ -232,6 +233,7 @@ static int rdma_authenticator(const char *url, const struct auth_secret *secret,
 	a->fd = sv[1];
 	a->timeout_ms = timeout_ms;
 	a->secret = *secret;
+	snprintf(a->claim, sizeof(a->claim), "%s", claim);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	err = -pthread_create(&thr, &attr, authenticator_run, a);
@@ -248,13 +250,14 @@ fail:
 	return err;
 }
 
-int ioconn_connect(const char *url, const struct auth_secret *secret, int timeout_ms)
+int ioconn_connect(const char *url, const struct auth_secret *secret, const char *claim,
+		   int timeout_ms)
 {
 	struct addrinfo *ai;
 	int fd, err, one = 1;
 
 	if (!strncmp(url, "rdma://", 7))
-		return rdma_authenticator(url, secret, timeout_ms);
+		return rdma_authenticator(url, secret, claim, timeout_ms);
 	if (strncmp(url, "tcp://", 6))
 		return -EINVAL;
 	err = resolve_url(url, 6, &ai);
@@ -270,7 +273,7 @@ int ioconn_connect(const char *url, const struct auth_secret *secret, int timeou
 	freeaddrinfo(ai);
 	if (!err) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		err = handshake(fd, secret, timeout_ms);
+		err = handshake(fd, secret, claim, timeout_ms);
 	}
 	if (err) {
 		close(fd);

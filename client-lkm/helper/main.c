@@ -314,9 +314,10 @@ int main(int argc, char **argv)
 	}
 	secret = config_get(cfg, "lkm", "secret_file",
 			    config_get(cfg, "cluster", "secret_file", DEFAULT_SECRET));
-	err = auth_secret_load(secret, &copts.secret);
+	err = rdfs_client_opts_load_key(&copts, secret);
 	if (err) {
-		fprintf(stderr, PROG ": cannot load secret file %s: %s\n", secret, strerror(-err));
+		fprintf(stderr, PROG ": cannot load secret file %s: %s\n", secret,
+			rdfs_key_error(err));
 		return 1;
 	}
 

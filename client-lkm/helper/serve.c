@@ -417,7 +417,7 @@ static int op_connect(struct msg *m)
 	pthread_mutex_unlock(&p->lock);
 	if (!url[0])
 		return -EHOSTUNREACH;
-	fd = ioconn_connect(url, &c->opts.secret, m->h->timeout_ms);
+	fd = ioconn_connect(url, &c->opts.secret, c->opts.role, m->h->timeout_ms);
 	if (fd < 0) {
 		log_msg(LOG_LVL_WARN, "I/O server %u (%s): %s", cr->server_id, url, strerror(-fd));
 		return -EIO;

@@ -340,6 +340,32 @@ static void peer_install(struct rdfs_peer *p, struct rpc_client *rpc, struct rdf
 	pthread_mutex_unlock(&p->lock);
 }
 
+int rdfs_client_opts_load_key(struct rdfs_client_opts *o, const char *path)
+{
+	struct auth_identity id;
+	int ret = auth_identity_load(path, o->role ? o->role : "client", &id);
+
+	if (ret)
+		return ret;
+	o->secret = id.key;
+	snprintf(o->claim, sizeof(o->claim), "%s", id.claim);
+	o->role = o->claim;
+	memset(&id, 0, sizeof(id));
+	return 0;
+}
+
+const char *rdfs_key_error(int err)
+{
+	switch (err) {
+	case -EPERM:
+		return "group or others may access it (chmod 600 it)";
+	case -EINVAL:
+		return "not a key: too short, too long, or a malformed node key file";
+	default:
+		return strerror(-err);
+	}
+}
+
 int rdfs_client_open(const struct rdfs_client_opts *opts, struct rdfs_client **out)
 {
 	struct rdfs_client *c;

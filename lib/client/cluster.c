@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * cluster.c - the I/O-server registry and raw layouts, for `rdfs` and tests.
+ * cluster.c - the I/O-server registry, client nodes and raw layouts, for `rdfs`
+ * and tests.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -84,4 +85,65 @@ int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 		protobuf_c_message_free_unpacked(&rep->base, NULL);
 	}
 	return count;
+}
+
+static void node_from_pb(const Rdfs__NodeInfo *p, struct rdfs_node_info *n)
+{
+	memset(n, 0, sizeof(*n));
+	snprintf(n->name, sizeof(n->name), "%s", p->name ? p->name : "");
+	n->generation = p->generation;
+	n->revoked = p->revoked;
+	n->squash = (int)p->squash;
+	n->anonuid = p->anonuid;
+	n->anongid = p->anongid;
+}
+
+/* One NODE_* call; fills at most @max of @out and returns the node count. */
+static int node_call(struct rdfs_client *c, uint16_t op, const Rdfs__NodeReq *req,
+		     struct rdfs_node_info *out, int max)
+{
+	Rdfs__NodeReply *rep = NULL;
+	int ret;
+
+	/* NODE_SET with a new key is not idempotent: never sent twice */
+	ret = ms_call(c, op, req ? &req->base : NULL, &rdfs__node_reply__descriptor,
+		      (ProtobufCMessage **)&rep, op == RDFS_OP_NODE_LIST ? MS_IDEMPOTENT : 0);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < rep->n_nodes && (int)i < max; i++)
+		node_from_pb(rep->nodes[i], &out[i]);
+	ret = (int)rep->n_nodes;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return ret;
+}
+
+int rdfs_node_set(struct rdfs_client *c, const char *name, int new_key, int set_policy,
+		  int squash, uint32_t anonuid, uint32_t anongid, struct rdfs_node_info *out)
+{
+	Rdfs__NodeReq req = RDFS__NODE_REQ__INIT;
+	int ret;
+
+	req.name = (char *)name;
+	req.new_key = new_key;
+	req.set_policy = set_policy;
+	req.squash = (uint32_t)squash;
+	req.anonuid = anonuid;
+	req.anongid = anongid;
+	ret = node_call(c, RDFS_OP_NODE_SET, &req, out, 1);
+	return ret < 0 ? ret : ret == 1 ? 0 : -EPROTO;
+}
+
+int rdfs_node_revoke(struct rdfs_client *c, const char *name, struct rdfs_node_info *out)
+{
+	Rdfs__NodeReq req = RDFS__NODE_REQ__INIT;
+	int ret;
+
+	req.name = (char *)name;
+	ret = node_call(c, RDFS_OP_NODE_REVOKE, &req, out, 1);
+	return ret < 0 ? ret : ret == 1 ? 0 : -EPROTO;
+}
+
+int rdfs_node_list(struct rdfs_client *c, struct rdfs_node_info *out, int max)
+{
+	return node_call(c, RDFS_OP_NODE_LIST, NULL, out, max);
 }

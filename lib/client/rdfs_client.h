@@ -49,9 +49,14 @@ struct rdfs_cred {
 
 struct rdfs_client_opts {
 	const char *metaserver_url;	/* "tcp://host:port" */
-	struct auth_secret secret;
+	struct auth_secret secret;	/* the key that proves @role */
 	int timeout_ms;			/* per RPC; default 30000 */
-	const char *role;		/* "client" (default) or "tool" */
+	/*
+	 * The claim (auth.h) @secret proves: "node:NAME:GEN" for a node key, any
+	 * other name ("client", the default; "tool") for the shared cluster secret.
+	 */
+	const char *role;
+	char claim[AUTH_ID_MAX];	/* rdfs_client_opts_load_key() keeps the claim here */
 	int write_stable;		/* 1: WRITEs acked only when durable (default); 0: write-back + COMMIT at fsync */
 	int reconnect_ms;		/* how long a call waits for a lost metaserver; 0: 10000 */
 	/*
@@ -85,6 +90,16 @@ struct rdfs_client_opts {
 
 #define RDFS_RDMA_READ	0
 #define RDFS_RDMA_WRITE	1
+
+/*
+ * Load the key file @path into @o: a node key file (`rdfs node add`) sets the
+ * node's claim, any other file is the shared cluster secret and keeps @o->role
+ * (or "client"). Errors as auth_secret_load(): -EPERM for a file group or other
+ * may access, -EINVAL for a malformed one, -errno.
+ */
+int rdfs_client_opts_load_key(struct rdfs_client_opts *o, const char *path);
+/* A sentence for an rdfs_client_opts_load_key() error. */
+const char *rdfs_key_error(int err);
 
 /*
  * Connect and authenticate (once, no retry, so that errors are immediate and
@@ -255,6 +270,26 @@ struct rdfs_server_info {
 
 /* Fill at most @max entries, sorted by id; returns the number of servers (may exceed @max). */
 int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int max);
+
+/* A client node (the metaserver's node table; see `rdfs node --help`). */
+struct rdfs_node_info {
+	char name[41];
+	uint32_t generation;		/* its key is the key of "NAME:GENERATION" */
+	int revoked;
+	int squash;			/* 0 none, 1 root, 2 all */
+	uint32_t anonuid, anongid;
+};
+/*
+ * Node administration; the client must have authenticated with the server key
+ * (role "server"), else -EPERM. rdfs_node_set(): add @name or change it; a new
+ * key (@new_key, or a new or revoked node) moves its generation on; with
+ * @set_policy the squash policy becomes @squash/@anonuid/@anongid.
+ */
+int rdfs_node_set(struct rdfs_client *c, const char *name, int new_key, int set_policy,
+		  int squash, uint32_t anonuid, uint32_t anongid, struct rdfs_node_info *out);
+int rdfs_node_revoke(struct rdfs_client *c, const char *name, struct rdfs_node_info *out);
+/* Fill at most @max entries, by name; returns the number of nodes (may exceed @max). */
+int rdfs_node_list(struct rdfs_client *c, struct rdfs_node_info *out, int max);
 
 struct rdfs_extent_info {
 	uint64_t file_offset;

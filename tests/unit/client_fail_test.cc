@@ -226,8 +226,11 @@ TEST(ClientFail, ReaddirPageOfRefusedNamesEndsTheStream)
 	std::atomic<bool> stop{false};
 	std::atomic<int> pages{0};
 
+	struct auth_keys keys;
+
 	auth_secret_from_bytes(&secret, "0123456789abcdef0123", 20);
-	ASSERT_EQ(rpc_server_create(urls, &secret, &srv), 0);
+	auth_keys_derive(&keys, &secret, nullptr);
+	ASSERT_EQ(rpc_server_create(urls, &keys, &srv), 0);
 	std::thread fake([&] {
 		struct rpc_request req;
 		std::string name(RDFS_NAME_MAX + 1, 'x');

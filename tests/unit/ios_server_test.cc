@@ -652,11 +652,15 @@ TEST(IoServerFullDisk, WriteGetsEnospcAndServerKeepsServing)
 /* A stand-in metaserver: answers REGISTER with a fixed id and PINGs. */
 class FakeMetaserver {
 public:
-	FakeMetaserver(const struct auth_secret *secret, uint32_t id, const char *listen)
+	FakeMetaserver(const struct auth_secret *secret, const struct auth_secret *cap_key,
+		       uint32_t id, const char *listen)
 		: id_(id)
 	{
 		const char *urls[] = { listen, nullptr };
-		EXPECT_EQ(rpc_server_create(urls, secret, &srv_), 0);
+		struct auth_keys keys;
+
+		auth_keys_derive(&keys, secret, cap_key);
+		EXPECT_EQ(rpc_server_create(urls, &keys, &srv_), 0);
 		thread_ = std::thread([this]() { run(); });
 	}
 	~FakeMetaserver()
@@ -691,7 +695,7 @@ private:
 				if (r) {
 					reg_url = r->url;
 					reg_name = r->name;
-					reg_role = req.role;
+					reg_role = req.peer->id;
 					reg_uuid.assign(r->volume_uuid.data,
 							r->volume_uuid.data + r->volume_uuid.len);
 					reg_capacity = r->capacity_blocks;
@@ -755,14 +759,14 @@ TEST_F(IoServerTest, ServingWithoutAMetaserverAlsoEndsPristine)
 
 TEST_F(IoServerTest, RegistersKeepsPingingAndReregisters)
 {
-	auto ms = std::make_unique<FakeMetaserver>(&secret, 42, "tcp://127.0.0.1:0");
+	auto ms = std::make_unique<FakeMetaserver>(&secret, &cap_key, 42, "tcp://127.0.0.1:0");
 	std::string ms_url = ms->url();
 	start(ms_url.c_str(), 50);
 
 	uint32_t id = 0;
 	ASSERT_TRUE(wait_for([&]() { return ios_server_id(server, &id) == 0; }));
 	EXPECT_EQ(id, 42u);
-	EXPECT_EQ(ms->reg_role, "ioserver");
+	EXPECT_EQ(ms->reg_role, "server") << "registers with the server key";
 	EXPECT_EQ(ms->reg_url, url) << "a 127.0.0.1 listener advertises itself";
 	EXPECT_EQ(ms->reg_name, "test-ios");
 	EXPECT_EQ(ms->reg_capacity, volume_capacity(vol));
@@ -783,7 +787,7 @@ TEST_F(IoServerTest, RegistersKeepsPingingAndReregisters)
 
 	/* The metaserver restarts on the same port: the I/O server registers again. */
 	ms.reset();
-	ms = std::make_unique<FakeMetaserver>(&secret, 42, ms_url.c_str());
+	ms = std::make_unique<FakeMetaserver>(&secret, &cap_key, 42, ms_url.c_str());
 	EXPECT_TRUE(wait_for([&]() { return ms->registers >= 1; }, 20000));
 	EXPECT_EQ(ms->pristine_registers, 0) << "clients may have written since";
 	/* Serving never stopped. */

@@ -95,13 +95,19 @@ namespace {
 
 const uint64_t kNsPerSec = 1000000000ll;
 
-/* A signed capability whose storage lives as long as the object. */
+/*
+ * A signed capability whose storage lives as long as the object, granted to
+ * @holder ("client": any peer proving the cluster secret).
+ */
 class Cap {
 public:
 	Cap(const struct auth_secret *key, uint32_t server_id, uint32_t rights,
-	    std::vector<std::pair<uint64_t, uint64_t>> ranges, int64_t lifetime_ns = 60 * kNsPerSec)
+	    std::vector<std::pair<uint64_t, uint64_t>> ranges, int64_t lifetime_ns = 60 * kNsPerSec,
+	    const char *holder = "client")
 	{
 		rdfs__capability__init(&cap_);
+		holder_ = holder;
+		cap_.holder = (char *)holder_.c_str();
 		cap_.server_id = server_id;
 		cap_.ino = 1234;
 		cap_.rights = rights;
@@ -123,6 +129,7 @@ public:
 	Rdfs__Capability *get() { return &cap_; }
 
 private:
+	std::string holder_;
 	Rdfs__Capability cap_;
 	std::vector<Rdfs__BlockRange> ranges_;
 	std::vector<Rdfs__BlockRange *> ptrs_;

@@ -202,4 +202,113 @@ TEST(Auth, RandomBytesDiffer)
 	EXPECT_NE(0, memcmp(a, b, sizeof(a)));
 }
 
+/* ------------------------------------------------------------ keys and identities */
+
+const char kCapKey[] = "capability key of the servers, 32";
+
+struct auth_secret secret_of(const char *s)
+{
+	struct auth_secret a;
+
+	auth_secret_from_bytes(&a, s, strlen(s));
+	return a;
+}
+
+/* The documented constructions (auth.h), so another implementation can derive them. */
+TEST(AuthKeys, ServerAndNodeKeysAreTheDocumentedHmacs)
+{
+	struct auth_secret cap = secret_of(kCapKey), k, master;
+
+	auth_server_key(&cap, &k);
+	EXPECT_EQ(hex(k.key, k.len), hmac_hex(kCapKey, "rdfs-server-key-v1"));
+	auth_node_key(&cap, "n01:3", &k);
+	master = secret_of("");
+	{
+		uint8_t m[AUTH_MAC_LEN];
+		const void *parts[] = { "rdfs-node-key-v1" };
+		size_t lens[] = { 16 };
+
+		auth_hmac(&cap, parts, lens, 1, m);
+		auth_secret_from_bytes(&master, m, sizeof(m));
+	}
+	std::string mk(reinterpret_cast<const char *>(master.key), master.len);
+	EXPECT_EQ(hex(k.key, k.len), hmac_hex(mk, "n01:3"));
+}
+
+/* The claim only picks the key; a peer is a server only by the server key. */
+TEST(AuthKeys, ClaimsPickKeysAndClasses)
+{
+	struct auth_secret client = secret_of("the cluster secret, 32 bytes ok!");
+	struct auth_secret cap = secret_of(kCapKey), key, want;
+	struct auth_keys keys;
+	struct auth_peer peer;
+
+	auth_keys_derive(&keys, &client, &cap);
+	ASSERT_EQ(0, auth_claim_key(&keys, "server", &key, &peer));
+	auth_server_key(&cap, &want);
+	EXPECT_EQ(hex(key.key, key.len), hex(want.key, want.len));
+	EXPECT_EQ(AUTH_CLASS_SERVER, peer.cls);
+	EXPECT_STREQ("server", peer.id);
+
+	for (const char *claim : { "client", "tool", "ioserver", "metaserver", "Client", "x" }) {
+		ASSERT_EQ(0, auth_claim_key(&keys, claim, &key, &peer)) << claim;
+		EXPECT_EQ(hex(key.key, key.len), hex(client.key, client.len)) << claim;
+		EXPECT_EQ(AUTH_CLASS_CLIENT, peer.cls) << claim;
+		EXPECT_STREQ("client", peer.id) << claim;
+	}
+
+	ASSERT_EQ(0, auth_claim_key(&keys, "node:rack1-n07:2", &key, &peer));
+	auth_node_key(&cap, "rack1-n07:2", &want);
+	EXPECT_EQ(hex(key.key, key.len), hex(want.key, want.len));
+	EXPECT_EQ(AUTH_CLASS_CLIENT, peer.cls);
+	EXPECT_STREQ("node:rack1-n07:2", peer.id);
+
+	for (const char *bad : { "node:", "node:n1", "node:n1:", "node:n1:0", "node:n1:01",
+				 "node::1", "node:a/b:1", "node:n1:x", "node:n1:1234567890" })
+		EXPECT_EQ(-EINVAL, auth_claim_key(&keys, bad, &key, &peer)) << bad;
+
+	/* a server without the capability key: nobody proves "server" or a node */
+	auth_keys_derive(&keys, &client, nullptr);
+	EXPECT_EQ(-EACCES, auth_claim_key(&keys, "server", &key, &peer));
+	EXPECT_EQ(-EACCES, auth_claim_key(&keys, "node:n1:1", &key, &peer));
+	auth_keys_clear(&keys);
+}
+
+TEST_F(SecretFile, IdentityOfAPlainSecretKeepsTheDefaultClaim)
+{
+	struct auth_identity id;
+
+	write_file("0123456789abcdef0123\n", 0600);
+	ASSERT_EQ(0, auth_identity_load(path_.c_str(), "tool", &id));
+	EXPECT_STREQ("tool", id.claim);
+	EXPECT_EQ(std::string("0123456789abcdef0123"),
+		  std::string(reinterpret_cast<const char *>(id.key.key), id.key.len));
+}
+
+TEST_F(SecretFile, NodeKeyFileRoundTripsAndRefusesDamage)
+{
+	struct auth_secret cap = secret_of(kCapKey), k;
+	struct auth_identity id;
+
+	auth_node_key(&cap, "n01:4", &k);
+	ASSERT_EQ(0, auth_node_key_write(path_.c_str(), "n01:4", &k));
+	struct stat st;
+	ASSERT_EQ(0, stat(path_.c_str(), &st));
+	EXPECT_EQ(0600u, st.st_mode & 0777);
+	/* never over an existing key file */
+	EXPECT_EQ(-EEXIST, auth_node_key_write(path_.c_str(), "n01:4", &k));
+	ASSERT_EQ(0, auth_identity_load(path_.c_str(), "client", &id));
+	EXPECT_STREQ("node:n01:4", id.claim);
+	EXPECT_EQ(hex(k.key, k.len), hex(id.key.key, id.key.len));
+
+	write_file("rdfs-node-key n01:4\n" + std::string(63, 'a') + "\n", 0600);
+	EXPECT_EQ(-EINVAL, auth_identity_load(path_.c_str(), "client", &id));
+	write_file("rdfs-node-key n01:4\n" + std::string(63, 'a') + "g\n", 0600);
+	EXPECT_EQ(-EINVAL, auth_identity_load(path_.c_str(), "client", &id));
+	write_file("rdfs-node-key bad/name:4\n" + std::string(64, 'a') + "\n", 0600);
+	EXPECT_EQ(-EINVAL, auth_identity_load(path_.c_str(), "client", &id));
+	write_file("rdfs-node-key n01:4\n" + std::string(64, 'a') + "\n", 0644);
+	EXPECT_EQ(-EPERM, auth_identity_load(path_.c_str(), "client", &id));
+}
+
 } // namespace

@@ -15,6 +15,7 @@ extern "C" {
 namespace {
 
 const int64_t kNow = 1700000000LL * 1000000000LL;
+const char kHolder[] = "node:n1:1";
 
 class Cap : public ::testing::Test {
 protected:
@@ -31,6 +32,7 @@ protected:
 		r_[1].first = 1000;
 		r_[1].count = 10;	/* [1000, 1010) */
 		cap_.server_id = 3;
+		cap_.holder = (char *)kHolder;
 		cap_.ino = 77;
 		cap_.rights = RDFS_CAP_READ;
 		cap_.expiry_ns = kNow + 600LL * 1000000000LL;
@@ -41,7 +43,7 @@ protected:
 	void TearDown() override { cap_free_mac(&cap_); }
 	int check(uint32_t server, uint32_t rights, uint64_t first, uint64_t count)
 	{
-		return cap_check(&key_, &cap_, server, rights, first, count, kNow);
+		return cap_check(&key_, &cap_, server, kHolder, rights, first, count, kNow);
 	}
 
 	struct auth_secret key_;
@@ -65,7 +67,7 @@ TEST_F(Cap, SurvivesProtobufRoundTrip)
 	Rdfs__Capability *c = rdfs__capability__unpack(nullptr, n, buf);
 
 	ASSERT_NE(nullptr, c);
-	EXPECT_EQ(0, cap_check(&key_, c, 3, RDFS_CAP_READ, 100, 10, kNow));
+	EXPECT_EQ(0, cap_check(&key_, c, 3, kHolder, RDFS_CAP_READ, 100, 10, kNow));
 	rdfs__capability__free_unpacked(c, nullptr);
 }
 
@@ -80,7 +82,7 @@ TEST_F(Cap, WrongKeyIsEbadmsg)
 	struct auth_secret other;
 
 	auth_secret_from_bytes(&other, "some other key, not the real one", 32);
-	EXPECT_EQ(-EBADMSG, cap_check(&other, &cap_, 3, RDFS_CAP_READ, 100, 1, kNow));
+	EXPECT_EQ(-EBADMSG, cap_check(&other, &cap_, 3, kHolder, RDFS_CAP_READ, 100, 1, kNow));
 }
 
 TEST_F(Cap, MissingOrShortMacIsEbadmsg)
@@ -113,6 +115,10 @@ TEST_F(Cap, AlteredFieldsAreEbadmsg)
 	EXPECT_EQ(-EBADMSG, check(3, RDFS_CAP_READ, 100, 1));
 	cap_.ino = 77;
 
+	cap_.holder = (char *)"node:n2:1";	/* hand it to another node */
+	EXPECT_EQ(-EBADMSG, cap_check(&key_, &cap_, 3, "node:n2:1", RDFS_CAP_READ, 100, 1, kNow));
+	cap_.holder = (char *)kHolder;
+
 	cap_.n_ranges = 1;		/* drop a range */
 	EXPECT_EQ(-EBADMSG, check(3, RDFS_CAP_READ, 100, 1));
 	cap_.n_ranges = 2;
@@ -122,13 +128,21 @@ TEST_F(Cap, AlteredFieldsAreEbadmsg)
 TEST_F(Cap, ExpiredIsEkeyexpired)
 {
 	EXPECT_EQ(-EKEYEXPIRED,
-		  cap_check(&key_, &cap_, 3, RDFS_CAP_READ, 100, 1, cap_.expiry_ns));
-	EXPECT_EQ(0, cap_check(&key_, &cap_, 3, RDFS_CAP_READ, 100, 1, cap_.expiry_ns - 1));
+		  cap_check(&key_, &cap_, 3, kHolder, RDFS_CAP_READ, 100, 1, cap_.expiry_ns));
+	EXPECT_EQ(0, cap_check(&key_, &cap_, 3, kHolder, RDFS_CAP_READ, 100, 1, cap_.expiry_ns - 1));
 }
 
 TEST_F(Cap, WrongServerIsEacces)
 {
 	EXPECT_EQ(-EACCES, check(4, RDFS_CAP_READ, 100, 1));
+}
+
+/* A genuine capability presented by anyone but its holder is refused. */
+TEST_F(Cap, OtherHolderIsEacces)
+{
+	EXPECT_EQ(-EACCES, cap_check(&key_, &cap_, 3, "node:n2:1", RDFS_CAP_READ, 100, 1, kNow));
+	EXPECT_EQ(-EACCES, cap_check(&key_, &cap_, 3, "client", RDFS_CAP_READ, 100, 1, kNow));
+	EXPECT_EQ(-EACCES, cap_check(&key_, &cap_, 3, nullptr, RDFS_CAP_READ, 100, 1, kNow));
 }
 
 TEST_F(Cap, WrongRightsIsEacces)

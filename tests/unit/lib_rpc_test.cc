@@ -39,10 +39,28 @@ struct auth_secret secret_of(const char *s)
 }
 
 const struct auth_secret kSecret = secret_of("the cluster secret, 32 bytes ok!");
+const struct auth_secret kCapKey = secret_of("the capability key, servers only");
+
+/* What a server checks proofs with: the shared client key and the server/node keys. */
+struct auth_keys keys_of(const struct auth_secret &client)
+{
+	struct auth_keys k;
+
+	auth_keys_derive(&k, &client, &kCapKey);
+	return k;
+}
+
+struct auth_secret server_key()
+{
+	struct auth_secret k;
+
+	auth_server_key(&kCapKey, &k);
+	return k;
+}
 
 /*
  * The application side of a test server:
- *   GETATTR ino      -> AttrReply { attr.ino = ino, attr.uid = role length }
+ *   GETATTR ino      -> AttrReply { attr.ino = ino, attr.uid = peer identity length }
  *   READ (with data) -> IoReply { length } and the data echoed back
  *   UNLINK           -> -ENOENT "no such entry"
  *   STATFS           -> held: never answered (for timeouts)
@@ -56,7 +74,9 @@ public:
 	{
 		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
 
-		EXPECT_EQ(0, rpc_server_create(urls, &secret, &srv_));
+		struct auth_keys keys = keys_of(secret);
+
+		EXPECT_EQ(0, rpc_server_create(urls, &keys, &srv_));
 		if (handshake_ms)
 			rpc_server_set_handshake_timeout(srv_, handshake_ms);
 		url_ = rpc_server_url(srv_, 0);
@@ -107,7 +127,7 @@ private:
 
 		{
 			std::lock_guard<std::mutex> g(mu_);
-			roles_.push_back(req->role);
+			roles_.push_back(req->peer->id);
 		}
 		switch (m->hdr.opcode) {
 		case RDFS_OP_GETATTR: {
@@ -117,7 +137,7 @@ private:
 
 			ASSERT_NE(nullptr, in);
 			attr.ino = in->ino;
-			attr.uid = strlen(req->role);
+			attr.uid = strlen(req->peer->id);
 			out.attr = &attr;
 			EXPECT_EQ(0, rpc_server_reply(req, 0, &out.base, nullptr, 0));
 			rdfs__getattr_req__free_unpacked(in, nullptr);
@@ -231,7 +251,8 @@ TEST(Rpc, AuthenticatedCallsWork)
 	EXPECT_EQ(1234u, ino);
 	EXPECT_FALSE(rpc_client_broken(c));
 	rpc_client_close(c);
-	EXPECT_EQ(std::vector<std::string>{ "ioserver" }, srv.roles());
+	/* the claim "ioserver" with the cluster secret proves a client, nothing more */
+	EXPECT_EQ(std::vector<std::string>{ "client" }, srv.roles());
 }
 
 TEST(Rpc, ServerErrorsCarryStatusAndMessage)
@@ -717,7 +738,8 @@ TEST(Rpc, PeerThatOutrunsTheServerIsHeldBackThenServed)
 	/* A server that holds every request until told to answer them all. */
 	const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
 	struct rpc_server *srv;
-	ASSERT_EQ(0, rpc_server_create(urls, &kSecret, &srv));
+	struct auth_keys keys = keys_of(kSecret);
+	ASSERT_EQ(0, rpc_server_create(urls, &keys, &srv));
 	std::string url = rpc_server_url(srv, 0);
 	std::atomic<bool> release{false}, stop{false};
 	std::atomic<int> seen{0}, answered{0};
@@ -843,7 +865,9 @@ public:
 	{
 		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
 
-		EXPECT_EQ(0, rpc_server_create(urls, &kSecret, &srv_));
+		struct auth_keys keys = keys_of(kSecret);
+
+		EXPECT_EQ(0, rpc_server_create(urls, &keys, &srv_));
 		url_ = rpc_server_url(srv_, 0);
 		thread_ = std::thread([this] { run(); });
 	}
@@ -901,7 +925,7 @@ private:
 			enum rpc_server_event e = rpc_server_next(srv_, &req, -1);
 
 			if (e == RPC_SRV_CLOSED) {
-				bool raw = strcmp(req.role, "client") == 0;
+				bool raw = req.peer->cls == AUTH_CLASS_CLIENT;
 
 				rpc_request_done(&req);
 				std::lock_guard<std::mutex> g(mu);
@@ -912,7 +936,7 @@ private:
 				continue;
 			Rdfs__IoReply out = RDFS__IO_REPLY__INIT;
 			struct iovec iov = { data.data(), data.size() };
-			bool raw = strcmp(req.role, "client") == 0;
+			bool raw = req.peer->cls == AUTH_CLASS_CLIENT;
 
 			fill_reply(data, req.msg->hdr.tag);
 			out.length = kReply;
@@ -935,14 +959,15 @@ private:
 	std::atomic<bool> stop_{false};
 };
 
-/* A "tool" client gets its 1 MiB READ replies intact. */
+/* A well-behaved client (proving the server key, to tell it apart) gets its 1 MiB READ replies intact. */
 void expect_bulk_client_served(const std::string &url)
 {
 	const size_t kReply = BulkReplyServer::kReply;
 	std::vector<uint8_t> want(kReply);
+	struct auth_secret skey = server_key();
 	struct rpc_client *c;
 
-	ASSERT_EQ(0, rpc_client_connect(url.c_str(), &kSecret, "tool", 5000, &c));
+	ASSERT_EQ(0, rpc_client_connect(url.c_str(), &skey, "server", 5000, &c));
 	for (int i = 0; i < 3; i++) {
 		struct rpc_pending *p;
 		struct rpc_reply r;
@@ -1054,7 +1079,9 @@ public:
 	{
 		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
 
-		EXPECT_EQ(0, rpc_server_create(urls, &kSecret, &srv_));
+		struct auth_keys keys = keys_of(kSecret);
+
+		EXPECT_EQ(0, rpc_server_create(urls, &keys, &srv_));
 		url_ = rpc_server_url(srv_, 0);
 		thread_ = std::thread([this] { run(); });
 	}

@@ -858,7 +858,10 @@ TEST(VerbsRdma, RpcClientAndServerWithAuthentication)
 	struct rpc_server *srv;
 	std::atomic<bool> stop{false};
 
-	ASSERT_EQ(0, rpc_server_create(urls, &secret, &srv));
+	struct auth_keys keys;
+
+	auth_keys_derive(&keys, &secret, nullptr);
+	ASSERT_EQ(0, rpc_server_create(urls, &keys, &srv));
 	std::string bound = rpc_server_url(srv, 0);
 	std::thread t([&] {
 		struct rpc_request req;

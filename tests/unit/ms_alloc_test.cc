@@ -8,6 +8,9 @@
 #include <errno.h>
 
 #include "ms_fixture.h"
+extern "C" {
+#include "frame.h"
+}
 
 #define MiB (1024ull * 1024)
 
@@ -48,10 +51,18 @@ TEST_F(MsAllocTest, RegisterOnlyFromIoservers)
 	uint32_t id;
 
 	EXPECT_EQ(ms_register(ms, sess, "tcp://x:1", "u", 1, 100, "n", 1, &id), -EPERM);
-	uint32_t a = add_server("uuid-a", 1000), b = add_server("uuid-b", 1000);
+	/* only the identity "server" (the server key) may register, whatever else a client says */
+	struct ms_session *fake = ms_session_new(ms, "ioserver");
+	EXPECT_EQ(ms_register(ms, fake, "tcp://x:1", "u", 1, 100, "n", 1, &id), -EPERM);
+	ms_session_close(ms, fake);
+	struct ms_session *sa;
+	uint32_t a = add_server("uuid-a", 1000, &sa), b = add_server("uuid-b", 1000);
 	EXPECT_NE(a, b);
-	/* the same volume keeps its id, with a new URL and capacity */
-	struct ms_session *s = ms_session_new(ms, "ioserver");
+	/* while its server is up, a second registration of the volume is refused */
+	struct ms_session *s = ms_session_new(ms, "server");
+	EXPECT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", 1, &id), -EBUSY);
+	/* once it is down, the same volume keeps its id, with a new URL and capacity */
+	ms_session_close(ms, sa);
 	ASSERT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", 1, &id), 0);
 	EXPECT_EQ(id, a);
 	struct ms_server_info *si = nullptr;
@@ -101,7 +112,7 @@ TEST_F(MsAllocTest, SmallFileGetsWholeBlocksAndExtendsInPlace)
 	EXPECT_EQ(l.ext[0].file_offset, 0u);
 	EXPECT_EQ(l.ext[0].length, 3 * 4096u);
 	EXPECT_TRUE(l.ext[0].unwritten);
-	EXPECT_TRUE(l.writable);
+	EXPECT_TRUE(l.rights & RDFS_CAP_WRITE);
 	uint64_t first = l.ext[0].block;
 	ms_layout_free(&l);
 	EXPECT_EQ(attr(f).blocks, 3u);
@@ -129,7 +140,7 @@ TEST_F(MsAllocTest, SmallFileGetsWholeBlocksAndExtendsInPlace)
 	ASSERT_EQ(layout(h, 0, 16 * 4096, 0, &l), 0);
 	ASSERT_EQ(l.n, 1u);
 	EXPECT_EQ(l.ext[0].length, 16 * 4096u);
-	EXPECT_FALSE(l.writable);
+	EXPECT_EQ(l.rights, (uint32_t)(RDFS_CAP_READ | RDFS_CAP_WRITE));	/* root may do both */
 	ms_layout_free(&l);
 }
 
@@ -313,12 +324,14 @@ TEST_F(MsAllocTest, BitmapRebuiltAfterReopenEqualsBefore)
 
 TEST_F(MsAllocTest, CapacityChangeResizesBitmap)
 {
-	uint32_t a = add_server("a", 100);
+	struct ms_session *s;
+	uint32_t a = add_server("a", 100, &s);
 	uint64_t f = mkfile(1, "f");
 	struct ms_layout l;
 
 	ASSERT_EQ(layout(f, 0, 50 * 4096, 1, &l), 0);
 	ms_layout_free(&l);
+	ms_session_close(ms, s);	/* the server restarts with a grown volume */
 	EXPECT_EQ(add_server("a", 1000), a);
 	EXPECT_EQ(free_blocks(a), 950u);
 	auto bits = bitmap(a);
@@ -335,11 +348,25 @@ TEST_F(MsAllocTest, LayoutAccessChecks)
 
 	EXPECT_EQ(ms_layout(ms, sess, &bob, f, 0, 4096, 1, 0, &l), -EACCES);
 	ASSERT_EQ(ms_layout(ms, sess, &bob, f, 0, 4096, 0, 0, &l), 0);
-	EXPECT_FALSE(l.writable);
+	EXPECT_EQ(l.rights, (uint32_t)RDFS_CAP_READ);
 	ms_layout_free(&l);
 	ASSERT_EQ(ms_open_file(ms, sess, &alice, f, O_WRONLY, &a, &h), 0);
 	ASSERT_EQ(ms_layout(ms, sess, &alice, f, 0, 4096, 0, h, &l), 0);
-	EXPECT_TRUE(l.writable);
+	EXPECT_EQ(l.rights, (uint32_t)(RDFS_CAP_READ | RDFS_CAP_WRITE));
 	ms_layout_free(&l);
+
+	/* rights are exactly what the caller may do: write permission alone gives no READ */
+	uint64_t wo = mkfile(d, "wo", 0602, &alice), ro = mkfile(d, "ro", 0604, &alice);
+	uint64_t none = mkfile(d, "none", 0600, &alice);
+	ASSERT_EQ(ms_layout(ms, sess, &bob, wo, 0, 4096, 0, 0, &l), 0);
+	EXPECT_EQ(l.rights, (uint32_t)RDFS_CAP_WRITE);
+	ms_layout_free(&l);
+	ASSERT_EQ(ms_layout(ms, sess, &bob, wo, 0, 4096, 1, 0, &l), 0);
+	EXPECT_EQ(l.rights, (uint32_t)RDFS_CAP_WRITE);
+	ms_layout_free(&l);
+	ASSERT_EQ(ms_layout(ms, sess, &bob, ro, 0, 4096, 0, 0, &l), 0);
+	EXPECT_EQ(l.rights, (uint32_t)RDFS_CAP_READ);
+	ms_layout_free(&l);
+	EXPECT_EQ(ms_layout(ms, sess, &bob, none, 0, 4096, 0, 0, &l), -EACCES);
 	EXPECT_EQ(ms_layout(ms, sess, &root, d, 0, 4096, 0, 0, &l), -EISDIR);
 }

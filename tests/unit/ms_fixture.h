@@ -181,7 +181,7 @@ protected:
 	uint32_t add_server(const char *uuid, uint64_t blocks, struct ms_session **out = nullptr,
 			    bool pristine = true)
 	{
-		struct ms_session *s = ms_session_new(ms, "ioserver");
+		struct ms_session *s = ms_session_new(ms, "server");
 		uint32_t id = 0;
 		std::string url = std::string("tcp://127.0.0.1:71") + uuid;
 

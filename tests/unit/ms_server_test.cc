@@ -58,7 +58,12 @@ protected:
 	{
 		struct rpc_client *c = nullptr;
 
-		EXPECT_EQ(rpc_client_connect(url.c_str(), &secret, role, 5000, &c), 0);
+		struct auth_secret key = secret;
+
+		/* only the server key (derived from the capability key) proves "server" */
+		if (strcmp(role, "server") == 0)
+			auth_server_key(&cap_key, &key);
+		EXPECT_EQ(rpc_client_connect(url.c_str(), &key, role, 5000, &c), 0);
 		return c;
 	}
 
@@ -157,7 +162,8 @@ TEST_F(MsServerTest, BadBodiesAndMissingCred)
 
 TEST_F(MsServerTest, RegisterLayoutAndCapabilities)
 {
-	struct rpc_client *cl = connect("client"), *io = connect("ioserver");
+	struct rpc_client *cl = connect("client"), *fake = connect("ioserver");
+	struct rpc_client *io = connect("server");
 	Rdfs__RegisterReq reg = RDFS__REGISTER_REQ__INIT;
 	Rdfs__RegisterReply *rr = nullptr;
 
@@ -169,10 +175,25 @@ TEST_F(MsServerTest, RegisterLayoutAndCapabilities)
 	reg.pristine = 1;	/* no I/O server listens there to zero blocks */
 	EXPECT_EQ(rpc_call(cl, RDFS_OP_REGISTER, &reg.base, &rdfs__register_reply__descriptor,
 			   (ProtobufCMessage **)&rr, 5000), -EPERM);
+	/* claiming to be an I/O server with the cluster secret proves nothing */
+	EXPECT_EQ(rpc_call(fake, RDFS_OP_REGISTER, &reg.base, &rdfs__register_reply__descriptor,
+			   (ProtobufCMessage **)&rr, 5000), -EPERM);
+	rpc_client_close(fake);
 	ASSERT_EQ(rpc_call(io, RDFS_OP_REGISTER, &reg.base, &rdfs__register_reply__descriptor,
 			   (ProtobufCMessage **)&rr, 5000), 0);
 	uint32_t sid = rr->server_id;
 	protobuf_c_message_free_unpacked(&rr->base, nullptr);
+	/* a second registration of the live server's volume is refused */
+	{
+		struct rpc_client *io2 = connect("server");
+
+		reg.url = (char *)"tcp://127.0.0.1:7999";
+		EXPECT_EQ(rpc_call(io2, RDFS_OP_REGISTER, &reg.base,
+				   &rdfs__register_reply__descriptor, (ProtobufCMessage **)&rr,
+				   5000), -EBUSY);
+		reg.url = (char *)"tcp://127.0.0.1:7100";
+		rpc_client_close(io2);
+	}
 
 	Rdfs__Cred cr;
 	Rdfs__MknodReq mk = RDFS__MKNOD_REQ__INIT;
@@ -208,16 +229,20 @@ TEST_F(MsServerTest, RegisterLayoutAndCapabilities)
 		Rdfs__Extent *e = ly->extents[i];
 
 		EXPECT_TRUE(e->unwritten);
-		EXPECT_EQ(cap_check(&cap_key, cap, sid, RDFS_CAP_READ | RDFS_CAP_WRITE, e->block,
+		EXPECT_EQ(cap_check(&cap_key, cap, sid, "client", RDFS_CAP_READ | RDFS_CAP_WRITE, e->block,
 				    e->length / 4096, now), 0);
 	}
 	/* the capability covers nothing else, and not for another server */
 	uint64_t past = ly->extents[ly->n_extents - 1]->block +
 			ly->extents[ly->n_extents - 1]->length / 4096;
-	EXPECT_EQ(cap_check(&cap_key, cap, sid, RDFS_CAP_READ, past, 1, now), -EACCES);
-	EXPECT_EQ(cap_check(&cap_key, cap, sid + 1, RDFS_CAP_READ, ly->extents[0]->block, 1, now),
+	EXPECT_EQ(cap_check(&cap_key, cap, sid, "client", RDFS_CAP_READ, past, 1, now), -EACCES);
+	/* granted to this client's identity only */
+	EXPECT_STREQ(cap->holder, "client");
+	EXPECT_EQ(cap_check(&cap_key, cap, sid, "server", RDFS_CAP_READ, ly->extents[0]->block, 1,
+			    now), -EACCES);
+	EXPECT_EQ(cap_check(&cap_key, cap, sid + 1, "client", RDFS_CAP_READ, ly->extents[0]->block, 1, now),
 		  -EACCES);
-	EXPECT_EQ(cap_check(&cap_key, cap, sid, RDFS_CAP_READ, ly->extents[0]->block, 1,
+	EXPECT_EQ(cap_check(&cap_key, cap, sid, "client", RDFS_CAP_READ, ly->extents[0]->block, 1,
 			    now + 601ll * 1000000000), -EKEYEXPIRED);
 	protobuf_c_message_free_unpacked(&ly->base, nullptr);
 
@@ -243,7 +268,8 @@ TEST_F(MsServerTest, RegisterLayoutAndCapabilities)
 			   (ProtobufCMessage **)&ly, 5000), 0);
 	ASSERT_EQ(ly->n_extents, 1u);	/* one server: the three chunks are contiguous */
 	EXPECT_FALSE(ly->extents[0]->unwritten);
-	EXPECT_EQ(ly->caps[0]->rights, RDFS_CAP_READ);
+	/* no handle: rights are what the caller (root) may do */
+	EXPECT_EQ(ly->caps[0]->rights, (uint32_t)(RDFS_CAP_READ | RDFS_CAP_WRITE));
 	EXPECT_EQ(ly->size, 3u * 1024 * 1024 - 5);
 	protobuf_c_message_free_unpacked(&ly->base, nullptr);
 
@@ -321,9 +347,11 @@ protected:
 	}
 };
 
+/* Squash follows the key, not the claim: "tool" or "ioserver" with the cluster secret is a client. */
 TEST_F(MsRootSquashTest, RootOfClientsActsAsNobody)
 {
-	struct rpc_client *c = connect("client"), *t = connect("tool");
+	struct rpc_client *c = connect("client"), *t = connect("server");
+	struct rpc_client *claims[] = { connect("tool"), connect("ioserver"), connect("Client") };
 	Rdfs__Cred cr;
 	Rdfs__MkdirReq mk = RDFS__MKDIR_REQ__INIT;
 	Rdfs__EntryReply *er = nullptr;
@@ -334,6 +362,11 @@ TEST_F(MsRootSquashTest, RootOfClientsActsAsNobody)
 	mk.mode = 0755;
 	EXPECT_EQ(rpc_call(c, RDFS_OP_MKDIR, &mk.base, &rdfs__entry_reply__descriptor,
 			   (ProtobufCMessage **)&er, 5000), -EACCES);
+	for (struct rpc_client *x : claims) {
+		EXPECT_EQ(rpc_call(x, RDFS_OP_MKDIR, &mk.base, &rdfs__entry_reply__descriptor,
+				   (ProtobufCMessage **)&er, 5000), -EACCES);
+		rpc_client_close(x);
+	}
 	ASSERT_EQ(rpc_call(t, RDFS_OP_MKDIR, &mk.base, &rdfs__entry_reply__descriptor,
 			   (ProtobufCMessage **)&er, 5000), 0);
 	EXPECT_EQ(er->attr->uid, 0u);

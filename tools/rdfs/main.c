@@ -17,10 +17,12 @@
 #define DEFAULT_CONFIG		"/etc/rdfs/rdfs.conf"
 #define DEFAULT_METASERVER	"tcp://127.0.0.1:7000"
 #define DEFAULT_SECRET		"/etc/rdfs/secret"
+#define DEFAULT_CAP_KEY		"/etc/rdfs/cap.key"
 #define DEFAULT_TIMEOUT_MS	10000
 
 static const struct tool_cmd *const commands[] = {
-	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout, NULL,
+	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
+	&tool_cmd_node, NULL,
 };
 
 static void usage(FILE *out)
@@ -33,12 +35,14 @@ static void usage(FILE *out)
 "\n"
 "SYNOPSIS\n"
 "    rdfs [--config FILE] [--metaserver URL] [--secret-file FILE]\n"
-"         [--timeout MS] [--log-level LEVEL] COMMAND [ARGS...]\n"
+"         [--cap-key-file FILE] [--timeout MS] [--log-level LEVEL]\n"
+"         COMMAND [ARGS...]\n"
 "    rdfs COMMAND --help\n"
 "\n"
 "DESCRIPTION\n"
 "    rdfs talks to the metaserver of an rdfs cluster (authenticating with the\n"
-"    cluster secret, as role \"tool\") and prints what it asks. Paths are paths\n"
+"    cluster secret or a node key, as a client; `node` with the server key)\n"
+"    and prints what it asks. Paths are paths\n"
 "    inside the rdfs namespace, starting at its root (/dir/file), not paths\n"
 "    through a FUSE mount.\n"
 "\n"
@@ -55,8 +59,11 @@ static void usage(FILE *out)
 "    --metaserver URL\n"
 "        The metaserver (default: [cluster] metaserver, else " DEFAULT_METASERVER ").\n"
 "    --secret-file FILE\n"
-"        The cluster secret, mode 0600 (default: [cluster] secret_file, else\n"
-"        " DEFAULT_SECRET ").\n"
+"        The cluster secret or this node's key, mode 0600 (default: [cluster]\n"
+"        secret_file, else " DEFAULT_SECRET ").\n"
+"    --cap-key-file FILE\n"
+"        The capability key, for `node` only (default: [cluster] cap_key_file,\n"
+"        else " DEFAULT_CAP_KEY "): server hosts only.\n"
 "    --timeout MS\n"
 "        Give up on a metaserver request after MS milliseconds (default:\n"
 "        [rdfs] timeout, else %d).\n"
@@ -119,6 +126,7 @@ int main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "metaserver", required_argument, NULL, 'm' },
 		{ "secret-file", required_argument, NULL, 's' },
+		{ "cap-key-file", required_argument, NULL, 'k' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
@@ -148,6 +156,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			config_set(cfg, "rdfs", "secret_file", optarg);
+			break;
+		case 'k':
+			config_set(cfg, "rdfs", "cap_key_file", optarg);
 			break;
 		case 't':
 			config_set(cfg, "rdfs", "timeout", optarg);
@@ -188,7 +199,8 @@ int main(int argc, char **argv)
 	/* command-line values were set above; the file fills in the rest */
 	{
 		struct rdfs_config *file = config_new();
-		const char *keys[] = { "metaserver", "secret_file", "timeout", "log_level" };
+		const char *keys[] = { "metaserver", "secret_file", "cap_key_file", "timeout",
+				       "log_level" };
 
 		ret = config_load(file, config_path ? config_path : DEFAULT_CONFIG, &errline);
 		if (ret == -ENOENT && !config_path) {
@@ -232,25 +244,38 @@ int main(int argc, char **argv)
 	}
 	t.metaserver = config_get(cfg, "rdfs", "metaserver", DEFAULT_METASERVER);
 	secret_path = config_get(cfg, "rdfs", "secret_file", DEFAULT_SECRET);
-	ret = auth_secret_load(secret_path, &copts.secret);
+	copts.role = "tool";
+	if (cmd->server_key) {
+		struct auth_identity id;
+
+		secret_path = config_get(cfg, "rdfs", "cap_key_file", DEFAULT_CAP_KEY);
+		ret = auth_secret_load(secret_path, &t.cap_key);
+		if (!ret) {
+			auth_identity_server(&t.cap_key, &id);
+			copts.secret = id.key;
+			copts.role = "server";
+			memset(&id, 0, sizeof(id));
+		}
+	} else {
+		ret = rdfs_client_opts_load_key(&copts, secret_path);
+	}
 	if (ret) {
-		fprintf(stderr, "rdfs: cannot load secret file %s: %s%s\n", secret_path,
-			strerror(-ret),
-			ret == -EPERM ? " (it must not be readable by group or others: chmod 600)" :
-			"");
+		fprintf(stderr, "rdfs: cannot load %s %s: %s\n",
+			cmd->server_key ? "capability key" : "secret file", secret_path,
+			rdfs_key_error(ret));
 		config_free(cfg);
 		return TOOL_FAIL;
 	}
 	copts.metaserver_url = t.metaserver;
 	copts.timeout_ms = (int)timeout;
-	copts.role = "tool";
 	copts.write_stable = 1;
 	copts.reconnect_ms = (int)timeout;
 	ret = rdfs_client_open(&copts, &t.client);
 	if (ret) {
 		if (ret == -EACCES)
-			fprintf(stderr, "rdfs: metaserver %s rejected the cluster secret from %s\n",
-				t.metaserver, secret_path);
+			fprintf(stderr, "rdfs: metaserver %s rejected the %s from %s\n",
+				t.metaserver,
+				cmd->server_key ? "server key derived" : "key", secret_path);
 		else
 			fprintf(stderr, "rdfs: cannot reach metaserver %s: %s\n", t.metaserver,
 				strerror(-ret));
@@ -260,6 +285,7 @@ int main(int argc, char **argv)
 	tool_cred(&t.cred);
 	ret = cmd->run(&t, argc - optind, argv + optind);
 	rdfs_client_close(t.client);
+	memset(&t.cap_key, 0, sizeof(t.cap_key));
 	config_free(cfg);
 	return ret;
 }

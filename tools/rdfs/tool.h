@@ -19,6 +19,7 @@
 
 struct tool {
 	struct rdfs_client *client;
+	struct auth_secret cap_key;	/* only for commands with server_key */
 	struct rdfs_cred cred;
 	const char *metaserver;
 };
@@ -29,6 +30,8 @@ struct tool_cmd {
 	const char *summary;
 	int (*run)(struct tool *t, int argc, char **argv);
 	const char *help;		/* long description, options */
+	/* connect with the server key (from the capability key), not the secret */
+	int server_key;
 };
 
 extern const struct tool_cmd tool_cmd_status;
@@ -36,6 +39,7 @@ extern const struct tool_cmd tool_cmd_df;
 extern const struct tool_cmd tool_cmd_layout;
 extern const struct tool_cmd tool_cmd_ls;
 extern const struct tool_cmd tool_cmd_stat;
+extern const struct tool_cmd tool_cmd_node;
 
 /*
  * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs

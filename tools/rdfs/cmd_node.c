@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_node.c - `rdfs node add|set|revoke|list`: the client nodes, each with a
+ * key of its own. Runs on a server host: it proves the server key (derived
+ * from the capability key) to the metaserver, and derives a node's key from
+ * the capability key itself, so no key ever crosses the network.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static const char *squash_name(int s)
+{
+	return s == 2 ? "all" : s == 1 ? "root" : "none";
+}
+
+static int parse_id(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || !*s || *end || v > 0xffffffffUL)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static void print_node(const struct rdfs_node_info *n)
+{
+	printf("%-24s %10u %-8s %-6s %8u %8u\n", n->name, n->generation,
+	       n->revoked ? "revoked" : "active", squash_name(n->squash), n->anonuid, n->anongid);
+}
+
+static void print_header(void)
+{
+	printf("%-24s %10s %-8s %-6s %8s %8s\n", "NODE", "GENERATION", "STATE", "SQUASH",
+	       "ANONUID", "ANONGID");
+}
+
+/* Write the key of @n's current generation to @path. */
+static int write_key(struct tool *t, const struct rdfs_node_info *n, const char *path)
+{
+	char id[64];
+	struct auth_secret key;
+	int ret;
+
+	snprintf(id, sizeof(id), "%s:%u", n->name, n->generation);
+	auth_node_key(&t->cap_key, id, &key);
+	ret = auth_node_key_write(path, id, &key);
+	memset(&key, 0, sizeof(key));
+	return ret;
+}
+
+static int node_run(struct tool *t, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "squash", required_argument, NULL, 's' },
+		{ "anonuid", required_argument, NULL, 'u' },
+		{ "anongid", required_argument, NULL, 'g' },
+		{ "key-file", required_argument, NULL, 'k' },
+		{ "new-key", no_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rdfs_node_info n, *all = NULL;
+	const char *sub, *name = NULL, *key_file = NULL;
+	uint32_t anonuid = 65534, anongid = 65534;
+	int opt, ret, squash = -1, new_key = 0, policy = 0;
+	char default_key[64];
+
+	/* 0, not 1: glibc starts over, so options may follow "add NODE" */
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			printf("%s", tool_cmd_node.help);
+			return TOOL_OK;
+		case 's':
+			squash = !strcmp(optarg, "none") ? 0 : !strcmp(optarg, "root") ? 1 :
+				 !strcmp(optarg, "all") ? 2 : -2;
+			if (squash == -2)
+				return tool_usage(&tool_cmd_node, "--squash is none, root or all");
+			policy = 1;
+			break;
+		case 'u':
+		case 'g':
+			if (parse_id(optarg, opt == 'u' ? &anonuid : &anongid))
+				return tool_usage(&tool_cmd_node, "--anonuid/--anongid take a number");
+			policy = 1;
+			break;
+		case 'k':
+			key_file = optarg;
+			break;
+		case 'n':
+			new_key = 1;
+			break;
+		default:
+			return tool_usage(&tool_cmd_node, "unknown option");
+		}
+	}
+	if (optind >= argc)
+		return tool_usage(&tool_cmd_node, "missing add, set, revoke or list");
+	sub = argv[optind++];
+	if (strcmp(sub, "list") != 0) {
+		if (optind != argc - 1)
+			return tool_usage(&tool_cmd_node, "expected one NODE name");
+		name = argv[optind];
+		if (auth_node_name_check(name))
+			return tool_usage(&tool_cmd_node,
+					  "a NODE name is 1-40 of A-Z a-z 0-9 . _ -");
+	} else if (optind != argc) {
+		return tool_usage(&tool_cmd_node, "list takes no argument");
+	}
+	if (policy && squash < 0)
+		squash = 1;	/* --anonuid alone: keep root squash, change who root becomes */
+
+	if (!strcmp(sub, "add") || !strcmp(sub, "set")) {
+		int adding = !strcmp(sub, "add");
+
+		if (!adding && key_file && !new_key)
+			return tool_usage(&tool_cmd_node, "set writes a key only with --new-key");
+		if (adding || new_key) {
+			if (!key_file) {
+				snprintf(default_key, sizeof(default_key), "%s.key", name);
+				key_file = default_key;
+			}
+			/* refuse before the metaserver moves the generation on */
+			if (access(key_file, F_OK) == 0) {
+				fprintf(stderr, "rdfs node: %s exists; remove it or give --key-file\n",
+					key_file);
+				return TOOL_FAIL;
+			}
+		}
+		ret = rdfs_node_set(t->client, name, adding || new_key, policy,
+				    squash < 0 ? 1 : squash, anonuid, anongid, &n);
+		if (ret)
+			return tool_error("node", sub, ret);
+		if (adding || new_key) {
+			ret = write_key(t, &n, key_file);
+			if (ret)
+				return tool_error("node", key_file, ret);
+			printf("node %s: generation %u; key written to %s (mode 0600)\n"
+			       "install it on the node and name it in secret_file=; "
+			       "every older key of the node no longer works\n",
+			       n.name, n.generation, key_file);
+		} else {
+			print_header();
+			print_node(&n);
+		}
+		return TOOL_OK;
+	}
+	if (!strcmp(sub, "revoke")) {
+		if (policy || key_file || new_key)
+			return tool_usage(&tool_cmd_node, "revoke takes no options");
+		ret = rdfs_node_revoke(t->client, name, &n);
+		if (ret)
+			return tool_error("node", "revoke", ret);
+		printf("node %s: key of generation %u revoked; its connections to the "
+		       "metaserver are closed\n", n.name, n.generation);
+		return TOOL_OK;
+	}
+	if (!strcmp(sub, "list")) {
+		if (policy || key_file || new_key)
+			return tool_usage(&tool_cmd_node, "list takes no options");
+		ret = rdfs_node_list(t->client, NULL, 0);
+		if (ret < 0)
+			return tool_error("node", "list", ret);
+		all = calloc(ret ? ret : 1, sizeof(*all));
+		if (!all)
+			return tool_error("node", "list", -ENOMEM);
+		ret = rdfs_node_list(t->client, all, ret);
+		if (ret < 0) {
+			free(all);
+			return tool_error("node", "list", ret);
+		}
+		print_header();
+		for (int i = 0; i < ret; i++)
+			print_node(&all[i]);
+		free(all);
+		return TOOL_OK;
+	}
+	return tool_usage(&tool_cmd_node, "expected add, set, revoke or list");
+}
+
+const struct tool_cmd tool_cmd_node = {
+	.name = "node",
+	.args = "add|set|revoke|list ...",
+	.summary = "client nodes: their own keys, revocation, root/all squash",
+	.run = node_run,
+	.server_key = 1,
+	.help =
+	"usage: rdfs node add NODE [--key-file FILE] [--squash none|root|all]\n"
+	"                 [--anonuid UID] [--anongid GID]\n"
+	"       rdfs node set NODE [--new-key [--key-file FILE]] [--squash ...]\n"
+	"                 [--anonuid UID] [--anongid GID]\n"
+	"       rdfs node revoke NODE\n"
+	"       rdfs node list\n"
+	"\n"
+	"Manage the client nodes that hold a key of their own instead of the shared\n"
+	"cluster secret. A node's key proves only that node: the metaserver applies\n"
+	"the node's squash policy to every request it sends, capabilities it is\n"
+	"granted are bound to it (another node cannot use them), and revoking it\n"
+	"shuts it out at once without changing any other host's key.\n"
+	"\n"
+	"Run it on a server host, as root: it proves the server key to the\n"
+	"metaserver, which derives from the capability key ([cluster] cap_key_file,\n"
+	"default /etc/rdfs/cap.key, or --cap-key-file), and it derives the node's\n"
+	"key from the capability key itself, so no key crosses the network.\n"
+	"\n"
+	"  add NODE      register NODE (1-40 of A-Z a-z 0-9 . _ -) and write its key\n"
+	"                to FILE (default ./NODE.key, mode 0600, never overwritten).\n"
+	"                Copy it to the node and give it as secret_file (rdfs-fuse\n"
+	"                -o secret_file=, mount.rdfs, [cluster] secret_file). Adding\n"
+	"                a known node again issues a new key and voids the old one.\n"
+	"  set NODE      change the squash policy; with --new-key also issue a new\n"
+	"                key (the old one stops working at once). A policy change\n"
+	"                applies to the node's next connection.\n"
+	"  revoke NODE   refuse the node's key from now on and close its\n"
+	"                connections to the metaserver. Capabilities it already holds\n"
+	"                keep working at the I/O servers until they expire\n"
+	"                ([metaserver] cap_lifetime). `add` lets it back in, with a\n"
+	"                new key.\n"
+	"  list          every node: generation, state, squash, anonuid, anongid.\n"
+	"\n"
+	"  --squash none|root|all   none: uids as sent; root (default for a new node):\n"
+	"                uid 0 acts as ANONUID:ANONGID; all: every uid does (as NFS's\n"
+	"                root_squash and all_squash)\n"
+	"  --anonuid UID, --anongid GID   who a squashed user becomes (default 65534)\n"
+	"  --key-file FILE   where to write the new key\n"
+	"  --new-key     (set) issue a new key\n"
+	"\n"
+	"Clients with the shared cluster secret keep working beside nodes; they get\n"
+	"the metaserver's root_squash setting and share one identity.\n",
+};
