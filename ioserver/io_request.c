@@ -203,6 +203,11 @@ struct io_pool {
 	uint32_t unit_size;
 	int depth;
 	struct bufpool *bufs;
+	/*
+	 * Pool bytes one connection may hold: a peer that stops reading its
+	 * replies keeps its buffers until it closes, and must not take them all.
+	 */
+	size_t conn_share;
 	struct ra_cache *ra;
 
 	int nrings;
@@ -558,6 +563,30 @@ static bool send_now_or_copy(const struct io_job *j)
 	       xport_conn_queued_bytes(j->req.conn) == 0;
 }
 
+/*
+ * A pool buffer for @j within its connection's share (the rpc connection
+ * counter holds the bytes each connection has), or NULL when either is spent.
+ * Two rings may both pass the check: the share is exceeded by at most a
+ * buffer a ring.
+ */
+static void *job_buf_get(struct io_job *j, size_t len)
+{
+	void *buf;
+
+	if ((size_t)rpc_conn_counter_add(j->req.conn, 0) + len > j->pool->conn_share)
+		return NULL;
+	buf = bufpool_get(j->pool->bufs, len);
+	if (buf)
+		rpc_conn_counter_add(j->req.conn, (long long)len);
+	return buf;
+}
+
+static void job_buf_put(struct io_job *j, void *buf, size_t len)
+{
+	bufpool_put(j->pool->bufs, buf, len);
+	rpc_conn_counter_add(j->req.conn, -(long long)len);
+}
+
 /* Send completion of a unit, on the main loop's thread. */
 static void unit_sent(void *arg, int status)
 {
@@ -568,7 +597,7 @@ static void unit_sent(void *arg, int status)
 	if (u->nsegs) {
 		ra_release(p->ra, u->segs, u->nsegs);
 	} else {
-		bufpool_put(p->bufs, u->rw.buf, u->buf_len);
+		job_buf_put(j, u->rw.buf, u->buf_len);
 		buffers_returned(p);
 	}
 	if (atomic_load(&j->final_posted)) {
@@ -589,7 +618,7 @@ static void unit_release(struct io_pool *p, struct io_unit *u)
 	if (u->nsegs)
 		ra_release(p->ra, u->segs, u->nsegs);
 	else
-		bufpool_put(p->bufs, u->rw.buf, u->buf_len);
+		job_buf_put(u->rw.job, u->rw.buf, u->buf_len);
 }
 
 /* The iovecs of @u's data: its buffer, or the cache segments holding it. */
@@ -775,7 +804,7 @@ again:
 			}
 		}
 		u->nsegs = 0;
-		u->rw.buf = bufpool_get(p->bufs, u->buf_len);
+		u->rw.buf = job_buf_get(j, u->buf_len);
 		if (!u->rw.buf && j->held == 0 && j->reading == 0 && !j->waiting_buf) {
 			/*
 			 * Nothing of ours will step us again: wait for anyone's buffer.
@@ -783,7 +812,7 @@ again:
 			 * is either ours now or wakes us.
 			 */
 			atomic_fetch_add(&p->buf_waiters, 1);
-			u->rw.buf = bufpool_get(p->bufs, u->buf_len);
+			u->rw.buf = job_buf_get(j, u->buf_len);
 			if (!u->rw.buf) {
 				j->waiting_buf = true;
 				atomic_fetch_add(&j->refs, 1);
@@ -1559,6 +1588,10 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 			     &p->bufs);
 	if (ret)
 		goto err;
+	/* a quarter each, but always room for one whole buffer of the send mode */
+	p->conn_share = budget / 4;
+	if (p->conn_share < (p->send_mode == IO_SEND_WHOLE ? RDFS_MAX_DATA : p->unit_size))
+		p->conn_share = p->send_mode == IO_SEND_WHOLE ? RDFS_MAX_DATA : p->unit_size;
 	if (o->readahead_bytes) {
 		ret = ra_create(o->readahead_bytes, volume_capacity(o->vol), &p->ra);
 		if (ret)

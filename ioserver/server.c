@@ -284,6 +284,12 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	}
 	if (ret)
 		goto err_free;
+	/*
+	 * Far more than a client keeps in flight (its read-ahead and write-behind
+	 * windows), few enough that the READs of one that never reads its
+	 * replies, parked waiting for its share of the buffer pool, stay cheap.
+	 */
+	rpc_server_set_conn_budget(s->rpc, IOS_CONN_MAX_REQS, 0);
 
 	if (o->advertise && o->advertise[0]) {
 		if (snprintf(s->advertise, sizeof(s->advertise), "%s", o->advertise) >=

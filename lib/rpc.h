@@ -227,6 +227,20 @@ int rpc_request_has_sink(const struct rpc_request *req);
 int rpc_server_reply_part_write(struct rpc_request *req, uint64_t off, const struct iovec *data,
 				int niov, void (*sent)(void *arg, int status), void *arg);
 
+/*
+ * Per authenticated connection: how many requests (and bytes of them) may be
+ * received and not yet rpc_request_done() before the transport stops taking
+ * its frames (0: the default, 1024 requests / 64 MiB). Call before serving.
+ */
+void rpc_server_set_conn_budget(struct rpc_server *s, unsigned int max_reqs, uint64_t max_bytes);
+/*
+ * A counter per connection for the application's fair shares (e.g. bytes of
+ * a shared buffer pool held for it), starting at 0: add @delta (0 to read it)
+ * and return the new value. Any thread, while a reference on @conn is held
+ * (a request's); 0 for a connection rpc does not know.
+ */
+long long rpc_conn_counter_add(struct xport_conn *conn, long long delta);
+
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
 /* Release the request's message and connection reference. */

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,14 @@
  */
 #define RPC_INFLIGHT_REQS	1024
 #define RPC_INFLIGHT_BYTES	(64ull << 20)
+/* What an unauthenticated peer may have delivered at once: its AuthResponse. */
+#define RPC_PREAUTH_REQS	2
+/*
+ * A peer whose replies have stayed queued (over half of RPC_SERVER_TX_QUEUE_MAX,
+ * not shrinking) this long is not reading them: closed, its memory returned.
+ */
+#define RPC_STALL_CLOSE_MS	60000
+#define RPC_STALL_CHECK_MS	1000
 
 struct rpc_session {
 	struct xport_conn *conn;	/* holds the accept reference until CLOSED */
@@ -36,6 +45,11 @@ struct rpc_session {
 	struct rpc_session *prev, *next;		/* all sessions */
 	struct rpc_session *hs_prev, *hs_next;		/* handshakes, by deadline */
 	int on_hs_list;
+
+	/* main loop: a peer not reading its replies (see RPC_STALL_CLOSE_MS) */
+	size_t stall_queued;
+	int64_t stall_since_ms;		/* 0: not stalled */
+	atomic_llong app_counter;	/* rpc_conn_counter_add() */
 
 	pthread_mutex_t inflight_lock;	/* main loop and workers: the three below */
 	uint64_t inflight_bytes;
@@ -64,6 +78,9 @@ struct rpc_server {
 	int nev, evpos;
 	struct rpc_session *sessions;
 	struct rpc_session *hs_head, *hs_tail;
+	unsigned int budget_reqs;	/* per authenticated connection */
+	uint64_t budget_bytes;
+	int64_t next_stall_check_ms;
 };
 
 /* Only zero-copy replies are posted with a completion on the server. */
@@ -157,6 +174,8 @@ int rpc_server_create(const char *const *urls, const struct auth_keys *keys,
 	if (!s)
 		return -ENOMEM;
 	s->keys = *keys;
+	s->budget_reqs = RPC_INFLIGHT_REQS;
+	s->budget_bytes = RPC_INFLIGHT_BYTES;
 	s->handshake_ms = RPC_HANDSHAKE_MS;
 	s->listeners = calloc((size_t)n + 1, sizeof(*s->listeners));
 	if (!s->listeners) {
@@ -263,6 +282,51 @@ int rpc_server_readmit(struct rpc_server *s)
 	return n;
 }
 
+void rpc_server_set_conn_budget(struct rpc_server *s, unsigned int max_reqs, uint64_t max_bytes)
+{
+	s->budget_reqs = max_reqs ? max_reqs : RPC_INFLIGHT_REQS;
+	s->budget_bytes = max_bytes ? max_bytes : RPC_INFLIGHT_BYTES;
+}
+
+/*
+ * Close peers that stopped reading: their replies stay queued above half the
+ * bound for RPC_STALL_CLOSE_MS while their input is paused. Main loop.
+ */
+static void close_stalled(struct rpc_server *s, int64_t now)
+{
+	struct rpc_session *ss;
+
+	if (now < s->next_stall_check_ms)
+		return;
+	s->next_stall_check_ms = now + RPC_STALL_CHECK_MS;
+	for (ss = s->sessions; ss; ss = ss->next) {
+		size_t q;
+
+		if (!ss->authed || ss->rejected)
+			continue;
+		q = xport_conn_queued_bytes(ss->conn);
+		if (q <= RPC_SERVER_TX_QUEUE_MAX / 2 || q < ss->stall_queued) {
+			ss->stall_since_ms = 0;	/* it reads: nothing to hold against it */
+		} else if (!ss->stall_since_ms) {
+			ss->stall_since_ms = now;
+		} else if (now - ss->stall_since_ms >= RPC_STALL_CLOSE_MS) {
+			log_warn("%s: %s has not read its replies (%zu bytes queued) for %d s; "
+				 "closing", xport_conn_peer(ss->conn), ss->peer.id, q,
+				 RPC_STALL_CLOSE_MS / 1000);
+			ss->rejected = 1;
+			xport_conn_close(ss->conn);
+		}
+		ss->stall_queued = q;
+	}
+}
+
+long long rpc_conn_counter_add(struct xport_conn *conn, long long delta)
+{
+	struct rpc_session *ss = xport_conn_user(conn);
+
+	return ss ? atomic_fetch_add(&ss->app_counter, delta) + delta : 0;
+}
+
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms)
 {
 	s->handshake_ms = ms > 0 ? ms : RPC_HANDSHAKE_MS;
@@ -296,6 +360,7 @@ static void server_accept(struct rpc_server *s, struct xport_conn *conn)
 	pthread_mutex_init(&ss->inflight_lock, NULL);
 	ss->deadline_ms = rpc_mono_ms() + s->handshake_ms;
 	xport_conn_set_rx_limits(conn, RPC_PREAUTH_BODY, 0);
+	xport_conn_set_rx_budget(conn, RPC_PREAUTH_REQS, 0);
 	xport_conn_set_tx_limit(conn, RPC_SERVER_TX_QUEUE_MAX);
 	xport_conn_set_user(conn, ss);
 	xport_conn_set_user_free(conn, session_free);
@@ -380,6 +445,8 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 	ss->authed = 1;
 	ss->peer = peer;
 	xport_conn_set_rx_limits(ss->conn, RDFS_MAX_BODY, RDFS_MAX_DATA);
+	/* the transport stops taking this peer's frames once this many are unanswered */
+	xport_conn_set_rx_budget(ss->conn, s->budget_reqs, s->budget_bytes);
 	hs_unlink(s, ss);
 	auth_server_proof(&key, ss->nonce, resp->client_nonce.data, proof);
 	memset(&key, 0, sizeof(key));
@@ -506,6 +573,7 @@ enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *
 		}
 		now = rpc_mono_ms();
 		hs_left = expire_handshakes(s, now);
+		close_stalled(s, now);
 		if (timeout_ms < 0) {
 			left = -1;
 		} else if (timeout_ms == 0) {

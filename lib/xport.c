@@ -36,6 +36,7 @@ struct xport_ctx {
 	int sleeping;				/* progress thread is in epoll_wait */
 	struct xport_conn *conns;		/* registered (not yet CLOSED) */
 	struct xport_conn *reap_head;		/* closes for the progress thread */
+	struct xport_conn *resume_head;		/* receive budgets with room again */
 	struct xport_listener *listeners;
 
 	/* Progress thread only: references held for the events last returned. */
@@ -133,10 +134,16 @@ void xport_data_free(void *buf, size_t len)
 	free(buf);
 }
 
+static void rx_budget_release(struct xport_conn *conn, uint64_t bytes);
+
 void xport_msg_free(struct xport_msg *msg)
 {
 	if (!msg)
 		return;
+	if (msg->budget_conn) {
+		rx_budget_release(msg->budget_conn, msg->budget_bytes);
+		xport_conn_put(msg->budget_conn);
+	}
 	free(msg->body);
 	xport_data_free(msg->data, msg->hdr.data_len);
 	free(msg->sink);
@@ -214,6 +221,106 @@ static void held_release(struct xport_ctx *ctx)
 }
 
 /* Run the closes other threads asked for. */
+/* ------------------------------------------------------------ receive budget */
+
+void xport_conn_set_rx_budget(struct xport_conn *conn, unsigned int max_msgs,
+			      uint64_t max_bytes)
+{
+	conn->rx_max_msgs = max_msgs;
+	conn->rx_max_bytes = max_bytes;
+}
+
+/* Whether fewer than @msgs messages and @bytes bytes are held (a 0 bound is no bound). */
+static int rx_budget_below(const struct xport_conn *conn, unsigned int msgs, uint64_t bytes)
+{
+	return (!conn->rx_max_msgs || atomic_load(&conn->rx_msgs) < msgs) &&
+	       (!conn->rx_max_bytes || atomic_load(&conn->rx_bytes) < bytes);
+}
+
+/* Room for one more message. */
+static int rx_budget_room(const struct xport_conn *conn)
+{
+	return rx_budget_below(conn, conn->rx_max_msgs, conn->rx_max_bytes);
+}
+
+/* Down to half: time to resume a starved connection (hysteresis, as pause_rx users do). */
+static int rx_budget_half(const struct xport_conn *conn)
+{
+	return rx_budget_below(conn, conn->rx_max_msgs / 2 + 1, conn->rx_max_bytes / 2 + 1);
+}
+
+int xport_rx_budget_ok(struct xport_conn *conn)
+{
+	if (!conn->rx_max_msgs && !conn->rx_max_bytes)
+		return 1;
+	if (rx_budget_room(conn))
+		return 1;
+	/*
+	 * Starved first, then look again: a release on another thread either
+	 * sees the flag or has already made the room this second look finds.
+	 */
+	atomic_store(&conn->rx_starved, 1);
+	if (rx_budget_room(conn) && atomic_exchange(&conn->rx_starved, 0))
+		return 1;
+	return 0;
+}
+
+void xport_rx_delivered(struct xport_conn *conn, struct xport_msg *m, uint64_t bytes)
+{
+	if (!conn->rx_max_msgs && !conn->rx_max_bytes)
+		return;
+	atomic_fetch_add(&conn->rx_msgs, 1);
+	atomic_fetch_add(&conn->rx_bytes, bytes);
+	xport_conn_get(conn);
+	m->budget_conn = conn;
+	m->budget_bytes = bytes;
+}
+
+/* Any thread: a budgeted message was freed; resume a starved connection at half. */
+static void rx_budget_release(struct xport_conn *conn, uint64_t bytes)
+{
+	struct xport_ctx *ctx = conn->ctx;
+	int kick = 0;
+
+	atomic_fetch_sub(&conn->rx_msgs, 1);
+	atomic_fetch_sub(&conn->rx_bytes, bytes);
+	if (!atomic_load(&conn->rx_starved) || !rx_budget_half(conn) ||
+	    !atomic_exchange(&conn->rx_starved, 0))
+		return;
+	pthread_mutex_lock(&ctx->lock);
+	if (!conn->on_resume_list && !conn->reported) {
+		xport_conn_get(conn);
+		conn->on_resume_list = 1;
+		conn->resume_next = ctx->resume_head;
+		ctx->resume_head = conn;
+		kick = ctx->sleeping;
+		ctx->sleeping = 0;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (kick)
+		wake_fd_kick(ctx);
+}
+
+static void resume_run(struct xport_ctx *ctx)
+{
+	struct xport_conn *list, *c;
+
+	pthread_mutex_lock(&ctx->lock);
+	list = ctx->resume_head;
+	ctx->resume_head = NULL;
+	for (c = list; c; c = c->resume_next)
+		c->on_resume_list = 0;
+	pthread_mutex_unlock(&ctx->lock);
+
+	while (list) {
+		c = list;
+		list = c->resume_next;
+		if (c->ops->conn_rx_resume && !atomic_load(&c->closing))
+			c->ops->conn_rx_resume(c);
+		xport_conn_put(c);
+	}
+}
+
 static void reap_run(struct xport_ctx *ctx)
 {
 	struct xport_conn *list, *c;
@@ -260,6 +367,7 @@ void xport_ctx_destroy(struct xport_ctx *ctx)
 		xport_conn_put(c);
 	}
 	reap_run(ctx);
+	resume_run(ctx);	/* every connection is closed: this only drops references */
 
 	while (ctx->cq_len) {
 		struct xport_event *ev = &ctx->cq[ctx->cq_head];
@@ -364,6 +472,7 @@ int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeo
 
 	for (;;) {
 		reap_run(ctx);
+		resume_run(ctx);
 
 		pthread_mutex_lock(&ctx->lock);
 		if (ctx->cq_len) {
@@ -377,7 +486,7 @@ int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeo
 			pthread_mutex_unlock(&ctx->lock);
 			return n;
 		}
-		if (ctx->reap_head) {
+		if (ctx->reap_head || ctx->resume_head) {
 			wait_ms = 0;
 		} else if (timeout_ms < 0) {
 			wait_ms = -1;
@@ -415,6 +524,7 @@ int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeo
 			 * deadline.
 			 */
 			reap_run(ctx);
+			resume_run(ctx);
 			pthread_mutex_lock(&ctx->lock);
 			n = ctx->cq_len || ctx->reap_head;
 			pthread_mutex_unlock(&ctx->lock);

@@ -60,8 +60,12 @@ struct xport_msg {
 	 */
 	uint64_t placed_off;
 	uint32_t placed_len;
+	/* set by the module: the connection whose receive budget this counts against */
+	struct xport_conn *budget_conn;
+	uint64_t budget_bytes;
 };
 
+/* Free @msg; if it counted against a connection's receive budget, release that. Any thread. */
 void xport_msg_free(struct xport_msg *msg);
 
 enum xport_event_type {
@@ -142,6 +146,18 @@ void xport_conn_set_user_free(struct xport_conn *conn, void (*user_free)(void *u
  * Call from the context's progress thread.
  */
 void xport_conn_set_rx_limits(struct xport_conn *conn, uint32_t max_body, uint32_t max_data);
+/*
+ * Bound what @conn delivers ahead of the application: at most @max_msgs
+ * messages and @max_bytes bytes (header, body and data) received and not yet
+ * freed with xport_msg_free() (0: no bound, the default). Checked before each
+ * message is taken from what was already read off the socket, and no more is
+ * read while the budget is used up, so a peer that sends faster than it is
+ * served costs at most this plus one read's worth of bytes; delivery resumes
+ * when half is freed. Set it before the first message is delivered (progress
+ * thread). The RDMA module bounds intake with its receive credits instead.
+ */
+void xport_conn_set_rx_budget(struct xport_conn *conn, unsigned int max_msgs,
+			      uint64_t max_bytes);
 /*
  * Stop (@paused 1) or resume (0) reading from @conn, so a peer that sends faster
  * than the application consumes is held back by the network's flow control

@@ -51,6 +51,12 @@ struct xport_ops {
 	/* Any thread: see xport_conn_set_tx_limit() and xport_conn_queued_bytes(). */
 	void (*conn_set_tx_limit)(struct xport_conn *conn, size_t max);
 	size_t (*conn_queued_bytes)(struct xport_conn *conn);
+	/*
+	 * Optional. Progress thread: the receive budget has room again after the
+	 * module stopped for it (xport_rx_budget_ok() returned 0): deliver what is
+	 * buffered and read on.
+	 */
+	void (*conn_rx_resume)(struct xport_conn *conn);
 	/* Progress thread (or ctx destroy): run the close arranged by conn_close now. */
 	void (*conn_reap)(struct xport_conn *conn);
 	void (*conn_free)(struct xport_conn *conn);
@@ -79,6 +85,14 @@ struct xport_conn {
 	struct xport_conn *ctx_prev, *ctx_next;	/* the context's list, under its lock */
 	struct xport_conn *reap_next;		/* closes for the progress thread */
 	int on_reap_list;
+	/* receive budget (xport_conn_set_rx_budget): delivered, not yet freed */
+	unsigned int rx_max_msgs;
+	uint64_t rx_max_bytes;
+	atomic_uint rx_msgs;
+	atomic_uint_fast64_t rx_bytes;
+	atomic_int rx_starved;			/* the module stopped for the budget */
+	struct xport_conn *resume_next;		/* under the ctx lock */
+	int on_resume_list;
 };
 
 /* Common head of every module's listener. */
@@ -96,6 +110,14 @@ void xport_conn_init(struct xport_conn *conn, const struct xport_ops *ops,
 void xport_conn_closed(struct xport_conn *conn, int status);
 /* Ask the progress thread to call ops->conn_reap(conn) (from any thread). */
 void xport_conn_reap_later(struct xport_conn *conn);
+
+/*
+ * Receive budget, for modules. Before taking a message from its buffer: may
+ * it? 0 marks the connection starved: conn_rx_resume() runs once messages
+ * are freed. xport_rx_delivered() counts @m (of @bytes) against the budget.
+ */
+int xport_rx_budget_ok(struct xport_conn *conn);
+void xport_rx_delivered(struct xport_conn *conn, struct xport_msg *m, uint64_t bytes);
 
 /* Queue an event for xport_test(); takes a reference on ev->conn when set. */
 void xport_cq_push(struct xport_ctx *ctx, const struct xport_event *ev);

@@ -248,7 +248,7 @@ static int tcp_rx_allowed_locked(struct tcp_conn *c)
 		c->tx_throttled = 0;
 	}
 	return !atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused &&
-	       !c->tx_throttled;
+	       !c->tx_throttled && !atomic_load(&c->base.rx_starved);
 }
 
 static void tcp_update_poll_locked(struct tcp_conn *c)
@@ -518,6 +518,8 @@ static void rx_deliver_if_complete(struct tcp_conn *c)
 	ev.msg = m;
 	c->rx_msg = NULL;
 	c->rx_state = RX_HDR;
+	xport_rx_delivered(&c->base, m, RDFS_FRAME_HDR_LEN + (uint64_t)m->hdr.body_len +
+			   m->hdr.data_len);
 	xport_cq_push(c->base.ctx, &ev);
 }
 
@@ -533,6 +535,9 @@ static int rx_parse(struct tcp_conn *c)
 		avail = c->rx_end - c->rx_start;
 		if (c->rx_state == RX_HDR) {
 			if (avail < RDFS_FRAME_HDR_LEN)
+				return 0;
+			/* the budget is checked here, before a message leaves the buffer */
+			if (!xport_rx_budget_ok(&c->base))
 				return 0;
 			err = frame_hdr_decode(c->rxbuf + c->rx_start, &h);
 			if (err)
@@ -563,6 +568,15 @@ static void tcp_fail(struct tcp_conn *c, int status)
 	pthread_mutex_lock(&c->lock);
 	tcp_close_locked(c, status);
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* What rx_parse() refused: drop the peer, saying why. */
+static void rx_failed(struct tcp_conn *c, int err)
+{
+	log_warn("%s: dropping connection: %s", c->base.peer,
+		 err == -EMSGSIZE ? "oversized frame" :
+		 err == -ENOMEM ? "out of memory" : "malformed frame header");
+	tcp_fail(c, err);
 }
 
 static void tcp_rx(struct tcp_conn *c)
@@ -623,10 +637,7 @@ static void tcp_rx(struct tcp_conn *c)
 		c->rx_end += (size_t)n;
 		err = rx_parse(c);
 		if (err) {
-			log_warn("%s: dropping connection: %s", c->base.peer,
-				 err == -EMSGSIZE ? "oversized frame" :
-				 err == -ENOMEM ? "out of memory" : "malformed frame header");
-			tcp_fail(c, err);
+			rx_failed(c, err);
 			return;
 		}
 		if (got < want)
@@ -734,6 +745,25 @@ static void rx_discard(int fd)
 	for (i = 0; i < 64; i++)
 		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
 			break;
+}
+
+/* The receive budget has room again: deliver what is buffered, then read on. */
+static void tcp_conn_rx_resume(struct xport_conn *conn)
+{
+	struct tcp_conn *c = tcp_conn_of(conn);
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->reaped) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	tcp_update_poll_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	err = rx_parse(c);
+	if (err) {
+		rx_failed(c, err);
+	}
 }
 
 static void tcp_conn_pause_rx(struct xport_conn *conn, int paused)
@@ -1048,6 +1078,7 @@ const struct xport_ops xport_tcp_ops = {
 	.post_send	= tcp_post_send,
 	.conn_close	= tcp_conn_close,
 	.conn_pause_rx	= tcp_conn_pause_rx,
+	.conn_rx_resume	= tcp_conn_rx_resume,
 	.conn_set_tx_limit = tcp_conn_set_tx_limit,
 	.conn_queued_bytes = tcp_conn_queued_bytes,
 	.conn_reap	= tcp_conn_reap,

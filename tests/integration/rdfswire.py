@@ -17,6 +17,10 @@ VERSION = 1
 HDR = struct.Struct("<IBBHiIII")
 HDR_LEN = 24
 FLAG_REPLY = 0x01
+FLAG_MORE = 0x02
+ROOT_INO = 1
+CAP_READ = 1
+CAP_WRITE = 2
 MAX_BODY = 1 << 20
 MAX_DATA = 16 << 20
 
@@ -24,8 +28,22 @@ OP_AUTH_CHALLENGE = 1
 OP_AUTH_RESPONSE = 2
 OP_AUTH_RESULT = 3
 OP_PING = 4
+OP_LOOKUP = 16
 OP_GETATTR = 17
+OP_SETATTR = 18
+OP_MKNOD = 19
+OP_MKDIR = 20
+OP_UNLINK = 21
+OP_RENAME = 23
+OP_LINK = 24
+OP_SYMLINK = 25
+OP_READDIR = 27
 OP_STATFS = 28
+OP_GETXATTR = 29
+OP_SETXATTR = 30
+OP_LISTXATTR = 31
+OP_LAYOUT = 35
+OP_REGISTER = 37
 OP_SERVER_LIST = 38
 OP_READ = 64
 OP_WRITE = 65
@@ -66,6 +84,12 @@ def field_bytes(num, b):
     if isinstance(b, str):
         b = b.encode()
     return varint((num << 3) | 2) + varint(len(b)) + b
+
+
+def cred(uid, gid, groups=()):
+    """A Cred message (the caller's identity in every metaserver request)."""
+    return (field_varint(1, uid) + field_varint(2, gid)
+            + b"".join(field_varint(3, g) for g in groups))
 
 
 def decode(buf):
@@ -114,6 +138,7 @@ class Conn:
 
     def __init__(self, port, host="127.0.0.1", timeout=10.0):
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        self._tag = 0
 
     def close(self):
         self.sock.close()
@@ -158,6 +183,31 @@ class Conn:
             return ("error", hdr["status"])
         return ("ok", hdr)
 
+    def request(self, opcode, body=b"", data=b"", tag=None, timeout=30.0):
+        """Send one request and wait for its whole reply: (status, body, data).
+
+        The data of partial (FLAG_MORE) frames of the reply is joined; frames of
+        other tags are skipped.
+        """
+        self._tag += 1
+        tag = self._tag if tag is None else tag
+        self.send(frame(opcode, body, data, tag=tag))
+        self.sock.settimeout(timeout)
+        got = b""
+        while True:
+            hdr, rbody, rdata = self.recv_frame()
+            if hdr["tag"] != tag:
+                continue
+            got += rdata
+            if not hdr["flags"] & FLAG_MORE:
+                return hdr["status"], rbody, got
+
+
+def call(conn, opcode, body=b"", data=b"", timeout=30.0):
+    """One request on @conn: (status, reply body)."""
+    status, rbody, _ = conn.request(opcode, body, data, timeout=timeout)
+    return status, rbody
+
 
 def load_secret(path):
     """The secret as auth_secret_load reads it: the file's bytes minus one trailing newline."""
@@ -166,6 +216,11 @@ def load_secret(path):
     if b.endswith(b"\n"):
         b = b[:-1]
     return b
+
+
+def server_key(cap_key):
+    """The key servers prove themselves with (role "server"): HMAC-SHA256(cap.key, label)."""
+    return hmac.new(cap_key, b"rdfs-server-key-v1", hashlib.sha256).digest()
 
 
 def authenticate(conn, secret, role="client"):

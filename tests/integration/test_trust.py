@@ -1,0 +1,685 @@
+# SPDX-License-Identifier: MIT
+"""Trust boundaries, attacked over the wire (rdfswire.py): what a peer holding the
+cluster secret (any client node) must NOT be able to do, whatever it claims.
+
+The holes, numbered as in the issue:
+  1 takeover    a cluster-secret peer claiming "ioserver" re-registers a live
+                volume at its own URL; keys, not the declared role, decide who
+                is a server (the server key: HMAC(cap.key, "rdfs-server-key-v1"))
+  3 squash      root squash applies to every client-key connection, not only to
+                the literal role "client"
+  4 write->read a write-only file gives capabilities that also read
+  5 starvation  a client that never reads its socket stalls the servers for
+                everyone else (and grows the metaserver without bound)
+  6 NUL names   a name with an embedded NUL is cut at the NUL by the server
+and the capability's holder binding (field 7 of Capability), which keeps a
+capability usable only on a connection of the identity it was granted to.
+"""
+import errno
+import os
+import socket
+import stat
+import threading
+import time
+
+import pytest
+
+import rdfswire as w
+from conftest import (MiB, Cluster, _cluster_root, _remove, _stop, assert_bytes_equal,
+                      drop_cache, listener_pid)
+
+NOBODY = 65534
+MODE_FILE = stat.S_IFREG
+
+
+# ------------------------------------------------------------------ helpers
+def client_secret(c):
+    return w.load_secret(c.secret)
+
+
+def server_key(c):
+    return w.server_key(w.load_secret(c.dir / "cap.key"))
+
+
+def connect(port, key, claim="client", timeout=30.0):
+    """An authenticated connection; fails the test if the handshake does not succeed."""
+    conn = w.Conn(port, timeout=timeout)
+    res = w.authenticate(conn, key, claim)
+    assert res == "accepted", "handshake on port %d claiming %r: %r" % (port, claim, res)
+    return conn
+
+
+def first(msg, num, default=0):
+    return msg.get(num, [default])[0]
+
+
+def attr_of(body):
+    """The Attr of an EntryReply/AttrReply body, as a dict."""
+    a = w.decode(first(w.decode(body), 1, b""))
+    return dict(ino=first(a, 1), mode=first(a, 2), uid=first(a, 4), gid=first(a, 5),
+                size=first(a, 6))
+
+
+def lookup(conn, parent, name, cr=None):
+    status, body = w.call(conn, w.OP_LOOKUP, w.field_bytes(1, cr or w.cred(0, 0))
+                          + w.field_varint(2, parent) + w.field_bytes(3, name))
+    return status, (attr_of(body) if status == 0 else None)
+
+
+def ino_of(conn, c, path):
+    """The rdfs inode of @path (a path under the mount), by LOOKUPs from the root."""
+    ino = w.ROOT_INO
+    for part in path.relative_to(c.mnt).parts:
+        status, a = lookup(conn, ino, part)
+        assert status == 0, "LOOKUP %s in %s: status %d" % (part, path, status)
+        ino = a["ino"]
+    return ino
+
+
+def getattr_(conn, ino, cr=None):
+    status, body = w.call(conn, w.OP_GETATTR, w.field_bytes(1, cr or w.cred(0, 0))
+                          + w.field_varint(2, ino))
+    return status, (attr_of(body) if status == 0 else None)
+
+
+def server_list(conn):
+    """SERVER_LIST as a list of dicts (ServerInfo)."""
+    status, body = w.call(conn, w.OP_SERVER_LIST)
+    assert status == 0, "SERVER_LIST: status %d" % status
+    out = []
+    for s in w.decode(body).get(1, []):
+        d = w.decode(s)
+        out.append(dict(id=first(d, 1), url=first(d, 2, b"").decode(),
+                        name=first(d, 3, b"").decode(), capacity=first(d, 4),
+                        up=bool(first(d, 6)), uuid=first(d, 7, b"")))
+    return out
+
+
+def register_req(url, uuid, capacity, name):
+    return (w.field_bytes(1, url) + w.field_bytes(2, uuid) + w.field_varint(3, capacity)
+            + w.field_bytes(4, name))
+
+
+def layout(conn, ino, length, cr, allocate=False, offset=0):
+    """LAYOUT: (status, dict(extents=[...], caps=[raw Capability bytes]))."""
+    body = (w.field_bytes(1, cr) + w.field_varint(2, ino) + w.field_varint(3, offset)
+            + w.field_varint(4, length) + w.field_varint(5, 1 if allocate else 0))
+    status, rbody = w.call(conn, w.OP_LAYOUT, body)
+    if status != 0:
+        return status, None
+    r = w.decode(rbody)
+    extents = []
+    for e in r.get(3, []):
+        d = w.decode(e)
+        extents.append(dict(offset=first(d, 1), length=first(d, 2), server=first(d, 3),
+                            block=first(d, 4), unwritten=bool(first(d, 5))))
+    return status, dict(extents=extents, caps=r.get(4, []))
+
+
+def cap_fields(cap):
+    d = w.decode(cap)
+    return dict(server=first(d, 1), ino=first(d, 2), rights=first(d, 3),
+                holder=first(d, 7, b"").decode())
+
+
+def ioserver_ports(c):
+    """{server_id: TCP port} from each I/O server's VOLUME_INFO (any transport)."""
+    key = client_secret(c)
+    out = {}
+    for i in range(c.n_io):
+        conn = connect(c.ioserver_port(i), key)
+        try:
+            status, body = w.call(conn, w.OP_VOLUME_INFO)
+            assert status == 0, "VOLUME_INFO on port %d: %d" % (c.ioserver_port(i), status)
+            out[first(w.decode(body), 3)] = c.ioserver_port(i)
+        finally:
+            conn.close()
+    return out
+
+
+def io_read_req(cap, block, nblocks, length=None):
+    return (w.field_bytes(1, cap) + w.field_varint(2, block) + w.field_varint(3, nblocks)
+            + w.field_varint(4, 0) + w.field_varint(5, nblocks * 4096 if length is None
+                                                     else length))
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def cap_for_extent(lay, ext):
+    for cap in lay["caps"]:
+        if cap_fields(cap)["server"] == ext["server"]:
+            return cap
+    raise AssertionError("LAYOUT gave no capability for server %d: %r" % (ext["server"], lay))
+
+
+def free_port():
+    """A listening socket on a free loopback port (an attacker's 'I/O server')."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s
+
+
+def refused(res):
+    return res == "closed" or (isinstance(res, tuple) and res[0] == "error")
+
+
+# ------------------------------------------------------------------ 1 takeover
+def test_takeover_by_client_claiming_ioserver_is_refused(fresh_cluster):
+    """Hole 1 (takeover): a peer that proved only the cluster secret but claims
+    "ioserver" (or "metaserver") sends REGISTER for a live volume's uuid with its
+    own URL. It must get -EPERM; the registry keeps the real URL and up=true, and
+    data written before the attack reads back byte for byte."""
+    c = fresh_cluster
+    data = os.urandom(3 * MiB + 777)
+    p = c.mnt / "before-attack"
+    write_file(p, data)
+    secret = client_secret(c)
+    viewer = connect(c.port, secret)
+    before = server_list(viewer)
+    assert len(before) == c.n_io and all(s["up"] for s in before), before
+    attacker = free_port()
+    evil_url = "tcp://127.0.0.1:%d" % attacker.getsockname()[1]
+    hostile = []
+    try:
+        for claim in ("ioserver", "metaserver"):
+            conn = connect(c.port, secret, claim)
+            hostile.append(conn)
+            for victim in before:
+                status, _ = w.call(conn, w.OP_REGISTER, register_req(
+                    evil_url, victim["uuid"], victim["capacity"], victim["name"]))
+                assert status == -errno.EPERM, \
+                    ("REGISTER of volume %d (%s) by a cluster-secret peer claiming %r "
+                     "got status %d, not -EPERM" % (victim["id"], victim["url"], claim, status))
+        # While the hostile sessions are still open: the registry is unchanged.
+        after = server_list(viewer)
+        for b in before:
+            a = [s for s in after if s["uuid"] == b["uuid"]]
+            assert a and a[0]["url"] == b["url"] and a[0]["up"], \
+                "volume %d after the attack: %r (before: %r)" % (b["id"], a, b)
+    finally:
+        for conn in hostile:
+            conn.close()
+        attacker.close()
+        viewer.close()
+    drop_cache(p)
+    assert_bytes_equal(data, p.read_bytes(), "file written before the attack")
+    viewer = connect(c.port, secret)
+    try:
+        after = server_list(viewer)
+        assert sorted((s["url"], s["up"]) for s in after) == \
+            sorted((s["url"], True) for s in before), after
+    finally:
+        viewer.close()
+
+
+def test_server_claim_with_cluster_secret_fails_handshake(cluster):
+    """Hole 1 (takeover): the claim "server" must be proved with the server key;
+    the cluster secret does not prove it, on the metaserver and on every I/O
+    server (-EACCES or a closed connection, and nothing is served after)."""
+    secret = client_secret(cluster)
+    for port in cluster.ports():
+        conn = w.Conn(port)
+        try:
+            res = w.authenticate(conn, secret, "server")
+            assert refused(res), \
+                "port %d accepted claim 'server' proved with the cluster secret: %r" % (port, res)
+            if isinstance(res, tuple):
+                assert res[1] == -errno.EACCES, res
+            try:
+                conn.send(w.frame(w.OP_SERVER_LIST if port == cluster.port
+                                  else w.OP_VOLUME_INFO, b""))
+                after = conn.closed_or_error(timeout=10)
+            except (BrokenPipeError, ConnectionResetError):
+                after = "closed"
+            assert not (isinstance(after, tuple) and after[0] == "ok"), \
+                "port %d served after a refused handshake: %r" % (port, after)
+        finally:
+            conn.close()
+
+
+def test_server_key_cannot_reregister_a_live_volume(fresh_cluster):
+    """Hole 1 (takeover): even with the real server key, REGISTER of a volume
+    whose I/O server is alive and registered is refused with -EBUSY; the real
+    server stays up with its URL and keeps serving."""
+    c = fresh_cluster
+    data = os.urandom(2 * MiB + 5)
+    p = c.mnt / "before"
+    write_file(p, data)
+    secret = client_secret(c)
+    viewer = connect(c.port, secret)
+    before = server_list(viewer)
+    assert before and all(s["up"] for s in before), before
+    attacker = free_port()
+    evil_url = "tcp://127.0.0.1:%d" % attacker.getsockname()[1]
+    conn = connect(c.port, server_key(c), "server")
+    try:
+        for victim in before:
+            status, _ = w.call(conn, w.OP_REGISTER, register_req(
+                evil_url, victim["uuid"], victim["capacity"], victim["name"]))
+            assert status == -errno.EBUSY, \
+                "REGISTER over live volume %d with the server key: status %d, not -EBUSY" \
+                % (victim["id"], status)
+        after = server_list(viewer)
+        assert sorted((s["uuid"], s["url"], s["up"]) for s in after) == \
+            sorted((s["uuid"], s["url"], True) for s in before), after
+    finally:
+        conn.close()
+        attacker.close()
+    after = server_list(viewer)
+    viewer.close()
+    assert sorted((s["url"], s["up"]) for s in after) == \
+        sorted((s["url"], True) for s in before), after
+    drop_cache(p)
+    assert_bytes_equal(data, p.read_bytes(), "file written before the attempt")
+
+
+# ------------------------------------------------------------------ 3 squash
+@pytest.fixture(scope="module")
+def squash_cluster():
+    """A cluster whose metaserver runs with root_squash = true; made before the
+    switch: /pub (0777) and /rootdir (root, 0755) holding f (root, 0644)."""
+    c = Cluster(_cluster_root("squash"), 1)
+    try:
+        c.up()
+        os.mkdir(c.mnt / "pub")
+        os.chmod(c.mnt / "pub", 0o777)
+        os.mkdir(c.mnt / "rootdir")
+        os.chmod(c.mnt / "rootdir", 0o755)
+        write_file(c.mnt / "rootdir" / "f", b"root's file\n")
+        os.chmod(c.mnt / "rootdir" / "f", 0o644)
+        errors = c.down()
+        assert not errors, errors
+        text = c.conf.read_text()
+        assert "\n[metaserver]\n" in text, text
+        c.conf.write_text(text.replace("\n[metaserver]\n",
+                                       "\n[metaserver]\nroot_squash = true\n", 1))
+        c.up()
+        # The switch took: the plain "client" claim is squashed (old code too).
+        conn = connect(c.port, client_secret(c))
+        try:
+            pub = ino_of(conn, c, c.mnt / "pub")
+            status, body = w.call(conn, w.OP_MKNOD, w.field_bytes(1, w.cred(0, 0))
+                                  + w.field_varint(2, pub) + w.field_bytes(3, "probe")
+                                  + w.field_varint(4, MODE_FILE | 0o644))
+            assert status == 0 and (attr_of(body)["uid"], attr_of(body)["gid"]) == \
+                (NOBODY, NOBODY), "root_squash not in effect: %d %r" % (status, body)
+        finally:
+            conn.close()
+    except BaseException:
+        c.down()
+        _remove(c)
+        raise
+    yield c
+    _stop(c)
+
+
+@pytest.mark.parametrize("claim", ["tool", "ioserver", "metaserver", "Client", "x"])
+def test_root_squash_applies_whatever_the_claim(squash_cluster, claim):
+    """Hole 3 (squash): with root_squash on, uid 0 of any peer authenticated with
+    the cluster secret acts as nobody, whatever role it claims: MKNOD/MKDIR
+    create files owned by 65534:65534, and root's 0644 file in root's 0755
+    directory can be neither chmod'ed nor unlinked."""
+    c = squash_cluster
+    conn = connect(c.port, client_secret(c), claim)
+    root = w.cred(0, 0)
+    try:
+        pub = ino_of(conn, c, c.mnt / "pub")
+        rootdir = ino_of(conn, c, c.mnt / "rootdir")
+        status, f = lookup(conn, rootdir, "f")
+        assert status == 0, status
+        tag = "%s-%s" % (claim, os.urandom(3).hex())
+        status, body = w.call(conn, w.OP_MKNOD, w.field_bytes(1, root) + w.field_varint(2, pub)
+                              + w.field_bytes(3, "file-" + tag)
+                              + w.field_varint(4, MODE_FILE | 0o644))
+        assert status == 0, "MKNOD in the 0777 directory: %d" % status
+        a = attr_of(body)
+        assert (a["uid"], a["gid"]) == (NOBODY, NOBODY), \
+            "claim %r: MKNOD as uid 0 made a file owned by %d:%d" % (claim, a["uid"], a["gid"])
+        status, body = w.call(conn, w.OP_MKDIR, w.field_bytes(1, root) + w.field_varint(2, pub)
+                              + w.field_bytes(3, "dir-" + tag) + w.field_varint(4, 0o755))
+        assert status == 0, "MKDIR in the 0777 directory: %d" % status
+        a = attr_of(body)
+        assert (a["uid"], a["gid"]) == (NOBODY, NOBODY), \
+            "claim %r: MKDIR as uid 0 made a directory owned by %d:%d" % (claim, a["uid"], a["gid"])
+        # chmod of root's file
+        status, _ = w.call(conn, w.OP_SETATTR, w.field_bytes(1, root) + w.field_varint(2, f["ino"])
+                           + w.field_varint(3, 1) + w.field_varint(4, 0o666))
+        assert status in (-errno.EPERM, -errno.EACCES), \
+            "claim %r: chmod of root's 0644 file as uid 0: status %d" % (claim, status)
+        status, a = getattr_(conn, f["ino"])
+        assert status == 0 and stat.S_IMODE(a["mode"]) == 0o644, a
+        # unlink of root's file in root's 0755 directory
+        status, _ = w.call(conn, w.OP_UNLINK, w.field_bytes(1, root) + w.field_varint(2, rootdir)
+                           + w.field_bytes(3, "f"))
+        assert status in (-errno.EPERM, -errno.EACCES), \
+            "claim %r: unlink of root's file as uid 0: status %d" % (claim, status)
+        assert lookup(conn, rootdir, "f")[0] == 0, "root's file is gone"
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ 4 write->read
+def test_capability_rights_are_what_the_caller_may_do(cluster, workdir):
+    """Hole 4 (write->read): uid 2000 may only write a 0602 file of uid 1000, so
+    its LAYOUT gives capabilities with rights WRITE (2) only, and a READ at the
+    I/O server with one is refused (-EACCES). A 0604 file gives READ (1) only."""
+    c = cluster
+    data = os.urandom(3 * MiB)
+    wo, ro = workdir / "write-only", workdir / "read-only"
+    for p, mode in ((wo, 0o602), (ro, 0o604)):
+        write_file(p, data)
+        os.chown(p, 1000, 1000)
+        os.chmod(p, mode)
+    os.chmod(workdir, 0o755)
+    other = w.cred(2000, 2000)
+    ports = ioserver_ports(c)
+    conn = connect(c.port, client_secret(c))
+    try:
+        wo_ino, ro_ino = ino_of(conn, c, wo), ino_of(conn, c, ro)
+        # What the write-only caller gets when it asks to write (LAYOUT allocate).
+        status, lay = layout(conn, wo_ino, len(data), other, allocate=True)
+        assert status == 0, "LAYOUT (allocate) of the 0602 file as uid 2000: %d" % status
+        assert lay["caps"], lay
+        rights = sorted({cap_fields(cap)["rights"] for cap in lay["caps"]})
+        assert rights == [w.CAP_WRITE], \
+            "0602 file, uid 2000: capabilities with rights %r, want [2] (write only)" % rights
+        # Reading through one of those capabilities
+        ext = [e for e in lay["extents"] if not e["unwritten"]][0]
+        cap = cap_for_extent(lay, ext)
+        io = connect(ports[ext["server"]], client_secret(c))
+        try:
+            status, _, got = io.request(w.OP_READ, io_read_req(cap, ext["block"], 1))
+        finally:
+            io.close()
+        assert status < 0 and got == b"", \
+            "READ with the 0602 file's capability: status %d, %d bytes" % (status, len(got))
+        # A plain look at the layout must not grant reading either.
+        status, lay = layout(conn, wo_ino, len(data), other)
+        if status == 0:
+            rights = sorted({cap_fields(cap)["rights"] for cap in lay["caps"]})
+            assert all(not r & w.CAP_READ for r in rights), \
+                "0602 file, uid 2000, LAYOUT without allocate: rights %r include READ" % rights
+        # 0604: read only
+        status, lay = layout(conn, ro_ino, len(data), other)
+        assert status == 0, "LAYOUT of the 0604 file as uid 2000: %d" % status
+        rights = sorted({cap_fields(cap)["rights"] for cap in lay["caps"]})
+        assert rights == [w.CAP_READ], "0604 file, uid 2000: rights %r, want [1]" % rights
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ 6 NUL names
+NUL_CASES = ["mknod", "mkdir", "symlink-name", "symlink-target", "link-newname",
+             "rename-name", "rename-newname", "setxattr-name"]
+
+
+@pytest.mark.parametrize("case", NUL_CASES)
+def test_names_with_nul_are_refused(cluster, workdir, case):
+    """Hole 6 (NUL names): a name (or symlink target, or xattr name) with an
+    embedded NUL is refused with -EINVAL, never cut at the NUL: nothing named
+    "x" (the part before the NUL) appears, and the source of a LINK/RENAME is
+    untouched."""
+    c = cluster
+    src = workdir / "src"
+    write_file(src, b"source\n")
+    cr = w.cred(0, 0)
+    conn = connect(c.port, client_secret(c))
+    try:
+        d = ino_of(conn, c, workdir)
+        status, s = lookup(conn, d, "src")
+        assert status == 0, status
+        bad = "x\0evil"
+        if case == "mknod":
+            op, body = w.OP_MKNOD, (w.field_bytes(1, cr) + w.field_varint(2, d)
+                                    + w.field_bytes(3, bad) + w.field_varint(4, MODE_FILE | 0o644))
+        elif case == "mkdir":
+            op, body = w.OP_MKDIR, (w.field_bytes(1, cr) + w.field_varint(2, d)
+                                    + w.field_bytes(3, bad) + w.field_varint(4, 0o755))
+        elif case == "symlink-name":
+            op, body = w.OP_SYMLINK, (w.field_bytes(1, cr) + w.field_varint(2, d)
+                                      + w.field_bytes(3, bad) + w.field_bytes(4, "target"))
+        elif case == "symlink-target":
+            op, body = w.OP_SYMLINK, (w.field_bytes(1, cr) + w.field_varint(2, d)
+                                      + w.field_bytes(3, "x") + w.field_bytes(4, "/etc\0/passwd"))
+        elif case == "link-newname":
+            op, body = w.OP_LINK, (w.field_bytes(1, cr) + w.field_varint(2, s["ino"])
+                                   + w.field_varint(3, d) + w.field_bytes(4, bad))
+        elif case == "rename-name":
+            op, body = w.OP_RENAME, (w.field_bytes(1, cr) + w.field_varint(2, d)
+                                     + w.field_bytes(3, "src\0evil") + w.field_varint(4, d)
+                                     + w.field_bytes(5, "x"))
+        elif case == "rename-newname":
+            op, body = w.OP_RENAME, (w.field_bytes(1, cr) + w.field_varint(2, d)
+                                     + w.field_bytes(3, "src") + w.field_varint(4, d)
+                                     + w.field_bytes(5, bad))
+        else:
+            op, body = w.OP_SETXATTR, (w.field_bytes(1, cr) + w.field_varint(2, s["ino"])
+                                       + w.field_bytes(3, "user.x\0evil")
+                                       + w.field_bytes(4, b"value"))
+        status, _ = w.call(conn, op, body)
+        assert status == -errno.EINVAL, \
+            "%s with an embedded NUL: status %d, not -EINVAL" % (case, status)
+        status, _ = lookup(conn, d, "x")
+        assert status == -errno.ENOENT, \
+            "%s with an embedded NUL: LOOKUP of 'x' gives %d, not -ENOENT" % (case, status)
+        status, s2 = lookup(conn, d, "src")
+        assert status == 0 and s2["ino"] == s["ino"], "%s: the source changed" % case
+        if case == "setxattr-name":
+            status, _ = w.call(conn, w.OP_GETXATTR, w.field_bytes(1, cr)
+                               + w.field_varint(2, s["ino"]) + w.field_bytes(3, "user.x"))
+            assert status < 0, "setxattr with an embedded NUL set 'user.x'"
+            status, body = w.call(conn, w.OP_LISTXATTR, w.field_bytes(1, cr)
+                                  + w.field_varint(2, s["ino"]))
+            names = w.decode(body).get(2, []) if status == 0 else []
+            assert not any(n.startswith(b"user.x") for n in names), names
+    finally:
+        conn.close()
+    assert sorted(os.listdir(workdir)) == ["src"], os.listdir(workdir)
+
+
+# ------------------------------------------------------------------ capability holder
+def test_capability_is_bound_to_its_holder(cluster, workdir):
+    """Capability holder (field 7, covered by the MAC): a capability a
+    cluster-secret client fetched is refused (-EACCES) on an I/O server
+    connection authenticated with the server key, and one whose holder was
+    rewritten (MAC unchanged) is refused (-EBADMSG or -EACCES)."""
+    c = cluster
+    data = os.urandom(256 * 1024)
+    p = workdir / "f"
+    write_file(p, data)
+    ports = ioserver_ports(c)
+    conn = connect(c.port, client_secret(c))
+    try:
+        status, lay = layout(conn, ino_of(conn, c, p), len(data), w.cred(0, 0))
+    finally:
+        conn.close()
+    assert status == 0, "LAYOUT: %d" % status
+    ext = lay["extents"][0]
+    cap = cap_for_extent(lay, ext)
+    n = min(ext["length"], len(data)) // 4096
+    port = ports[ext["server"]]
+    # Replayed on a server-key connection.
+    io = connect(port, server_key(c), "server")
+    try:
+        status, _, got = io.request(w.OP_READ, io_read_req(cap, ext["block"], n))
+        assert status == -errno.EACCES and got == b"", \
+            "a client's capability on a server-key connection: status %d, %d bytes" \
+            % (status, len(got))
+        rewritten = cap + w.field_bytes(7, "server")
+        status, _, got = io.request(w.OP_READ, io_read_req(rewritten, ext["block"], n))
+        assert status in (-errno.EBADMSG, -errno.EACCES) and got == b"", \
+            "holder rewritten to 'server', server-key connection: status %d" % status
+    finally:
+        io.close()
+    # The holder's own kind of connection reads with it.
+    io = connect(port, client_secret(c))
+    try:
+        status, _, got = io.request(w.OP_READ, io_read_req(cap, ext["block"], n))
+        assert status == 0, "READ with a fresh capability on a client connection: %d" % status
+        assert_bytes_equal(data[ext["offset"]:ext["offset"] + n * 4096], got, "READ")
+        rewritten = cap + w.field_bytes(7, "server")
+        status, _, got = io.request(w.OP_READ, io_read_req(rewritten, ext["block"], n))
+        assert status in (-errno.EBADMSG, -errno.EACCES) and got == b"", \
+            "holder rewritten to 'server', client connection: status %d" % status
+    finally:
+        io.close()
+
+
+# ------------------------------------------------------------------ 5 starvation
+def _flood(sock, frames):
+    """Send @frames on @sock and never read it (a thread: the send may block)."""
+    try:
+        sock.settimeout(None)
+        sock.sendall(frames)
+    except OSError:
+        pass
+
+
+def _hang_up(conn):
+    """Close @conn; shutdown first wakes the flooding thread if its send blocks."""
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    conn.close()
+
+
+def _answered(what, fn):
+    """fn()'s result; a connection that times out (30 s) or breaks fails the test naming @what."""
+    try:
+        return fn()
+    except (socket.timeout, ConnectionError) as e:
+        err = e
+    raise AssertionError("no answer to %s within 30 s while another client floods and never "
+                         "reads its socket: %r" % (what, err))
+
+
+def _read_once(port, secret, req):
+    """(status, data) of one READ on a new connection."""
+    conn = connect(port, secret, timeout=30)
+    try:
+        status, _, got = conn.request(w.OP_READ, req, timeout=30)
+        return status, got
+    finally:
+        conn.close()
+
+
+def _getattr_once(port, secret, ino):
+    conn = connect(port, secret, timeout=30)
+    try:
+        return getattr_(conn, ino)
+    finally:
+        conn.close()
+
+
+def _rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def test_ioserver_serves_others_while_a_client_never_reads(fresh_cluster):
+    """Hole 5 (starvation): a client sends 2,000 pipelined 1 MiB READs to an
+    I/O server with a valid capability and never reads its socket. While it
+    stays connected, another client's READ of the file is answered correctly
+    within 30 s, and the metaserver answers a GETATTR."""
+    c = fresh_cluster
+    data = os.urandom(4 * MiB)
+    p = c.mnt / "big"
+    write_file(p, data)
+    secret = client_secret(c)
+    ports = ioserver_ports(c)
+    meta = connect(c.port, secret)
+    ino = ino_of(meta, c, p)
+    status, lay = layout(meta, ino, len(data), w.cred(0, 0))
+    meta.close()
+    assert status == 0, "LAYOUT: %d" % status
+    ext = [e for e in lay["extents"] if e["length"] >= MiB and not e["unwritten"]][0]
+    cap = cap_for_extent(lay, ext)
+    port = ports[ext["server"]]
+    want = data[ext["offset"]:ext["offset"] + MiB]
+    hostile = connect(port, secret)
+    hostile.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    req = io_read_req(cap, ext["block"], MiB // 4096)
+    frames = b"".join(w.frame(w.OP_READ, req, tag=i + 1) for i in range(2000))
+    t = threading.Thread(target=_flood, args=(hostile.sock, frames), daemon=True)
+    t.start()
+    try:
+        time.sleep(3)           # let the server take what it will of the flood
+        what = "another client's READ at the I/O server on port %d" % port
+        status, got = _answered(what, lambda: _read_once(port, secret, req))
+        assert status == 0, "%s during the flood: status %d" % (what, status)
+        assert_bytes_equal(want, got, what + " during the flood")
+        what = "a GETATTR at the metaserver"
+        status, a = _answered(what, lambda: _getattr_once(c.port, secret, ino))
+        assert status == 0 and a["size"] == len(data), (status, a)
+    finally:
+        _hang_up(hostile)
+        t.join(timeout=30)
+    drop_cache(p)
+    assert_bytes_equal(data, p.read_bytes(), "file after the flood")
+
+
+def test_metaserver_serves_others_and_stays_bounded_while_a_client_never_reads(fresh_cluster):
+    """Hole 5 (starvation): a client sends 20,000 pipelined READDIRs to the
+    metaserver and never reads its socket. Another connection's GETATTR is
+    answered within 30 s, the metaserver's RSS stays bounded while the flood
+    lasts (at most 256 MiB over what it was before), and once the flooding
+    connection closes it comes back to within 64 MiB of what it was before."""
+    c = fresh_cluster
+    d = c.mnt / "dir"
+    d.mkdir()
+    for i in range(100):        # readdir replies of ~25 KiB each
+        (d / ("%03d-" % i + "n" * 240)).write_bytes(b"")
+    secret = client_secret(c)
+    pid = listener_pid(c.port)
+    assert pid, "no metaserver on port %d" % c.port
+    conn = connect(c.port, secret)
+    dino = ino_of(conn, c, d)
+    status, body = w.call(conn, w.OP_READDIR, w.field_bytes(1, w.cred(0, 0))
+                          + w.field_varint(2, dino) + w.field_varint(4, 1000))
+    assert status == 0 and len(body) > 20000, (status, len(body))
+    conn.close()
+    time.sleep(1)
+    baseline = _rss_kib(pid)
+    hostile = connect(c.port, secret)
+    hostile.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    req = w.field_bytes(1, w.cred(0, 0)) + w.field_varint(2, dino) + w.field_varint(4, 1000)
+    frames = b"".join(w.frame(w.OP_READDIR, req, tag=i + 1) for i in range(20000))
+    t = threading.Thread(target=_flood, args=(hostile.sock, frames), daemon=True)
+    t.start()
+    try:
+        time.sleep(3)
+        status, a = _answered("another connection's GETATTR at the metaserver",
+                              lambda: _getattr_once(c.port, secret, dino))
+        assert status == 0 and stat.S_ISDIR(a["mode"]), (status, a)
+        # While the flood lasts, what the metaserver holds for the peer is bounded.
+        peak = _rss_kib(pid)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            peak = max(peak, _rss_kib(pid))
+        assert peak <= baseline + 256 * 1024, \
+            ("metaserver RSS %d KiB while a peer floods it and never reads (baseline %d KiB, "
+             "256 MiB allowed): replies pile up without bound" % (peak, baseline))
+    finally:
+        _hang_up(hostile)
+        t.join(timeout=30)
+    peak = max(peak, _rss_kib(pid))
+    limit = baseline + 64 * 1024
+    deadline = time.monotonic() + 30
+    while _rss_kib(pid) > limit and time.monotonic() < deadline:
+        time.sleep(0.5)
+    rss = _rss_kib(pid)
+    assert rss <= limit, ("metaserver RSS %d KiB 30 s after the flooding connection closed: "
+                          "baseline %d KiB + 64 MiB allowed (%d KiB right after the flood)"
+                          % (rss, baseline, peak))
+    assert listener_pid(c.port) == pid, "the metaserver restarted"
