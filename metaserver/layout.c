@@ -675,10 +675,18 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	if (allocate) {
 		uint64_t first = start / BLK / cpb, last = (end / BLK - 1) / cpb;
 		leveldb_writebatch_t *b;
+		int up, known;
 
 		a = calloc(1, sizeof(*a));
 		if (!a) {
 			ret = -ENOMEM;
+			goto out;
+		}
+		/* just restarted: stripe over every known server, not the first back */
+		ret = registry_ready(&ms->reg, &up, &known);
+		if (ret) {
+			log_debug("inode %llu: allocation waits for I/O servers (%d of %d up)",
+				  (unsigned long long)ino, up, known);
 			goto out;
 		}
 		a->nup = registry_up_ids(&ms->reg, a->up, MAX_UP);

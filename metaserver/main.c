@@ -46,14 +46,16 @@ static void usage(FILE *f)
 "    Serves the rdfs namespace (directories, attributes, permissions), file\n"
 "    layouts and block allocation, and the registry of I/O servers, from one\n"
 "    LevelDB database. Every change is durable (synced) before it is\n"
-"    acknowledged; concurrent changes share one sync (group commit). Peers\n"
-"    authenticate with the cluster secret; layouts carry capabilities signed\n"
-"    with the capability key, which I/O servers check.\n"
+"    acknowledged; concurrent changes share one sync (group commit). Clients\n"
+"    authenticate with the cluster secret or a key of their own (`rdfs node`),\n"
+"    I/O servers with the server key derived from the capability key; layouts\n"
+"    carry capabilities signed with the capability key and bound to the peer\n"
+"    that asked, which I/O servers check.\n"
 "\n"
 "    Blocks freed by one file are zeroed before another file gets them: when\n"
 "    a layout allocates blocks that were in use before, the metaserver sends\n"
 "    ZERO to their I/O server (connecting to the URL it registered, with the\n"
-"    cluster secret) and answers only once they read as zeros. An I/O server\n"
+"    server key) and answers only once they read as zeros. An I/O server\n"
 "    that is unreachable from the metaserver therefore fails such allocations\n"
 "    with EIO.\n"
 "\n"
@@ -72,8 +74,14 @@ static void usage(FILE *f)
 "    --chunk-size SIZE    stripe chunk size of the root directory of a new\n"
 "                         database, inherited by everything created in it;\n"
 "                         k/m suffixes (default 1m; ignored for an existing db)\n"
-"    --root-squash        requests of uid 0 from clients run as uid/gid 65534\n"
-"                         (default off; the rdfs tool's role is not squashed)\n"
+"    --root-squash        requests of uid 0 from clients of the cluster secret\n"
+"                         run as uid/gid 65534, whatever role they name\n"
+"                         (default off; a node key has its own policy, see\n"
+"                         rdfs node --help)\n"
+"    --startup-wait SEC   after a start, allocation waits this long at most for\n"
+"                         the known I/O servers to register again: clients are\n"
+"                         told to retry (EAGAIN) instead of failing (default 30;\n"
+"                         0: allocate on whatever has registered)\n"
 "    --help               print this help and exit\n"
 "    --version            print the version and exit\n"
 "\n"
@@ -81,8 +89,8 @@ static void usage(FILE *f)
 "    An INI file; command-line options override it.\n"
 "      [cluster]     secret_file, cap_key_file, log_level\n"
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
-"                    cap_lifetime, chunk_size, root_squash, log_level,\n"
-"                    log_file\n"
+"                    cap_lifetime, chunk_size, root_squash, startup_wait,\n"
+"                    log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    rdfs-metaserver --db /srv/rdfs/mds --listen tcp://0.0.0.0:7000\n"
@@ -148,6 +156,7 @@ int main(int argc, char **argv)
 		{ "log-file", required_argument, NULL, 'F' },
 		{ "chunk-size", required_argument, NULL, 'C' },
 		{ "root-squash", no_argument, NULL, 'R' },
+		{ "startup-wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -162,7 +171,7 @@ int main(int argc, char **argv)
 	struct ms *ms = NULL;
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
-	int64_t threads, lifetime;
+	int64_t threads, lifetime, startup_wait;
 	int root_squash;
 	uint64_t chunk_size;
 	struct sigaction sa;
@@ -210,6 +219,9 @@ int main(int argc, char **argv)
 		case 'R':
 			config_set(cfg, SECTION, "root_squash", "true");
 			break;
+		case 'W':
+			config_set(cfg, SECTION, "startup_wait", optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -245,7 +257,7 @@ int main(int argc, char **argv)
 		}
 		static const char *const keys[] = { "db", "secret_file", "cap_key_file", "threads",
 						     "cap_lifetime", "log_level", "log_file",
-						     "chunk_size", "root_squash" };
+						     "chunk_size", "root_squash", "startup_wait" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -289,6 +301,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": root_squash must be true or false\n");
 		return 2;
 	}
+	if (config_get_int(cfg, SECTION, "startup_wait", 30, &startup_wait) || startup_wait < 0 ||
+	    startup_wait > 3600) {
+		fprintf(stderr, PROG ": startup_wait must be a number of seconds from 0 to 3600\n");
+		return 2;
+	}
 	if (nlisten_cli) {
 		memcpy(listen, listen_cli, sizeof(listen));
 		nlisten = nlisten_cli;
@@ -317,6 +334,7 @@ int main(int argc, char **argv)
 
 	mo.db_dir = config_get(cfg, SECTION, "db", DEF_DB);
 	mo.chunk_size = (uint32_t)chunk_size;
+	mo.startup_wait_ms = (int)startup_wait * 1000;
 	ret = make_dirs(mo.db_dir);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot create database directory %s: %s\n", mo.db_dir,

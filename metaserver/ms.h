@@ -63,6 +63,13 @@ struct ms_options {
 	const char *db_dir;		/* created when missing */
 	uint32_t chunk_size;		/* of the root directory on a new db; 0: MS_DEFAULT_CHUNK */
 	size_t cache_bytes;		/* LevelDB block cache; 0: 32 MiB */
+	/*
+	 * After opening, allocation waits at most this long for the I/O servers
+	 * the database knows to register again: until then, or until all have,
+	 * it answers -EAGAIN (clients retry) instead of striping over the few
+	 * that are up or failing. 0: no wait.
+	 */
+	int startup_wait_ms;
 };
 
 struct ms_cred {

@@ -128,13 +128,21 @@ struct ms_registry {
 	pthread_mutex_t mu;
 	int n;
 	struct ms_ioserver *servers;	/* sorted by id */
+	int64_t wait_until_ms;		/* CLOCK_MONOTONIC; see ms_options.startup_wait_ms */
 };
 
 int registry_load(struct ms *ms);
+/* Start the startup wait of @ms milliseconds (none when no server is known). */
+void registry_start_wait(struct ms_registry *r, int ms);
 void registry_destroy(struct ms_registry *r);
 /* The ids of the up servers, ascending; returns the count (at most @max). */
 int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
 int registry_is_up(struct ms_registry *r, uint32_t id);
+/*
+ * 0 when allocation may go on; -EAGAIN during the startup wait while a known
+ * server has not registered again (*@up of *@known are up).
+ */
+int registry_ready(struct ms_registry *r, int *up, int *known);
 void registry_session_closed(struct ms_registry *r, struct ms_session *s);
 
 /* ---------------------------------------------------------------- client nodes (nodes.c) */

@@ -479,6 +479,8 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 		ret = high_water_settle(ms);
 	if (!ret)
 		ret = ms_scan_inodes(ms);
+	if (!ret)
+		registry_start_wait(&ms->reg, o->startup_wait_ms);
 	if (ret) {
 		snprintf(errbuf, errlen, "database %s: cannot load: %s", o->db_dir, strerror(-ret));
 		goto fail;

@@ -518,7 +518,11 @@ static void op_layout(struct op_call *c)
 		ret = layout_to_pb(c->ctx, m->ino, &l, ms_session_identity(c->s), &r);
 		ms_layout_free(&l);
 	}
-	reply(c, ret, &r.base);
+	if (ret == -EAGAIN)
+		rpc_server_reply_error(c->req, ret, "the metaserver has just started and waits for "
+				       "its I/O servers to register again; retry");
+	else
+		reply(c, ret, &r.base);
 	layout_pb_free(&r);
 out:
 	FREE(rdfs__layout_req);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "ms_int.h"
@@ -128,6 +129,42 @@ int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max)
 			ids[n++] = r->servers[i].id;
 	pthread_mutex_unlock(&r->mu);
 	return n;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void registry_start_wait(struct ms_registry *r, int ms)
+{
+	r->wait_until_ms = ms > 0 && r->n > 0 ? mono_ms() + ms : 0;
+}
+
+int registry_ready(struct ms_registry *r, int *up, int *known)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&r->mu);
+	*known = r->n;
+	*up = 0;
+	for (int i = 0; i < r->n; i++)
+		*up += r->servers[i].up != NULL;
+	if (r->wait_until_ms) {
+		if (*up < *known && mono_ms() < r->wait_until_ms) {
+			ret = -EAGAIN;
+		} else {
+			r->wait_until_ms = 0;	/* over for good: all are back or time is up */
+			if (*up < *known)
+				log_warn("startup wait over: %d of %d I/O servers registered; "
+					 "allocating on those", *up, *known);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return ret;
 }
 
 int registry_is_up(struct ms_registry *r, uint32_t id)

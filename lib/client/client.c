@@ -234,12 +234,44 @@ static int ms_conn(struct rdfs_client *c, struct rdfs_conn **out)
 	return peer_get(c, &c->ms, c->opts.timeout_ms, wait, out);
 }
 
+/*
+ * A metaserver that has just started answers -EAGAIN while its I/O servers
+ * register again (it did nothing): wait and ask again, as for a lost
+ * connection, for up to the reconnect wait. 1: ask again.
+ */
+static int ms_retry_not_ready(struct rdfs_client *c, int ret, int64_t *deadline, int *delay_ms)
+{
+	int wait = c->opts.reconnect_ms > 0 ? c->opts.reconnect_ms : RDFS_RECONNECT_MS;
+	struct timespec ts;
+	int64_t now, left;
+
+	if (ret != -EAGAIN)
+		return 0;
+	now = mono_ms();
+	if (!*deadline) {
+		*deadline = now + wait;
+		log_info("metaserver %s waits for its I/O servers to register; retrying for up "
+			 "to %d ms", c->ms_url, wait);
+	}
+	left = *deadline - now;
+	if (left <= 0)
+		return 0;
+	if (*delay_ms > left)
+		*delay_ms = (int)left;
+	ts.tv_sec = *delay_ms / 1000;
+	ts.tv_nsec = (long)(*delay_ms % 1000) * 1000000;
+	nanosleep(&ts, NULL);
+	*delay_ms = *delay_ms * 2 > 1000 ? 1000 : *delay_ms * 2;
+	return 1;
+}
+
 int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 		const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
 		uint64_t *gen)
 {
 	struct rdfs_conn *cn;
-	int ret, attempt;
+	int64_t deadline = 0;
+	int ret, attempt, delay = 50;
 
 	for (attempt = 0; attempt < 2; attempt++) {
 		ret = ms_conn(c, &cn);
@@ -250,6 +282,10 @@ int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 		ret = rpc_call(cn->rpc, op, req, desc, (ProtobufCMessage **)resp,
 			       c->opts.timeout_ms);
 		peer_put(&c->ms, cn);
+		if (ms_retry_not_ready(c, ret, &deadline, &delay)) {
+			attempt--;
+			continue;
+		}
 		if (ret != -ENOTCONN || !(flags & MS_IDEMPOTENT))
 			break;
 	}
@@ -303,7 +339,8 @@ int ms_file_call(struct rdfs_file *f, uint16_t op, const ProtobufCMessage *req,
 {
 	struct rdfs_client *c = f->c;
 	struct rdfs_conn *cn;
-	int ret, attempt;
+	int64_t deadline = 0;
+	int ret, attempt, delay = 50;
 
 	for (attempt = 0; attempt < 2; attempt++) {
 		ret = ms_conn(c, &cn);
@@ -323,6 +360,10 @@ int ms_file_call(struct rdfs_file *f, uint16_t op, const ProtobufCMessage *req,
 			ret = rpc_call(cn->rpc, op, req, desc, (ProtobufCMessage **)resp,
 				       c->opts.timeout_ms);
 		peer_put(&c->ms, cn);
+		if (ms_retry_not_ready(c, ret, &deadline, &delay)) {
+			attempt--;
+			continue;
+		}
 		if (ret != -ENOTCONN || !(flags & MS_IDEMPOTENT))
 			break;
 	}

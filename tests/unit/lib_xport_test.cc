@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
  * lib_xport_test.cc - the TCP transport over real loopback sockets: ordering,
- * bulk data, concurrency, and peers that send truncated, garbage or oversized frames.
+ * bulk data, concurrency, peers that send truncated, garbage or oversized frames,
+ * and the per-connection receive budget.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -690,6 +696,306 @@ TEST(Xport, PeerCloseFailsClient)
 	EXPECT_EQ(0, status);
 	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_PING, 1, 0, 0);
 	EXPECT_EQ(-EPIPE, xport_post_send(c->conn, &h, nullptr, nullptr, 0, nullptr));
+}
+
+/*
+ * Receive budgets (xport_conn_set_rx_budget). One server context with a
+ * listener and one client context, both driven by the test thread, so every
+ * message the server delivers stays unfreed until the test frees it and the
+ * test knows exactly what is held. Each client sends frames tagged 0, 1, ...
+ * with an 8-character body naming the tag and, optionally, data of a pattern
+ * seeded by the tag.
+ */
+class BudgetRig {
+public:
+	struct Side {
+		struct xport_conn *client = nullptr, *server = nullptr;
+		unsigned int max_msgs = 0;
+		uint64_t max_bytes = 0;
+		std::deque<struct xport_msg *> held;	/* delivered, not yet freed */
+		uint64_t held_bytes = 0;
+		size_t max_held = 0;
+		uint64_t max_held_bytes = 0;
+		uint32_t next_tag = 0;			/* = messages received so far */
+		int closed = 0;
+	};
+
+	BudgetRig()
+	{
+		EXPECT_EQ(0, xport_ctx_create(&sctx_));
+		EXPECT_EQ(0, xport_listen(sctx_, "tcp://127.0.0.1:0", &listener_));
+		EXPECT_EQ(0, xport_ctx_create(&cctx_));
+	}
+	~BudgetRig()
+	{
+		for (auto &s : sides_) {
+			while (!s.held.empty()) {
+				xport_msg_free(s.held.front());
+				s.held.pop_front();
+			}
+			if (s.server)
+				xport_conn_put(s.server);
+			if (s.client)
+				xport_conn_put(s.client);
+		}
+		xport_ctx_destroy(cctx_);
+		xport_ctx_destroy(sctx_);
+	}
+
+	/* What one message counts against the byte budget: header, body and data. */
+	static uint64_t msg_bytes(uint32_t data_len)
+	{
+		return RDFS_FRAME_HDR_LEN + 8 + (uint64_t)data_len;
+	}
+
+	/*
+	 * Connect a client, accept it and give the accepting side the budget
+	 * before anything is sent (as xport.h asks: before the first delivery).
+	 */
+	int add_conn(unsigned int max_msgs, uint64_t max_bytes)
+	{
+		Side s;
+		struct xport_event ev;
+
+		EXPECT_EQ(0, xport_connect(cctx_, xport_listener_url(listener_), 5000, &s.client));
+		for (int i = 0; i < 100 && !s.server; i++)
+			if (xport_test(sctx_, &ev, 1, 100) == 1 && ev.type == XPORT_EV_ACCEPT)
+				s.server = ev.conn;	/* the event's reference is ours */
+		EXPECT_NE(nullptr, s.server) << "no ACCEPT";
+		if (s.server)
+			xport_conn_set_rx_budget(s.server, max_msgs, max_bytes);
+		s.max_msgs = max_msgs;
+		s.max_bytes = max_bytes;
+		sides_.push_back(std::move(s));
+		return (int)sides_.size() - 1;
+	}
+
+	/* Post @count frames at once from client @i (unowned: the module copies what waits). */
+	void send_frames(int i, int count, uint32_t data_len)
+	{
+		for (int t = 0; t < count; t++) {
+			char body[16];
+			std::vector<uint8_t> data = pattern(data_len, t);
+			struct iovec iov = { data.data(), data.size() };
+			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, t, 8, data_len);
+
+			snprintf(body, sizeof(body), "%08u", (unsigned int)t % 100000000u);
+			ASSERT_EQ(0, xport_post_send(sides_[i].client, &h, body, &iov,
+						     data_len ? 1 : 0, nullptr));
+		}
+	}
+
+	/*
+	 * Drive both contexts for @ms (the client's so it flushes what its socket
+	 * did not take at once). Returns how many messages the server delivered.
+	 */
+	int pump(int ms)
+	{
+		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+		struct xport_event ev[32];
+		int got = 0;
+
+		do {
+			int n = xport_test(sctx_, ev, 32, 10);
+
+			EXPECT_GE(n, 0);
+			for (int k = 0; k < n; k++)
+				got += server_event(&ev[k]);
+			n = xport_test(cctx_, ev, 32, 0);
+			EXPECT_GE(n, 0);
+			for (int k = 0; k < n; k++) {
+				EXPECT_NE(XPORT_EV_RECV, ev[k].type) << "the client got a message";
+				EXPECT_NE(XPORT_EV_CLOSED, ev[k].type) << "client closed: " << ev[k].status;
+			}
+		} while (std::chrono::steady_clock::now() < end);
+		return got;
+	}
+
+	/* Free the @n oldest messages connection @i holds. */
+	void free_oldest(int i, size_t n)
+	{
+		Side &s = sides_[i];
+
+		for (; n && !s.held.empty(); n--) {
+			s.held_bytes -= msg_bytes(s.held.front()->hdr.data_len);
+			xport_msg_free(s.held.front());
+			s.held.pop_front();
+		}
+	}
+
+	/*
+	 * Free what @i holds whenever the server has been quiet for 50 ms, until
+	 * @total messages arrived (or 20 s passed). Returns the messages received.
+	 */
+	uint32_t drain(int i, uint32_t total)
+	{
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+
+		while (sides_[i].next_tag < total && std::chrono::steady_clock::now() < end)
+			if (pump(50) == 0)
+				free_oldest(i, SIZE_MAX);
+		return sides_[i].next_tag;
+	}
+
+	Side &side(int i) { return sides_[i]; }
+
+private:
+	/* One server event: check and keep a message; 1 if it was one. */
+	int server_event(struct xport_event *ev)
+	{
+		Side *s = nullptr;
+
+		for (auto &c : sides_)
+			if (c.server == ev->conn)
+				s = &c;
+		if (ev->type == XPORT_EV_CLOSED) {
+			ADD_FAILURE() << "server connection closed: " << ev->status;
+			if (s)
+				s->closed = 1;
+			return 0;
+		}
+		if (ev->type != XPORT_EV_RECV)
+			return 0;
+		struct xport_msg *m = ev->msg;
+		if (!s) {
+			ADD_FAILURE() << "message on an unknown connection";
+			xport_msg_free(m);
+			return 0;
+		}
+		/* In order and intact. */
+		uint32_t tag = m->hdr.tag;
+		char body[16];
+		snprintf(body, sizeof(body), "%08u", tag % 100000000u);
+		EXPECT_EQ(s->next_tag, tag);
+		s->next_tag = tag + 1;
+		EXPECT_EQ(std::string(body), std::string((char *)m->body, m->hdr.body_len));
+		if (m->hdr.data_len) {
+			std::vector<uint8_t> want = pattern(m->hdr.data_len, tag);
+			EXPECT_EQ(0, memcmp(want.data(), m->data, want.size())) << "tag " << tag;
+		}
+		/*
+		 * Admitted only while the budget had room: fewer than max_msgs
+		 * messages and fewer than max_bytes bytes held before this one.
+		 * The test frees only while no event is queued, so what it holds
+		 * now is what the module counted when it took this message.
+		 */
+		if (s->max_msgs) {
+			EXPECT_LT(s->held.size(), s->max_msgs) << "tag " << tag;
+		}
+		if (s->max_bytes) {
+			EXPECT_LT(s->held_bytes, s->max_bytes) << "tag " << tag;
+		}
+		s->held.push_back(m);
+		s->held_bytes += msg_bytes(m->hdr.data_len);
+		s->max_held = std::max(s->max_held, s->held.size());
+		s->max_held_bytes = std::max(s->max_held_bytes, s->held_bytes);
+		return 1;
+	}
+
+	struct xport_ctx *sctx_ = nullptr, *cctx_ = nullptr;
+	struct xport_listener *listener_ = nullptr;
+	std::vector<Side> sides_;
+};
+
+/*
+ * 200 frames sent at once to a connection with a budget of 8 messages: 8 are
+ * delivered and, with none freed, no 9th, however long we wait. Delivery
+ * resumes only once at most half (4) are held: freeing 3 is not enough. Then,
+ * freeing whatever is held whenever delivery stops, all 200 arrive in order
+ * and never more than 8 are held.
+ */
+TEST(XportBudget, MessageBudgetHoldsDeliveryAtTheBound)
+{
+	BudgetRig rig;
+	const int count = 200;
+	int c = rig.add_conn(8, 0);
+	BudgetRig::Side &s = rig.side(c);
+
+	rig.send_frames(c, count, 0);
+	rig.pump(500);
+	ASSERT_EQ(8u, s.held.size()) << "delivered without being freed";
+	EXPECT_EQ(8u, s.next_tag);
+
+	/* 5 held: more than half, still starved */
+	rig.free_oldest(c, 3);
+	EXPECT_EQ(0, rig.pump(300)) << "resumed with 5 of 8 held";
+	/* 4 held: half; resumes and fills the budget again (tags 8..11), no more */
+	rig.free_oldest(c, 1);
+	EXPECT_EQ(4, rig.pump(500));
+	EXPECT_EQ(8u, s.held.size());
+	EXPECT_EQ(12u, s.next_tag);
+
+	EXPECT_EQ((uint32_t)count, rig.drain(c, count));
+	EXPECT_EQ(8u, s.max_held);
+	EXPECT_EQ(0, s.closed);
+}
+
+/*
+ * The same with a byte budget: 200 frames of 4 KiB data (4,128 bytes counted
+ * each: header, body, data) against 32 KiB. A message is admitted while fewer
+ * than 32 KiB are held, so the last one admitted may cross it: held bytes
+ * stay below 32 KiB + one message, and exactly ceil(32768 / 4128) = 8 are
+ * delivered without freeing. Resumption needs at most 16 KiB held: freeing 4
+ * (16,512 left) is not enough, 5 (12,384 left) is.
+ */
+TEST(XportBudget, ByteBudgetHoldsDeliveryAtTheBound)
+{
+	BudgetRig rig;
+	const int count = 200;
+	const uint32_t data_len = 4096;
+	const uint64_t max_bytes = 32 * 1024, each = BudgetRig::msg_bytes(data_len);
+	const size_t bound = (max_bytes + each - 1) / each;	/* 8 */
+	int c = rig.add_conn(0, max_bytes);
+	BudgetRig::Side &s = rig.side(c);
+
+	ASSERT_EQ(8u, bound);
+	rig.send_frames(c, count, data_len);
+	rig.pump(500);
+	ASSERT_EQ(bound, s.held.size()) << "delivered without being freed";
+	EXPECT_GE(s.held_bytes, max_bytes);
+	EXPECT_LT(s.held_bytes, max_bytes + each);
+
+	rig.free_oldest(c, 4);
+	EXPECT_GT(s.held_bytes, max_bytes / 2);
+	EXPECT_EQ(0, rig.pump(300)) << "resumed with more than half the bytes held";
+	rig.free_oldest(c, 1);
+	EXPECT_LE(s.held_bytes, max_bytes / 2);
+	EXPECT_EQ(5, rig.pump(500));
+	EXPECT_EQ(bound, s.held.size());
+
+	EXPECT_EQ((uint32_t)count, rig.drain(c, count));
+	EXPECT_EQ(bound, s.max_held);
+	EXPECT_LT(s.max_held_bytes, max_bytes + each);
+	EXPECT_EQ(0, s.closed);
+}
+
+/*
+ * 0 is no bound: with budget (0, 0) all 200 frames arrive with none freed,
+ * and so they do with (0, 1 MiB), whose bytes (200 x 40) stay far below the
+ * bound: a 0 in one dimension leaves that dimension unbounded. A connection
+ * of the same server with 8 messages, sent the same frames at the same time,
+ * holds at 8 (the control: the budget is in force on this server).
+ */
+TEST(XportBudget, ZeroIsNoBound)
+{
+	BudgetRig rig;
+	const int count = 200;
+	int open = rig.add_conn(0, 0);
+	int bytes_only = rig.add_conn(0, 1 << 20);
+	int control = rig.add_conn(8, 0);
+
+	rig.send_frames(open, count, 0);
+	rig.send_frames(bytes_only, count, 0);
+	rig.send_frames(control, count, 0);
+	for (int i = 0; i < 200 && (rig.side(open).next_tag < (uint32_t)count ||
+				    rig.side(bytes_only).next_tag < (uint32_t)count); i++)
+		rig.pump(50);
+	rig.pump(300);
+	EXPECT_EQ((size_t)count, rig.side(open).held.size());
+	EXPECT_EQ((size_t)count, rig.side(bytes_only).held.size());
+	EXPECT_EQ(8u, rig.side(control).held.size());
+	EXPECT_EQ(0, rig.side(open).closed);
+	EXPECT_EQ(0, rig.side(bytes_only).closed);
 }
 
 } // namespace
