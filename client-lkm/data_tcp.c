@@ -342,11 +342,18 @@ static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, u16 op
 	return err;
 }
 
-/* The layout of [pos, pos + len) of @inode from the helper, in a new buffer. */
+/*
+ * The layout of [pos, pos + len) of @inode from the helper, in a new buffer;
+ * @refresh: the last one was fenced, the helper must ask the metaserver again.
+ */
 static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle, u64 pos,
-						 u64 len, bool allocate, size_t *rlen)
+						 u64 len, bool allocate, bool refresh,
+						 size_t *rlen)
 {
-	struct rdfs_dev_layout_req lr = { .offset = pos, .length = len, .allocate = allocate };
+	struct rdfs_dev_layout_req lr = {
+		.offset = pos, .length = len, .allocate = allocate,
+		.flags = refresh ? RDFS_DEV_LAYOUT_REFRESH : 0,
+	};
 	struct rdfs_dev_layout_reply *rep;
 	struct rdfs_dev_call c;
 	u32 i;
@@ -392,11 +399,12 @@ static void rdfs_zero_pages(struct page **pages, int from, int to)
 		zero_user(pages[from], 0, PAGE_SIZE);
 }
 
-/*
- * Fill @npages consecutive page-cache pages (locked, not uptodate) from the
- * I/O servers: holes and what lies past the end of the file read as zeros.
- */
-int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages)
+/* Tries of a read or write whose capability an I/O server refused as fenced. */
+#define RDFS_IO_TRIES	3
+
+/* One try of rdfs_data_read(); -ESTALE: a capability was fenced. */
+static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pages,
+			       int npages, bool refresh)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 pos = page_offset(pages[0]), end = pos + ((u64)npages << PAGE_SHIFT);
@@ -413,7 +421,7 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 		rdfs_zero_pages(pages, 0, npages);
 		return 0;
 	}
-	rep = rdfs_layout(inode, handle, pos, end - pos, false, &rlen);
+	rep = rdfs_layout(inode, handle, pos, end - pos, false, refresh, &rlen);
 	if (IS_ERR(rep))
 		return PTR_ERR(rep);
 	for (i = 0; i < rep->nsegs && !err; i++) {
@@ -440,8 +448,9 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 		err = set.err;
 	kvfree(rep);
 	if (err) {
-		pr_warn_ratelimited("rdfs: read of inode %lu [%llu, %llu) failed: %d\n",
-				    inode->i_ino, pos, end, err);
+		if (err != -ESTALE)
+			pr_warn_ratelimited("rdfs: read of inode %lu [%llu, %llu) failed: %d\n",
+					    inode->i_ino, pos, end, err);
 		return err;
 	}
 	rdfs_zero_pages(pages, (done - pos) >> PAGE_SHIFT, npages);
@@ -453,13 +462,23 @@ int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npa
 }
 
 /*
- * Write the @len bytes from byte @off of @npages consecutive pages (under
- * writeback) to the I/O servers, allocating blocks as needed. Exactly those
- * bytes go: a partial page's other bytes are as this client last read them
- * and may be stale, so the I/O server keeps its own (read-modify-write).
+ * Fill @npages consecutive page-cache pages (locked, not uptodate) from the
+ * I/O servers: holes and what lies past the end of the file read as zeros. A
+ * fenced capability (the metaserver took blocks of the file back) is retried
+ * with a layout the helper fetches again.
  */
-int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
-		    u32 off, u64 len)
+int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages)
+{
+	int err = -ESTALE, i;
+
+	for (i = 0; i < RDFS_IO_TRIES && err == -ESTALE; i++)
+		err = rdfs_data_read_once(inode, handle, pages, npages, i > 0);
+	return err == -ESTALE ? -EIO : err;
+}
+
+/* One try of rdfs_data_write(); -ESTALE: a capability was fenced. */
+static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **pages,
+				int npages, u32 off, u64 len, bool refresh)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 base = page_offset(pages[0]), pos = base + off, end = pos + len;
@@ -473,7 +492,7 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 
 	if (!len || off + len > ((u64)npages << PAGE_SHIFT))
 		return -EINVAL;
-	rep = rdfs_layout(inode, handle, lo, hi - lo, true, &rlen);
+	rep = rdfs_layout(inode, handle, lo, hi - lo, true, refresh, &rlen);
 	if (IS_ERR(rep))
 		return PTR_ERR(rep);
 	for (i = 0; i < rep->nsegs && !err; i++) {
@@ -502,8 +521,25 @@ int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int np
 	kvfree(rep);
 	if (!err && covered < end)
 		err = -EIO;
-	if (err)
+	if (err && err != -ESTALE)
 		pr_warn_ratelimited("rdfs: write of inode %lu [%llu, %llu) failed at %llu: %d\n",
 				    inode->i_ino, pos, end, covered, err);
 	return err;
+}
+
+/*
+ * Write the @len bytes from byte @off of @npages consecutive pages (under
+ * writeback) to the I/O servers, allocating blocks as needed. Exactly those
+ * bytes go: a partial page's other bytes are as this client last read them
+ * and may be stale, so the I/O server keeps its own (read-modify-write). A
+ * fenced capability is retried with a layout the helper fetches again.
+ */
+int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
+		    u32 off, u64 len)
+{
+	int err = -ESTALE, i;
+
+	for (i = 0; i < RDFS_IO_TRIES && err == -ESTALE; i++)
+		err = rdfs_data_write_once(inode, handle, pages, npages, off, len, i > 0);
+	return err == -ESTALE ? -EIO : err;
 }

@@ -161,11 +161,18 @@ struct rdfs_dev_statfs {
 	__u32 namelen;
 };
 
+/*
+ * RDFS_DEV_LAYOUT_REFRESH: an I/O server refused a capability of this file as
+ * fenced (-ESTALE): the helper forgets what it has cached of the file's layout
+ * and asks the metaserver again.
+ */
+#define RDFS_DEV_LAYOUT_REFRESH	1u
+
 struct rdfs_dev_layout_req {
 	__u64 offset;		/* bytes, block-aligned */
 	__u64 length;
 	__u32 allocate;		/* allocate holes (writes) */
-	__u32 pad;
+	__u32 flags;		/* RDFS_DEV_LAYOUT_* */
 };
 
 #define RDFS_DEV_SEG_HOLE	1u

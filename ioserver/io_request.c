@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "bufpool.h"
+#include "fence.h"
 #include "cap.h"
 #include "frame.h"
 #include "io_request.h"
@@ -198,6 +199,7 @@ struct io_pool {
 	int fd;
 	const struct auth_secret *cap_key;
 	const struct server_id *id;
+	struct fence_table *fences;
 	atomic_uint_fast64_t verifier;	/* changes when an acknowledged write-back write fails */
 	enum io_send_mode send_mode;
 	uint32_t unit_size;
@@ -426,6 +428,12 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 	}
 	ret = cap_check(p->cap_key, io->cap, server_id, req->peer ? req->peer->id : NULL, rights,
 			io->first_block, io->block_count, cap_now_ns());
+	/* genuine, but perhaps taken back since: the client fetches the layout again */
+	if (ret == 0 && p->fences &&
+	    fence_check(p->fences, io->cap->epoch, io->cap->ino, io->cap->gen, cap_now_ns())) {
+		rpc_server_reply_error(req, -ESTALE, "capability fenced: fetch the layout again");
+		return -ESTALE;
+	}
 	switch (ret) {
 	case 0:
 		return 0;
@@ -1008,10 +1016,34 @@ static void read_start(struct io_job *j)
 		read_locked(j);
 }
 
+/*
+ * Under the job's range lock: was its capability fenced since it was checked?
+ * The fence's reply leaves before the metaserver frees the blocks, and a new
+ * owner's ZERO or WRITE of them queues behind this lock: so a job that holds
+ * the lock unfenced is done with the blocks before they change hands, and one
+ * that takes it later sees the fence here. Replies -ESTALE to a job that has
+ * not answered yet.
+ */
+static bool job_fenced(struct io_job *j)
+{
+	const Rdfs__Capability *cap = j->io->cap;
+
+	if (!j->pool->fences ||
+	    !fence_check(j->pool->fences, cap->epoch, cap->ino, cap->gen, cap_now_ns()))
+		return false;
+	if (!j->acked)
+		rpc_server_reply_error(&j->req, -ESTALE, "capability fenced: fetch the layout again");
+	return true;
+}
+
 static void read_locked(struct io_job *j)
 {
 	const Rdfs__IoReq *io = j->io;
 
+	if (job_fenced(j)) {
+		job_finish(j);
+		return;
+	}
 	read_step(j);
 	/* After the request's own reads, which are queued first on the ring. */
 	if (j->pool->ra)
@@ -1032,8 +1064,8 @@ static void verifier_change(struct io_pool *p)
 	if (auth_random(&v, sizeof(v)))
 		v = atomic_load(&p->verifier) + 0x9e3779b97f4a7c15ull;
 	atomic_store(&p->verifier, v);
-	log_error("an acknowledged write-back write was lost; new write verifier %016llx",
-		  (unsigned long long)v);
+	log_error("an acknowledged write-back write was lost (a disk error, or its capability "
+		  "was fenced); new write verifier %016llx", (unsigned long long)v);
 }
 
 static void write_done(struct io_job *j)
@@ -1051,7 +1083,11 @@ static void write_done(struct io_job *j)
 		ra_invalidate(p->ra, io->first_block, n);
 	range_lock_release(volume_range_lock(p->vol), &j->lock);
 	j->locked = false;
-	if (err) {
+	if (err == -ESTALE) {
+		/* fenced (job_fenced() answered it): nothing was written */
+		if (j->acked)
+			verifier_change(p);
+	} else if (err) {
 		log_error("volume write of %u bytes at block %llu+%u failed: %s", io->length,
 			  (unsigned long long)io->first_block, io->head, strerror(-err));
 		if (j->acked)
@@ -1116,6 +1152,12 @@ static void write_locked(struct io_job *j)
 	int flags = io->stable ? RWF_DSYNC : 0;
 	uint32_t full;
 
+	if (job_fenced(j)) {
+		/* an acknowledged write-back WRITE is lost: write_done changes the verifier */
+		j->err = -ESTALE;
+		write_done(j);
+		return;
+	}
 	j->tail_full = UINT32_MAX;
 	if (io->head == 0 && ((uintptr_t)data % RDFS_BLOCK_SIZE) == 0) {
 		full = io->length / RDFS_BLOCK_SIZE;
@@ -1166,8 +1208,14 @@ static void zero_locked(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
 	const Rdfs__IoReq *io = j->io;
+	int ret;
+
+	if (job_fenced(j)) {
+		job_finish(j);
+		return;
+	}
 	/* fallocate and fdatasync have no cheap ring form for every fallback; ZERO is rare */
-	int ret = volume_zero_locked(p->vol, io->first_block, io->block_count);
+	ret = volume_zero_locked(p->vol, io->first_block, io->block_count);
 
 	if (p->ra)
 		ra_invalidate(p->ra, io->first_block, io->block_count);
@@ -1569,6 +1617,7 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 	p->fd = volume_fd(o->vol);
 	p->cap_key = o->cap_key;
 	p->id = o->id;
+	p->fences = o->fences;
 	atomic_init(&p->verifier, o->verifier);
 	p->send_mode = o->send_mode;
 	p->unit_size = o->unit_size;

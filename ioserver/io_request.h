@@ -41,6 +41,7 @@
 
 struct volume;
 struct io_pool;
+struct fence_table;
 
 enum io_send_mode {
 	IO_SEND_OVERLAP = 0,	/* each unit on the wire as soon as it is read */
@@ -51,6 +52,7 @@ struct io_pool_opts {
 	struct volume *vol;
 	const struct auth_secret *cap_key;
 	const struct server_id *id;
+	struct fence_table *fences;	/* capabilities the metaserver took back */
 	int threads;			/* ring threads, >= 1 */
 	uint64_t verifier;		/* boot verifier carried by every IoReply */
 	enum io_send_mode send_mode;

@@ -35,6 +35,7 @@ struct registration {
 	bool pristine;			/* until the first successful REGISTER */
 	int ping_interval_ms;
 	struct server_id *id;
+	struct fence_table *fences;
 
 	pthread_t thread;
 	pthread_mutex_t mutex;
@@ -120,6 +121,9 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 		log_warn("metaserver changed this server's id from %u to %u", old_id,
 			 reply->server_id);
 	server_id_set(r->id, reply->server_id);
+	/* every capability of an earlier registration (or metaserver) is fenced */
+	if (r->fences)
+		fence_set_epoch(r->fences, reply->epoch);
 	log_info("registered with metaserver %s as server %u (url %s, %llu blocks%s)",
 		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks,
 		 r->pristine ? ", pristine" : "");
@@ -219,6 +223,7 @@ int registration_start(const struct registration_opts *o, struct registration **
 	r->pristine = o->pristine;
 	r->ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : 5000;
 	r->id = o->id;
+	r->fences = o->fences;
 
 	pthread_mutex_init(&r->mutex, NULL);
 	pthread_condattr_init(&attr);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "fence.h"
 #include "server_id.h"
 
 struct registration;
@@ -35,6 +36,7 @@ struct registration_opts {
 	bool pristine;
 	int ping_interval_ms;
 	struct server_id *id;			/* set on every successful REGISTER */
+	struct fence_table *fences;		/* its epoch too */
 };
 
 /* Start the thread (the strings and uuid are copied). */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cap.h"
+#include "fence.h"
 #include "frame.h"
 #include "io_request.h"
 #include "ios.h"
@@ -33,6 +35,7 @@ struct ios_server {
 	struct io_pool *pool;
 	struct registration *reg;
 	struct server_id id;
+	struct fence_table *fences;	/* checked by the pool, fed by FENCE and registration */
 	char advertise[IOS_URL_MAX];
 	uint64_t verifier;		/* boot verifier (ios_server_verifier) */
 	atomic_bool stopping;
@@ -98,6 +101,30 @@ static void ios_volume_info(struct ios_server *s, struct rpc_request *req)
 	rpc_server_reply(req, 0, &reply.base, NULL, 0);
 }
 
+/* FENCE: only the metaserver (a peer that proved the server key) takes capabilities back. */
+static void ios_fence(struct ios_server *s, struct rpc_request *req)
+{
+	Rdfs__FenceReq *m;
+	int64_t now = cap_now_ns();
+	int ret = 0;
+
+	if (!req->peer || req->peer->cls != AUTH_CLASS_SERVER) {
+		log_warn("%s: FENCE from %s refused: not a server", xport_conn_peer(req->conn),
+			 req->peer ? req->peer->id : "?");
+		rpc_server_reply_error(req, -EPERM, "FENCE is for the metaserver only");
+		return;
+	}
+	m = rdfs__fence_req__unpack(NULL, req->msg->hdr.body_len, req->msg->body);
+	if (!m) {
+		rpc_server_reply_error(req, -EBADMSG, "undecodable FenceReq");
+		return;
+	}
+	for (size_t i = 0; i < m->n_fences && !ret; i++)
+		ret = fence_add(s->fences, m->fences[i]->ino, m->fences[i]->gen, m->until_ns, now);
+	rdfs__fence_req__free_unpacked(m, NULL);
+	rpc_server_reply(req, ret, NULL, NULL, 0);
+}
+
 /* Route one request; the data ops go to the io_uring threads, which then own it. */
 static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 {
@@ -110,6 +137,9 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 		return;
 	case RDFS_OP_VOLUME_INFO:
 		ios_volume_info(s, req);
+		break;
+	case RDFS_OP_FENCE:
+		ios_fence(s, req);
 		break;
 	default:
 		log_debug("%s: %s (%u) is not an I/O server operation", xport_conn_peer(req->conn),
@@ -249,6 +279,7 @@ static int ios_start_registration(struct ios_server *s, const struct ios_options
 	ro.capacity_blocks = volume_capacity(s->vol);
 	ro.pristine = pristine;
 	ro.ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : IOS_DEFAULT_PING_MS;
+	ro.fences = s->fences;
 	ro.id = &s->id;
 	return registration_start(&ro, &s->reg);
 }
@@ -274,6 +305,11 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	atomic_init(&s->stopping, false);
 	if (!o->metaserver)
 		server_id_set(&s->id, o->fixed_server_id);
+	ret = fence_table_create(&s->fences);
+	if (ret) {
+		free(s);
+		return ret;
+	}
 
 	{
 		struct auth_keys keys;
@@ -305,6 +341,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	po.vol = o->vol;
 	po.cap_key = o->cap_key;
 	po.id = &s->id;
+	po.fences = s->fences;
 	po.threads = o->io_threads > 0 ? o->io_threads : IOS_DEFAULT_IO_THREADS;
 	po.send_mode = o->send_mode == IOS_SEND_WHOLE ? IO_SEND_WHOLE : IO_SEND_OVERLAP;
 	po.unit_size = o->unit_size ? o->unit_size : IOS_DEFAULT_UNIT_SIZE;
@@ -358,6 +395,7 @@ err_pool:
 err_rpc:
 	rpc_server_destroy(s->rpc);
 err_free:
+	fence_table_destroy(s->fences);
 	free(s);
 	return ret;
 }
@@ -371,5 +409,6 @@ void ios_server_destroy(struct ios_server *s)
 	/* Sends still queued complete (cancelled) here and give their buffers back. */
 	rpc_server_destroy(s->rpc);
 	io_pool_destroy(s->pool);
+	fence_table_destroy(s->fences);
 	free(s);
 }

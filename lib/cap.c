@@ -9,7 +9,7 @@
 
 #include "cap.h"
 
-#define CAP_FIXED_LEN	(4 + 8 + 4 + 8)
+#define CAP_FIXED_LEN	(4 + 8 + 4 + 8 + 8 + 4)
 #define CAP_RANGE_LEN	(8 + 8)
 
 static uint8_t *put_le(uint8_t *p, uint64_t v, int bytes)
@@ -41,6 +41,8 @@ static uint8_t *cap_encode(const Rdfs__Capability *cap, size_t *len)
 	p = put_le(p, cap->ino, 8);
 	p = put_le(p, cap->rights, 4);
 	p = put_le(p, (uint64_t)cap->expiry_ns, 8);
+	p = put_le(p, cap->epoch, 8);
+	p = put_le(p, cap->gen, 4);
 	for (i = 0; i < cap->n_ranges; i++) {
 		const Rdfs__BlockRange *r = cap->ranges[i];
 

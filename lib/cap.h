@@ -4,7 +4,8 @@
  *
  * The MAC covers a canonical encoding (not the protobuf bytes, whose field order
  * is not fixed): the holder (16-bit length, bytes), server_id, ino, rights,
- * expiry_ns, then each range's first and count, all little-endian fixed width.
+ * expiry_ns, epoch, gen, then each range's first and count, all little-endian
+ * fixed width. Epoch and gen are checked by the I/O server's fences, not here.
  * The holder is the identity (auth.h) of the session it was granted to: a copy
  * presented on any other identity's connection is refused. The key is the capability key, which only
  * the metaserver and I/O servers hold.

@@ -108,6 +108,7 @@ static const char *const op_names[RDFS_OP_MAX] = {
 	[RDFS_OP_IO_COMMIT]		= "io_commit",
 	[RDFS_OP_VOLUME_INFO]		= "volume_info",
 	[RDFS_OP_ZERO]			= "zero",
+	[RDFS_OP_FENCE]			= "fence",
 };
 
 const char *frame_op_name(unsigned int op)

@@ -4,20 +4,12 @@
  * the open table counts the handles of each inode over all sessions, so an
  * unlinked file lives (as an orphan, nlink 0) until its last handle is gone.
  *
- * The open table also holds back the blocks a truncate (SETATTR, O_TRUNC)
- * takes from a file that is open: a client with the file open may have cached
- * a layout naming them, with capabilities that stay valid for minutes, and
- * must not read or overwrite another file's data through it once the
- * allocator hands them out again. They return to the allocator when the
- * file's last handle goes. Only memory knows them: after a crash no handle
- * exists, the layouts no longer name them, so the rebuilt maps find them
- * free, and the persisted high-water mark, which covers every block a layout
- * ever named, still has them zeroed before their next use.
+ * Blocks a truncate takes from a file, open or not, go back to the allocator
+ * at once, after the fence (fence.c): a client's cached capabilities of the
+ * file stop working first, so nothing here waits for a last close.
  *
- * The open count of an inode, and its deferred blocks, only change under that
- * inode's lock, which is also what unlink holds when it decides between
- * purging and orphaning, and what a truncate holds when it decides between
- * freeing and deferring.
+ * The open count of an inode only changes under that inode's lock, which is
+ * also what unlink holds when it decides between purging and orphaning.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +34,6 @@ void opentab_destroy(struct ms_opentab *t)
 
 		for (; e; e = next) {
 			next = e->next;
-			free(e->deferred);
 			free(e);
 		}
 	}
@@ -90,14 +81,11 @@ int opentab_inc(struct ms_opentab *t, uint64_t ino)
 	return ret;
 }
 
-uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino, struct ms_ext **deferred,
-		     size_t *ndeferred)
+uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino)
 {
 	struct ms_openent **p, *e;
 	uint32_t n = 0;
 
-	*deferred = NULL;
-	*ndeferred = 0;
 	pthread_mutex_lock(&t->mu);
 	p = opentab_slot(t, ino);
 	e = *p;
@@ -105,46 +93,11 @@ uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino, struct ms_ext **deferre
 		n = --e->count;
 		if (n == 0) {
 			*p = e->next;
-			*deferred = e->deferred;
-			*ndeferred = e->ndeferred;
 			free(e);
 		}
 	}
 	pthread_mutex_unlock(&t->mu);
 	return n;
-}
-
-int opentab_defer(struct ms_opentab *t, uint64_t ino, const struct ms_ext *ext, size_t n)
-{
-	struct ms_openent *e;
-	int ret = 0;
-
-	pthread_mutex_lock(&t->mu);
-	e = *opentab_slot(t, ino);
-	if (e && e->count) {
-		ret = 1;
-		if (e->ndeferred + n > e->deferred_cap) {
-			size_t cap = e->deferred_cap ? e->deferred_cap : 16;
-			struct ms_ext *grown;
-
-			while (cap < e->ndeferred + n)
-				cap *= 2;
-			grown = realloc(e->deferred, cap * sizeof(*grown));
-			if (!grown) {
-				/* never free them early: leak them until the next start */
-				log_warn("inode %llu: out of memory; %zu freed extents stay used until restart",
-					 (unsigned long long)ino, n);
-				goto out;
-			}
-			e->deferred = grown;
-			e->deferred_cap = cap;
-		}
-		memcpy(e->deferred + e->ndeferred, ext, n * sizeof(*ext));
-		e->ndeferred += n;
-	}
-out:
-	pthread_mutex_unlock(&t->mu);
-	return ret;
 }
 
 struct ms_session *ms_session_new(struct ms *ms, const char *identity)
@@ -252,9 +205,9 @@ static void inode_trim_prealloc(struct ms *ms, struct ms_inode *in)
 }
 
 /*
- * Drop one open of @ino. At its last: its deferred blocks go back to the
- * allocator, the inode is reclaimed if it has no links, else, with @trim, the
- * unwritten blocks past its end (speculative preallocation) are freed.
+ * Drop one open of @ino. At its last: the inode is reclaimed if it has no
+ * links, else, with @trim, the unwritten blocks past its end (speculative
+ * preallocation) are freed.
  *
  * A broken connection does not trim: its client may reconnect and COMMIT
  * writes it made into those blocks (the size only grows at COMMIT), so they
@@ -264,14 +217,12 @@ static int inode_close(struct ms *ms, uint64_t ino, int trim)
 {
 	struct ms_lockset ls;
 	struct ms_inode in;
-	struct ms_ext *deferred;
-	size_t ndeferred;
 	int ret = 0;
 
 	lockset_init(&ls);
 	lockset_add(&ls, ino);
 	lockset_lock(&ms->locks, &ls);
-	if (opentab_dec(&ms->opentab, ino, &deferred, &ndeferred) == 0 &&
+	if (opentab_dec(&ms->opentab, ino) == 0 &&
 	    ns_inode_get(ms, ino, &in) == 0) {
 		if (in.nlink == 0) {
 			leveldb_writebatch_t *b = leveldb_writebatch_create();
@@ -286,10 +237,6 @@ static int inode_close(struct ms *ms, uint64_t ino, int trim)
 			inode_trim_prealloc(ms, &in);
 		}
 	}
-	/* no layout names them any more, and no handle is left that saw one that did */
-	for (size_t i = 0; i < ndeferred; i++)
-		alloc_free(&ms->alloc, deferred[i].server_id, deferred[i].block, deferred[i].count);
-	free(deferred);
 	lockset_unlock(&ms->locks, &ls);
 	return ret;
 }

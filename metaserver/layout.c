@@ -667,6 +667,8 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	out->length = end - start;
 	out->chunk_size = in->chunk_size;
 	out->rights = rights;
+	/* under the inode lock: a fence of these extents bumps it under that lock too */
+	out->gen = ms_file_gen(ms, ino);
 	if (end == start) {
 		out->size = in->size;
 		goto out;
@@ -738,6 +740,17 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	}
 	ret = build_reply(in, cs, ncs, start / BLK, end / BLK, out);
 	out->size = in->size;
+	/*
+	 * Just restarted, and a server holding these blocks has not registered
+	 * again: its capabilities would carry no epoch it accepts. Retry soon.
+	 */
+	for (size_t i = 0; !ret && i < out->n; i++) {
+		int up, known;
+
+		if (!registry_is_up(&ms->reg, out->ext[i].server_id) &&
+		    registry_ready(&ms->reg, &up, &known) == -EAGAIN)
+			ret = -EAGAIN;
+	}
 out:
 	lockset_unlock(&ms->locks, &ls);
 	if (ret)

@@ -104,18 +104,6 @@ int ms_open(const struct ms_options *o, struct ms **out, char *err, size_t errle
 void ms_close(struct ms *ms);
 
 /*
- * A session is one peer connection: the identity its key proved (auth.h:
- * "server" for the server key, else a client: "client" for the shared client
- * key, "node:NAME:GEN" for a node key) and its open handles. Closing it releases every handle and marks a server it
- * registered down.
- *
- * While a file has open handles (of any session) its blocks stay out of the
- * allocator's reach, since a client may hold a layout of it with capabilities
- * valid for minutes: an unlinked file is reclaimed at its last release, and
- * blocks a truncate (SETATTR or O_TRUNC) takes from it return to the
- * allocator only then (in memory: a restart finds them free).
- */
-/*
  * What the metaserver does to the uid and gid a client sends (NFS's
  * root_squash/all_squash with anonuid/anongid): applied to every request of a
  * session, whatever the request says.
@@ -128,6 +116,17 @@ struct ms_squash {
 /* Apply @sq to @uid/@gid/@ngroups in place. */
 void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *ngroups);
 
+/*
+ * A session is one peer connection: the identity its key proved (auth.h:
+ * "server" for the server key, else a client: "client" for the shared client
+ * key, "node:NAME:GEN" for a node key) and its open handles. Closing it
+ * releases every handle and marks a server it registered down.
+ *
+ * An unlinked file lives until its last handle is released. Blocks a
+ * truncate (SETATTR or O_TRUNC) takes from a file return to the allocator at
+ * once, after the fence that makes the I/O servers refuse the capabilities
+ * that still name them (ms_set_fencer).
+ */
 struct ms_session *ms_session_new(struct ms *ms, const char *identity);
 /* The squash every request of @s gets (default none); set before its first request. */
 void ms_session_set_squash(struct ms_session *s, const struct ms_squash *sq);
@@ -226,6 +225,7 @@ struct ms_layout {
 	uint64_t size;
 	uint32_t chunk_size;
 	uint32_t rights;		/* RDFS_CAP_READ/WRITE: what the caller may do */
+	uint32_t gen;			/* the file's layout generation (fencing) */
 	size_t n;
 	struct ms_extent *ext;		/* malloc'ed; ms_layout_free() */
 };
@@ -263,7 +263,12 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
  */
 int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void *uuid,
 		size_t uuid_len, uint64_t capacity_blocks, const char *name, int pristine,
-		uint32_t *id);
+		uint32_t *id, uint64_t *epoch);
+/*
+ * The epoch of server @id's current registration (0: never registered in this
+ * run): capabilities for it carry it, and it refuses those of older epochs.
+ */
+uint64_t ms_server_epoch(struct ms *ms, uint32_t id);
 
 struct ms_server_info {
 	uint32_t id;
@@ -275,7 +280,7 @@ struct ms_server_info {
 	uint64_t free_blocks;
 	int up;
 };
-/* *@out is malloc'ed (free()); returns the count, sorted by id. */
+
 /*
  * Client nodes: each has its own key (auth.h), a generation that a new key or a
  * revocation moves past every older key, and a squash policy.
@@ -305,6 +310,7 @@ int ms_node_list(struct ms *ms, struct ms_session *s, struct ms_node **out);
  */
 int ms_node_admit(struct ms *ms, const char *id, struct ms_squash *squash);
 
+/* *@out is malloc'ed (free()); returns the count, sorted by id. */
 int ms_server_list(struct ms *ms, struct ms_server_info **out);
 /* URL of server @id into @buf; -ENOENT when unknown. */
 int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len);
@@ -329,6 +335,28 @@ struct ms_zero_range {
 typedef int (*ms_zero_fn)(void *arg, const struct ms_zero_range *r, size_t n);
 /* Set (or with NULL clear) the zeroer; not while requests run. */
 void ms_set_zeroer(struct ms *ms, ms_zero_fn fn, void *arg);
+/*
+ * Taking blocks back (docs/DESIGN.md, "Taking blocks back"). Whenever blocks
+ * leave a file (truncate, unlink, the reclaim of an orphan, a rename over it)
+ * or a chmod/chown may take rights away, the file's layout generation moves
+ * on and the fencer tells each up I/O server holding its blocks to refuse
+ * capabilities of older generations; the blocks return to the allocator once
+ * their server has answered. A server that cannot be told keeps its blocks
+ * out of the allocator until it registers again (a new registration epoch
+ * fences everything older there). The fencer gets the servers to tell and
+ * fills @status per server (0 or -errno); it runs on the calling thread with
+ * the file's inode lock held. Without one (the core alone, as in unit tests)
+ * blocks are freed at once.
+ */
+typedef void (*ms_fence_fn)(void *arg, const uint32_t *servers, size_t n, uint64_t ino,
+			    uint32_t gen, int *status);
+/* Set (or with NULL clear) the fencer; not while requests run. */
+void ms_set_fencer(struct ms *ms, ms_fence_fn fn, void *arg);
+/* The layout generation of @ino now (capabilities carry it). */
+uint32_t ms_file_gen(struct ms *ms, uint64_t ino);
+/* Blocks of server @id waiting for it to register again (a fence it missed). */
+uint64_t ms_blocks_held(struct ms *ms, uint32_t id);
+
 /* The high-water mark of server @id (this process's view, for tests): 0 or -ENOENT. */
 int ms_high_water(struct ms *ms, uint32_t id, uint64_t *mark);
 

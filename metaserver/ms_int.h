@@ -122,6 +122,10 @@ struct ms_ioserver {
 	uint8_t uuid[64];
 	size_t uuid_len;
 	struct ms_session *up;		/* the live registration session, or NULL */
+	uint64_t epoch;			/* of that registration (ms_server_epoch) */
+	/* freed blocks a fence could not reach: free once it registers again */
+	size_t nheld, held_cap;
+	struct ms_ext *held;
 };
 
 struct ms_registry {
@@ -129,6 +133,7 @@ struct ms_registry {
 	int n;
 	struct ms_ioserver *servers;	/* sorted by id */
 	int64_t wait_until_ms;		/* CLOCK_MONOTONIC; see ms_options.startup_wait_ms */
+	uint64_t last_epoch;
 };
 
 int registry_load(struct ms *ms);
@@ -143,7 +148,41 @@ int registry_is_up(struct ms_registry *r, uint32_t id);
  * server has not registered again (*@up of *@known are up).
  */
 int registry_ready(struct ms_registry *r, int *up, int *known);
+/*
+ * Keep @n extents of server @id out of the allocator until it registers again
+ * (a fence did not reach it). 0, or -ENOENT/-ENOMEM: the caller frees them.
+ */
+int registry_hold(struct ms_registry *r, uint32_t id, const struct ms_ext *e, size_t n);
 void registry_session_closed(struct ms_registry *r, struct ms_session *s);
+
+/* ---------------------------------------------------------------- fencing (fence.c) */
+
+#define MS_GEN_BUCKETS	4096
+
+struct ms_gen {
+	uint64_t ino;
+	uint32_t gen;
+	struct ms_gen *next;
+};
+
+/* Layout generations of the files fenced in this run; the others are at 0. */
+struct ms_gens {
+	pthread_mutex_t mu;
+	struct ms_gen *bucket[MS_GEN_BUCKETS];
+};
+
+void gens_init(struct ms_gens *g);
+void gens_destroy(struct ms_gens *g);
+/*
+ * Fence @ino on the up servers of its @n freed extents @e and return those to
+ * the allocator, the ones of a server the fence did not reach once it
+ * registers again. Caller holds the inode lock.
+ */
+void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n);
+/* Fence @ino on every up server (rights may have been taken away). Inode lock held. */
+void fence_file(struct ms *ms, uint64_t ino);
+/* @ino is gone for good: no capability will name it again. */
+void gens_forget(struct ms *ms, uint64_t ino);
 
 /* ---------------------------------------------------------------- client nodes (nodes.c) */
 
@@ -177,9 +216,6 @@ struct ms_session {
 struct ms_openent {
 	uint64_t ino;
 	uint32_t count;
-	/* blocks freed from the file while it was open: see opentab_defer() */
-	size_t ndeferred, deferred_cap;
-	struct ms_ext *deferred;
 	struct ms_openent *next;
 };
 
@@ -193,22 +229,8 @@ void opentab_destroy(struct ms_opentab *t);
 uint32_t opentab_count(struct ms_opentab *t, uint64_t ino);
 /* 0 or -ENOMEM. */
 int opentab_inc(struct ms_opentab *t, uint64_t ino);
-/*
- * Drop one open of @ino; returns the count left. When that is 0, *@deferred
- * (malloc'ed, or NULL) and *@ndeferred are the blocks opentab_defer() held
- * back, for the caller to free into the allocator.
- */
-uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino, struct ms_ext **deferred,
-		     size_t *ndeferred);
-/*
- * Blocks @e[0..@n) left the layout of @ino by a durable batch. While @ino has
- * open handles a client may still hold a layout naming them, with capabilities
- * valid for minutes, so they are kept from the allocator until the last handle
- * goes: returns 1 (held back, or when memory runs out leaked until the next
- * start rebuilds the maps), or 0 when @ino is not open. The caller holds the
- * inode lock of @ino, so no handle can appear or go meanwhile.
- */
-int opentab_defer(struct ms_opentab *t, uint64_t ino, const struct ms_ext *e, size_t n);
+/* Drop one open of @ino; returns the count left. */
+uint32_t opentab_dec(struct ms_opentab *t, uint64_t ino);
 
 /* Register a handle for @ino (the caller holds the inode lock). */
 uint64_t handle_add(struct ms *ms, struct ms_session *s, uint64_t ino, uint32_t flags);
@@ -243,6 +265,9 @@ struct ms {
 	void *zero_arg;
 	struct ms_registry reg;
 	struct ms_nodes nodes;
+	struct ms_gens gens;
+	ms_fence_fn fence;		/* ms_set_fencer(); NULL: blocks freed at once */
+	void *fence_arg;
 	struct ms_opentab opentab;
 };
 
@@ -280,7 +305,7 @@ int ns_get_dir(struct ms *ms, uint64_t ino, struct ms_inode *dir);
 
 /*
  * Blocks of one inode to return to the allocator once a batch freeing them is
- * durable (or, while the inode is open, to its deferred list: opentab_defer).
+ * durable, after the fence (fence.c).
  */
 struct ms_freelist {
 	size_t n, cap;

@@ -222,11 +222,13 @@ void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64
 
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 {
-	if (commit && f->n && !(f->ino && opentab_defer(&ms->opentab, f->ino, f->e, f->n)))
-		for (size_t i = 0; i < f->n; i++)
-			alloc_free(&ms->alloc, f->e[i].server_id, f->e[i].block, f->e[i].count);
-	if (commit && f->inodes)
+	/* a capability of the file may still name them: fenced first (fence.c) */
+	if (commit && f->n)
+		fence_and_free(ms, f->ino, f->e, f->n);
+	if (commit && f->inodes) {
 		atomic_fetch_sub(&ms->nfiles, f->inodes);
+		gens_forget(ms, f->ino);
+	}
 	free(f->e);
 	f->e = NULL;
 	f->n = f->cap = 0;
@@ -403,6 +405,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	pthread_mutex_init(&ms->ino_mu, NULL);
 	pthread_mutex_init(&ms->reg.mu, NULL);
 	pthread_mutex_init(&ms->nodes.mu, NULL);
+	gens_init(&ms->gens);
 	pthread_mutex_init(&ms->high_mu, NULL);
 	alloc_init(&ms->alloc);
 	opentab_init(&ms->opentab);
@@ -505,6 +508,7 @@ void ms_close(struct ms *ms)
 	leveldb_writeoptions_destroy(ms->wsync);
 	registry_destroy(&ms->reg);
 	nodes_destroy(&ms->nodes);
+	gens_destroy(&ms->gens);
 	alloc_destroy(&ms->alloc);
 	pthread_mutex_destroy(&ms->high_mu);
 	opentab_destroy(&ms->opentab);

@@ -61,7 +61,7 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
 	leveldb_writebatch_t *b = NULL;
-	uint32_t v = sa->valid;
+	uint32_t v = sa->valid, old_mode, old_uid, old_gid;
 	int64_t now = ns_now();
 	int ret;
 
@@ -76,6 +76,9 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 	ret = setattr_check(in, s, cr, sa);
 	if (ret)
 		goto out;
+	old_mode = in->mode;
+	old_uid = in->uid;
+	old_gid = in->gid;
 
 	b = leveldb_writebatch_create();
 	if (v & MS_SET_SIZE) {
@@ -124,6 +127,13 @@ out:
 	if (b)
 		leveldb_writebatch_destroy(b);
 	freelist_release(ms, &f, ret == 0);
+	/*
+	 * Rights may have been taken away: capabilities granted under the old
+	 * owner or mode stop working; a client with an open handle gets new ones.
+	 */
+	if (ret == 0 && S_ISREG(in->mode) && in->blocks &&
+	    ((old_mode & ~in->mode & 07777) || old_uid != in->uid || old_gid != in->gid))
+		fence_file(ms, ino);
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret;

@@ -446,6 +446,8 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 		cap->ino = ino;
 		cap->rights = l->rights;
 		cap->holder = (char *)holder;
+		cap->gen = l->gen;
+		cap->epoch = ms_server_epoch(ctx->ms, ids[j]);
 		cap->expiry_ns = expiry;
 		cap->ranges = calloc(n, sizeof(*cap->ranges));
 		if (!cap->ranges) {
@@ -565,7 +567,7 @@ static void op_register(struct op_call *c)
 	int ret;
 
 	ret = ms_register(c->ctx->ms, c->s, m->url, m->volume_uuid.data, m->volume_uuid.len,
-			  m->capacity_blocks, m->name, m->pristine, &r.server_id);
+			  m->capacity_blocks, m->name, m->pristine, &r.server_id, &r.epoch);
 	if (ret == -EPERM)
 		rpc_server_reply_error(c->req, ret,
 				       "REGISTER needs a connection that proved the server key");

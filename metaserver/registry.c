@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cap.h"
 #include "log.h"
 #include "ms_int.h"
 
@@ -113,6 +114,8 @@ int registry_load(struct ms *ms)
 
 void registry_destroy(struct ms_registry *r)
 {
+	for (int i = 0; i < r->n; i++)
+		free(r->servers[i].held);
 	free(r->servers);
 	r->servers = NULL;
 	r->n = 0;
@@ -192,7 +195,7 @@ void registry_session_closed(struct ms_registry *r, struct ms_session *s)
 
 int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const void *uuid,
 		size_t uuid_len, uint64_t capacity_blocks, const char *name, int pristine,
-		uint32_t *id)
+		uint32_t *id, uint64_t *epoch)
 {
 	struct ms_registry *r = &ms->reg;
 	struct ms_ioserver *s = NULL, tmp = { 0 };
@@ -228,6 +231,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	}
 	if (s) {
 		tmp = *s;
+		tmp.held = NULL;	/* s keeps them until the registration is in */
+		tmp.nheld = tmp.held_cap = 0;
 	} else {
 		tmp.id = r->n ? r->servers[r->n - 1].id + 1 : 1;
 		memcpy(tmp.uuid, uuid, uuid_len);
@@ -263,13 +268,27 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	if (!s)
 		alloc_high_water_set(&ms->alloc, tmp.id, mark);
 	tmp.up = sess;
+	/*
+	 * A new epoch per registration, larger than every earlier one (across
+	 * restarts too, by the clock): the server refuses older capabilities.
+	 */
+	tmp.epoch = (uint64_t)cap_now_ns();
+	if (tmp.epoch <= r->last_epoch)
+		tmp.epoch = r->last_epoch + 1;
+	r->last_epoch = tmp.epoch;
 	if (s) {
+		/* what its old registration missed can no longer be reached: free it */
+		for (size_t i = 0; i < s->nheld; i++)
+			alloc_free(&ms->alloc, s->held[i].server_id, s->held[i].block,
+				   s->held[i].count);
+		free(s->held);
 		*s = tmp;
 	} else if (!server_insert(r, &tmp)) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	*id = tmp.id;
+	*epoch = tmp.epoch;
 	log_info("I/O server %u (%s, %s) registered, %llu blocks%s", tmp.id, tmp.name, tmp.url,
 		 (unsigned long long)capacity_blocks,
 		 s ? "" : pristine ? ", new pristine volume" :
@@ -277,6 +296,63 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 out:
 	pthread_mutex_unlock(&r->mu);
 	return ret;
+}
+
+uint64_t ms_server_epoch(struct ms *ms, uint32_t id)
+{
+	uint64_t e = 0;
+
+	pthread_mutex_lock(&ms->reg.mu);
+	for (int i = 0; i < ms->reg.n; i++)
+		if (ms->reg.servers[i].id == id)
+			e = ms->reg.servers[i].epoch;
+	pthread_mutex_unlock(&ms->reg.mu);
+	return e;
+}
+
+int registry_hold(struct ms_registry *r, uint32_t id, const struct ms_ext *e, size_t n)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n; i++) {
+		struct ms_ioserver *s = &r->servers[i];
+
+		if (s->id != id)
+			continue;
+		ret = 0;
+		if (s->nheld + n > s->held_cap) {
+			size_t cap = s->held_cap ? s->held_cap : 16;
+			struct ms_ext *g;
+
+			while (cap < s->nheld + n)
+				cap *= 2;
+			g = realloc(s->held, cap * sizeof(*g));
+			if (!g) {
+				ret = -ENOMEM;
+				break;
+			}
+			s->held = g;
+			s->held_cap = cap;
+		}
+		memcpy(s->held + s->nheld, e, n * sizeof(*e));
+		s->nheld += n;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return ret;
+}
+
+uint64_t ms_blocks_held(struct ms *ms, uint32_t id)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&ms->reg.mu);
+	for (int i = 0; i < ms->reg.n; i++)
+		if (ms->reg.servers[i].id == id)
+			for (size_t k = 0; k < ms->reg.servers[i].nheld; k++)
+				n += ms->reg.servers[i].held[k].count;
+	pthread_mutex_unlock(&ms->reg.mu);
+	return n;
 }
 
 int ms_server_list(struct ms *ms, struct ms_server_info **out)

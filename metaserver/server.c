@@ -169,7 +169,7 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_cond_init(&srv->not_empty, NULL);
 	pthread_cond_init(&srv->not_full, NULL);
-	ret = ms_zeroer_create(ms, o->cap_key, &srv->zeroer);
+	ret = ms_zeroer_create(ms, o->cap_key, srv->ops.cap_lifetime_ns, &srv->zeroer);
 	if (ret) {
 		free(srv);
 		return ret;
@@ -197,6 +197,8 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	}
 	/* every LAYOUT from now on zeroes the recycled blocks it allocates */
 	ms_set_zeroer(ms, ms_zeroer_zero, srv->zeroer);
+	/* ... and fences every file whose blocks it frees */
+	ms_set_fencer(ms, ms_zeroer_fence, srv->zeroer);
 	for (int i = 0; i < srv->nthreads; i++) {
 		ret = pthread_create(&srv->threads[i], NULL, worker_main, srv);
 		if (ret) {
@@ -323,6 +325,7 @@ void ms_server_destroy(struct ms_server *srv)
 	}
 	rpc_server_destroy(srv->rpc);
 	ms_set_zeroer(srv->ms, NULL, NULL);
+	ms_set_fencer(srv->ms, NULL, NULL);
 	ms_zeroer_destroy(srv->zeroer);
 	/* connections still open at shutdown: release their handles now */
 	while (srv->conns) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * zero.c - ZERO the recycled blocks a LAYOUT allocates, on their I/O servers.
+ * zero.c - the metaserver's calls to its I/O servers: ZERO the recycled blocks
+ * a LAYOUT allocates, and FENCE the capabilities of a file whose blocks leave
+ * it (fence.c says why).
  *
  * Why: a freed block keeps the bytes of the file it belonged to. Clients used
  * to hide them by padding a partial write into a fresh block with zeros to a
@@ -39,6 +41,8 @@
 /* Zeroing falls back to writing zeros where the volume cannot do better. */
 #define ZERO_CALL_MS		60000
 #define ZERO_CAP_LIFETIME_NS	(120ll * 1000000000)
+/* A FENCE is a table insert at the I/O server: an answer this late means trouble. */
+#define FENCE_CALL_MS		10000
 
 struct zero_conn {
 	uint32_t server_id;
@@ -52,6 +56,7 @@ struct ms_zeroer {
 	struct ms *ms;
 	struct auth_secret secret;	/* the server key */
 	struct auth_secret cap_key;
+	int64_t cap_lifetime_ns;	/* of the capabilities LAYOUT grants: how long a fence lasts */
 	pthread_mutex_t mu;		/* conns and every refs */
 	struct zero_conn *conns;
 };
@@ -67,13 +72,15 @@ struct zero_call {
 	char why[128];			/* the server's error message */
 };
 
-int ms_zeroer_create(struct ms *ms, const struct auth_secret *cap_key, struct ms_zeroer **out)
+int ms_zeroer_create(struct ms *ms, const struct auth_secret *cap_key, int64_t cap_lifetime_ns,
+		     struct ms_zeroer **out)
 {
 	struct ms_zeroer *z = calloc(1, sizeof(*z));
 
 	if (!z)
 		return -ENOMEM;
 	z->ms = ms;
+	z->cap_lifetime_ns = cap_lifetime_ns;
 	auth_server_key(cap_key, &z->secret);
 	z->cap_key = *cap_key;
 	pthread_mutex_init(&z->mu, NULL);
@@ -210,6 +217,7 @@ static int zero_start(struct ms_zeroer *z, struct zero_call *zc)
 	zc->cap.server_id = zc->r->server_id;
 	zc->cap.rights = RDFS_CAP_WRITE;
 	zc->cap.holder = (char *)"server";
+	zc->cap.epoch = ms_server_epoch(z->ms, zc->r->server_id);
 	zc->cap.expiry_ns = cap_now_ns() + ZERO_CAP_LIFETIME_NS;
 	zc->cap.n_ranges = 1;
 	zc->cap.ranges = &zc->rangep;
@@ -296,4 +304,72 @@ int ms_zeroer_zero(void *arg, const struct ms_zero_range *r, size_t n)
 	free(calls);
 	free(status);
 	return ret;
+}
+
+/* One FENCE: start it on server @id's connection. */
+static int fence_start(struct ms_zeroer *z, uint32_t id, const Rdfs__FenceReq *req,
+		       struct zero_conn **conn, struct rpc_pending **pending)
+{
+	int ret = conn_get(z, id, conn);
+
+	if (ret)
+		return ret;
+	ret = rpc_call_start((*conn)->rpc, RDFS_OP_FENCE, &req->base, NULL, 0, pending);
+	if (ret) {
+		conn_put(z, *conn);
+		*conn = NULL;
+	}
+	return ret;
+}
+
+static int fence_finish(struct ms_zeroer *z, struct zero_conn **conn, struct rpc_pending *p)
+{
+	struct rpc_reply rep;
+	int ret = rpc_call_wait(p, FENCE_CALL_MS, &rep);
+
+	if (!ret) {
+		ret = rep.status;
+		rpc_reply_release(&rep);
+	}
+	conn_put(z, *conn);
+	*conn = NULL;
+	return ret;
+}
+
+void ms_zeroer_fence(void *arg, const uint32_t *servers, size_t n, uint64_t ino, uint32_t gen,
+		     int *status)
+{
+	struct ms_zeroer *z = arg;
+	Rdfs__FenceReq req = RDFS__FENCE_REQ__INIT;
+	Rdfs__FenceEntry e = RDFS__FENCE_ENTRY__INIT, *ep = &e;
+	struct zero_conn **conns = calloc(n ? n : 1, sizeof(*conns));
+	struct rpc_pending **pend = calloc(n ? n : 1, sizeof(*pend));
+
+	if (!conns || !pend) {
+		for (size_t i = 0; i < n; i++)
+			status[i] = -ENOMEM;
+		goto out;
+	}
+	e.ino = ino;
+	e.gen = gen;
+	req.fences = &ep;
+	req.n_fences = 1;
+	/* every capability granted so far has expired by then (a second of slack) */
+	req.until_ns = cap_now_ns() + z->cap_lifetime_ns + 1000000000ll;
+	/* all at once, then waited for: a file's blocks are usually on several servers */
+	for (size_t i = 0; i < n; i++)
+		status[i] = fence_start(z, servers[i], &req, &conns[i], &pend[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (status[i] == 0)
+			status[i] = fence_finish(z, &conns[i], pend[i]);
+		/* the server restarted since this connection was made: once more */
+		if (status[i] == -ENOTCONN) {
+			status[i] = fence_start(z, servers[i], &req, &conns[i], &pend[i]);
+			if (status[i] == 0)
+				status[i] = fence_finish(z, &conns[i], pend[i]);
+		}
+	}
+out:
+	free(conns);
+	free(pend);
 }

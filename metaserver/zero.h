@@ -20,10 +20,17 @@ struct ms_zeroer;
  * own capabilities (holder "server") with @cap_key. Connections are made
  * lazily and kept.
  */
-int ms_zeroer_create(struct ms *ms, const struct auth_secret *cap_key, struct ms_zeroer **out);
+int ms_zeroer_create(struct ms *ms, const struct auth_secret *cap_key, int64_t cap_lifetime_ns,
+		     struct ms_zeroer **out);
 /* No zeroing may be in progress (clear it from @ms first). */
 void ms_zeroer_destroy(struct ms_zeroer *z);
 /* The ms_zero_fn: @arg is the struct ms_zeroer. */
 int ms_zeroer_zero(void *arg, const struct ms_zero_range *r, size_t n);
+/*
+ * The ms_fence_fn: FENCE @ino below @gen on each of @servers, for as long as a
+ * capability granted until now (@cap_lifetime_ns of ms_zeroer_create) lives.
+ */
+void ms_zeroer_fence(void *arg, const uint32_t *servers, size_t n, uint64_t ino, uint32_t gen,
+		     int *status);
 
 #endif

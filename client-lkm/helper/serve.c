@@ -355,6 +355,8 @@ static int op_layout(struct msg *m)
 	in = f->in;
 	bstart = lr->offset / BLK;
 	bend = (lr->offset + lr->length) / BLK;
+	if (lr->flags & RDFS_DEV_LAYOUT_REFRESH)
+		layout_refused(in, -ESTALE, bstart, bend);
 	n = layout_get(f->c, in, f, NULL, bstart, bend, bend, lr->allocate, &segs);
 	if (n < 0)
 		return n;

@@ -370,7 +370,20 @@ int64_t io_mono_ms(void);
  */
 int io_reply_verifier(const struct rpc_reply *reply, uint64_t *verifier);
 /* 1 if @err means the capability was refused (refetch the layout and retry). */
+/*
+ * The I/O server refused the capability: expired, forged, not enough rights,
+ * or fenced (-ESTALE: the metaserver took blocks of the file back). Forget the
+ * layout and ask again.
+ */
 int io_cap_error(int err);
+/* Tries of an I/O whose capability is refused, each with a fresh layout. */
+#define IO_TRIES	3
+/*
+ * An I/O of [@start, @end) of @in failed with @err: forget what the layout
+ * cache holds of it (all of the file for -ESTALE: its generation moved on)
+ * so the next try asks the metaserver again. Takes in->lock.
+ */
+void layout_refused(struct rdfs_inode *in, int err, uint64_t start, uint64_t end);
 
 /* ---------------------------------------------------------------- read and write plans */
 

@@ -300,9 +300,13 @@ int rdfs_flush(struct rdfs_file *f)
 	return ret;
 }
 
+/* server_io_commit(): the server restarted since (the writes may be lost). */
+#define COMMIT_VERIFIER_CHANGED	1
+
 /*
  * IO_COMMIT on server @u->server_id: 0 once the writes noted in @u are durable,
- * -ESTALE if the server restarted since (they may be lost), else -errno.
+ * COMMIT_VERIFIER_CHANGED if the server restarted since (they may be lost),
+ * else -errno.
  */
 static int server_io_commit(struct rdfs_client *c, const struct unstable_server *u)
 {
@@ -327,7 +331,7 @@ static int server_io_commit(struct rdfs_client *c, const struct unstable_server 
 	if (ret)
 		return ret;
 	if (u->mixed || rep->verifier != u->verifier)
-		ret = -ESTALE;
+		ret = COMMIT_VERIFIER_CHANGED;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return ret;
 }
@@ -357,7 +361,7 @@ static int file_io_commit(struct rdfs_file *f)
 		struct unstable_server *u = &servers[i];
 		int r = server_io_commit(c, u);
 
-		if (r == -ESTALE) {
+		if (r == COMMIT_VERIFIER_CHANGED) {
 			log_error("I/O server %u restarted before committing unstable writes of inode %llu: they may be lost",
 				  u->server_id, (unsigned long long)in->ino);
 			pthread_mutex_lock(&in->lock);

@@ -154,7 +154,8 @@ void inode_truncate_state(struct rdfs_inode *in, uint64_t size)
 
 	range_set_remove(&in->uncommitted, first_gone, UINT64_MAX);
 	range_set_remove(&in->committed, first_gone, UINT64_MAX);
-	layout_cache_forget(&in->layout, first_gone, UINT64_MAX);
+	/* the truncate fenced the file (its layout generation moved on): all of it */
+	layout_cache_forget(&in->layout, 0, UINT64_MAX);
 	in->pending_size = size;
 	in->ms_size = size;
 	inode_data_changed(in);

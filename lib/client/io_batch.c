@@ -16,7 +16,18 @@
 
 int io_cap_error(int err)
 {
-	return err == -EKEYEXPIRED || err == -EACCES || err == -EBADMSG;
+	return err == -EKEYEXPIRED || err == -EACCES || err == -EBADMSG || err == -ESTALE;
+}
+
+void layout_refused(struct rdfs_inode *in, int err, uint64_t start, uint64_t end)
+{
+	if (err == -ESTALE) {
+		start = 0;
+		end = UINT64_MAX;
+	}
+	pthread_mutex_lock(&in->lock);
+	layout_cache_forget(&in->layout, start, end);
+	pthread_mutex_unlock(&in->lock);
 }
 
 int io_reply_verifier(const struct rpc_reply *reply, uint64_t *verifier)

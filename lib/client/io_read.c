@@ -231,23 +231,22 @@ static int read_run(struct rdfs_file *f, struct read_plan *pl, size_t size, uint
 	struct rdfs_inode *in = f->in;
 	int ret, ended, attempt;
 
-	for (attempt = 0; attempt < 2; attempt++) {
+	for (attempt = 0; attempt < IO_TRIES; attempt++) {
 		ret = read_plan_start(f, pl, size, fsize);
 		ended = read_plan_end(pl);
-		if (ret == 0)
-			ret = ended;
-		if (ret == 0)
+		if (ret == 0 && ended == 0)
 			return 0;
 		read_plan_reset(pl);
+		/* the metaserver's own answer (EACCES after a chmod, say) is final */
+		if (ret)
+			return ret;
+		ret = ended;
 		/*
-		 * A refused capability (expired, blocks moved) or a server that may
-		 * have restarted elsewhere: forget the layout, the next try asks again.
+		 * A refused capability (expired, fenced, blocks moved) or a server
+		 * that may have restarted elsewhere: the next try asks again.
 		 */
-		if (ret == -EIO || io_cap_error(ret)) {
-			pthread_mutex_lock(&in->lock);
-			layout_cache_forget(&in->layout, BLK_DOWN(pl->off), BLK_UP(pl->off + size));
-			pthread_mutex_unlock(&in->lock);
-		}
+		if (ret == -EIO || io_cap_error(ret))
+			layout_refused(in, ret, BLK_DOWN(pl->off), BLK_UP(pl->off + size));
 		if (!io_cap_error(ret))
 			break;
 	}

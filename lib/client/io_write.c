@@ -191,30 +191,33 @@ int write_plan_end(struct rdfs_file *f, struct write_plan *p)
 	return ret;
 }
 
-/* One attempt at writing [off, off + size). */
-static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
+/*
+ * One attempt at writing [off, off + size): 0, the I/O servers' error in
+ * *@io_err, or the error of starting (the metaserver's, such as EACCES).
+ */
+static int write_range(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off,
+		       int *io_err)
 {
 	struct write_plan p = { .off = off, .size = size, .buf = buf };
-	int ret, ended;
+	int ret;
 
 	ret = write_plan_start(f, &p);
-	ended = write_plan_end(f, &p);
-	return ret ? ret : ended;
+	*io_err = write_plan_end(f, &p);
+	return ret ? ret : *io_err;
 }
 
 int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
 {
-	struct rdfs_inode *in = f->in;
-	int ret = 0, attempt;
+	int ret = 0, io_err = 0, attempt;
 
-	for (attempt = 0; size > 0 && attempt < 2; attempt++) {
-		ret = write_range(f, buf, size, off);
-		if (ret == -EIO || io_cap_error(ret)) {
-			/* a restarted server may be elsewhere: the next try asks again */
-			pthread_mutex_lock(&in->lock);
-			layout_cache_forget(&in->layout, BLK_DOWN(off), BLK_UP(off + size));
-			pthread_mutex_unlock(&in->lock);
-		}
+	for (attempt = 0; size > 0 && attempt < IO_TRIES; attempt++) {
+		ret = write_range(f, buf, size, off, &io_err);
+		/* the metaserver's own answer (EACCES after a chmod, say) is final */
+		if (ret != io_err)
+			return ret;
+		/* a refused capability, or a restarted server that may be elsewhere */
+		if (ret == -EIO || io_cap_error(ret))
+			layout_refused(f->in, ret, BLK_DOWN(off), BLK_UP(off + size));
 		if (!io_cap_error(ret))
 			break;
 	}

@@ -26,7 +26,7 @@ int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file 
 
 	if (size % BLK == 0)
 		return 0;
-	for (attempt = 0; attempt < 2; attempt++) {
+	for (attempt = 0; attempt < IO_TRIES; attempt++) {
 		n = layout_get(c, in, f, cr, b, b + 1, b + 1, 0, &segs);
 		if (n < 0)
 			return n;
@@ -60,9 +60,7 @@ int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file 
 		layout_segs_put(segs, n);
 		if (!io_cap_error(ret))
 			break;
-		pthread_mutex_lock(&in->lock);
-		layout_cache_forget(&in->layout, b, b + 1);
-		pthread_mutex_unlock(&in->lock);
+		layout_refused(in, ret, b, b + 1);
 	}
 	return io_cap_error(ret) ? -EIO : ret;
 }

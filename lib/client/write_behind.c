@@ -71,6 +71,12 @@ static void unit_free(struct wb_unit *u)
 	free(u);
 }
 
+/* What a later write, flush or fsync reports for a write-behind failure @ret. */
+static int wb_error_of(int ret)
+{
+	return ret == -ENOSPC || ret == -EDQUOT || ret == -ENOMEM || ret == -EACCES ? ret : -EIO;
+}
+
 /* Wait for the oldest unit in flight; a failure is retried once, then kept. */
 static void wb_complete_oldest(struct rdfs_inode *in, struct write_behind *wb)
 {
@@ -82,9 +88,7 @@ static void wb_complete_oldest(struct rdfs_inode *in, struct write_behind *wb)
 	wb->inflight -= u->len;
 	ret = write_plan_end(wb->owner, &u->plan);
 	if (ret == -EIO || io_cap_error(ret)) {
-		pthread_mutex_lock(&in->lock);
-		layout_cache_forget(&in->layout, BLK_DOWN(u->off), BLK_UP(u->off + u->len));
-		pthread_mutex_unlock(&in->lock);
+		layout_refused(in, ret, BLK_DOWN(u->off), BLK_UP(u->off + u->len));
 		ret = write_now(wb->owner, u->buf, u->len, u->off);
 	}
 	if (ret) {
@@ -92,7 +96,7 @@ static void wb_complete_oldest(struct rdfs_inode *in, struct write_behind *wb)
 			 (unsigned long long)in->ino, (unsigned long long)u->off, u->len,
 			 strerror(-ret));
 		if (!wb->error)
-			wb->error = ret == -ENOSPC || ret == -EDQUOT || ret == -ENOMEM ? ret : -EIO;
+			wb->error = wb_error_of(ret);
 	}
 	unit_free(u);
 }
@@ -142,7 +146,7 @@ static void wb_send_fill(struct rdfs_inode *in, struct write_behind *wb)
 		write_plan_end(wb->owner, &u->plan);
 		ret = write_now(wb->owner, u->buf, u->len, u->off);
 		if (ret && !wb->error)
-			wb->error = ret == -ENOSPC || ret == -EDQUOT || ret == -ENOMEM ? ret : -EIO;
+			wb->error = wb_error_of(ret);
 		unit_free(u);
 		return;
 	}

@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""Freed blocks are not handed to another file while a client may still use them.
+"""Freed blocks are not reachable by a client that still holds their capabilities.
 
 A client that has a file open caches its layout, with capabilities valid for
-minutes. When another client truncates that file, the metaserver must keep the
-freed blocks from the allocator until the file's last handle is released, or
-the first client would read (and overwrite) whatever file gets them next.
+minutes. When another client truncates that file, the metaserver fences the
+file on its I/O servers (they refuse capabilities of its older layout
+generation) before the freed blocks go back to the allocator, so the first
+client can neither read nor overwrite whatever file gets them next; its own
+I/O is refused as stale, it fetches the layout again and goes on.
 
 The cluster here is tiny (one I/O server, 8 MiB of blocks) and filled so that
-the allocator's next search starts over at block 0: without the deferral the
-new file's first blocks would be exactly the truncated file's.
+the allocator's next search starts over at block 0: without the fence the new
+file's first blocks would be exactly the truncated file's.
 """
 import os
 
@@ -126,6 +128,8 @@ def test_truncated_blocks_of_an_open_file_are_not_reused(small_cluster):
         assert blk == g_data[i * BLOCK:(i + 1) * BLOCK], \
             "block %d of G was overwritten: it reads %r..." % (i, blk[:32])
 
-    # F's old blocks went back to the allocator with A's last handle (H and G hold 5 MiB)
-    wait_until(lambda: free_bytes(b) >= 3 * MiB,
-               "the truncated blocks to be free after the release")
+    # A's write went to F itself, through a fresh layout: F is A's bytes now
+    got = read_file(b / "F")
+    assert got == a_data, "F after the truncate and A's write: %r..." % (got[:32],)
+    # F's old blocks were free at the truncate: H, G and F hold 6 MiB of 8
+    wait_until(lambda: free_bytes(b) >= 2 * MiB, "F's old blocks to be free")

@@ -14,8 +14,14 @@ The holes, numbered as in the issue:
   6 NUL names   a name with an embedded NUL is cut at the NUL by the server
 and the capability's holder binding (field 7 of Capability), which keeps a
 capability usable only on a connection of the identity it was granted to.
+
+Client nodes (`rdfs node`): a node's own key (claim "node:NAME:GEN") mounts,
+carries the node's squash policy, is cut off by revoke and replaced by a new
+generation, binds capabilities to that node, and gives no node administration.
 """
 import errno
+import hashlib
+import hmac
 import os
 import socket
 import stat
@@ -25,8 +31,8 @@ import time
 import pytest
 
 import rdfswire as w
-from conftest import (MiB, Cluster, _cluster_root, _remove, _stop, assert_bytes_equal,
-                      drop_cache, listener_pid)
+from conftest import (BIN, MiB, Cluster, _cluster_root, _remove, _stop, assert_bytes_equal,
+                      drop_cache, fuse_only, listener_pid, run, wait_until)
 
 NOBODY = 65534
 MODE_FILE = stat.S_IFREG
@@ -683,3 +689,326 @@ def test_metaserver_serves_others_and_stays_bounded_while_a_client_never_reads(f
                           "baseline %d KiB + 64 MiB allowed (%d KiB right after the flood)"
                           % (rss, baseline, peak))
     assert listener_pid(c.port) == pid, "the metaserver restarted"
+
+
+# ------------------------------------------------------------------ client nodes
+OP_NODE_SET = 39            # lib/frame.h: servers only
+OP_NODE_REVOKE = 40
+OP_NODE_LIST = 41
+
+
+def node_name(what):
+    """A node name of its own for each test (the shared cluster keeps its nodes)."""
+    return "%s-%s" % (what, os.urandom(3).hex())
+
+
+def node_key(c, name, gen):
+    """Node NAME's key of generation GEN as auth.h defines it:
+    HMAC(HMAC(cap.key, "rdfs-node-key-v1"), "NAME:GEN")."""
+    master = hmac.new(w.load_secret(c.dir / "cap.key"), b"rdfs-node-key-v1",
+                      hashlib.sha256).digest()
+    return hmac.new(master, ("%s:%d" % (name, gen)).encode(), hashlib.sha256).digest()
+
+
+def read_node_key_file(path):
+    """(claim, key) of a key file `rdfs node add` wrote: "rdfs-node-key NAME:GEN", then the key in hex."""
+    lines = path.read_text().split("\n")
+    assert len(lines) >= 2 and lines[0].startswith("rdfs-node-key "), \
+        "%s is not a node key file: %r" % (path, lines[:2])
+    return "node:" + lines[0][len("rdfs-node-key "):], bytes.fromhex(lines[1])
+
+
+def node_add(c, name, *opts, gen=1):
+    """`rdfs node add NAME [opts] --key-file FILE` on the cluster; checks the key
+    file (mode 0600, claim node:NAME:GEN, the key derived from cap.key) and
+    returns (path, claim, key)."""
+    path = c.dir / ("%s.gen%d.key" % (name, gen))
+    c.rdfs("node", "add", name, *opts, "--key-file", path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, oct(os.stat(path).st_mode)
+    claim, key = read_node_key_file(path)
+    assert claim == "node:%s:%d" % (name, gen), "key file %s names %r" % (path, claim)
+    assert key == node_key(c, name, gen), \
+        "key file %s: the key is not HMAC(HMAC(cap.key, 'rdfs-node-key-v1'), '%s:%d')" \
+        % (path, name, gen)
+    return path, claim, key
+
+
+def node_list(c):
+    """`rdfs node list` as {name: dict(generation, state, squash, anonuid, anongid)}."""
+    lines = c.rdfs("node", "list").stdout.splitlines()
+    assert lines and lines[0].split() == ["NODE", "GENERATION", "STATE", "SQUASH", "ANONUID",
+                                          "ANONGID"], lines
+    out = {}
+    for line in lines[1:]:
+        f = line.split()
+        out[f[0]] = dict(generation=int(f[1]), state=f[2], squash=f[3], anonuid=int(f[4]),
+                         anongid=int(f[5]))
+    return out
+
+
+def mount_node(c, name, key_file):
+    """rdfs-fuse on a new directory with the node's key as secret_file (unmounted at
+    the cluster's teardown too). A mount that comes up proves the key: read as a
+    cluster secret, it would fail the handshake."""
+    path = c.dir / ("mnt-" + name)
+    path.mkdir()
+    run([BIN / "rdfs-fuse", "-o", "secret_file=%s,attr_timeout=0,entry_timeout=0" % key_file,
+         c.mount_spec, path], timeout=120)
+    c.extra_mounts.append(path)
+    wait_until(lambda: os.path.ismount(path), "node mount at %s" % path)
+    return path
+
+
+def handshake(port, key, claim):
+    """The result of a handshake (rdfswire.authenticate) and the connection."""
+    conn = w.Conn(port)
+    try:
+        return w.authenticate(conn, key, claim), conn
+    except (ConnectionError, OSError):
+        conn.close()
+        return "closed", None
+
+
+def refused_at(port, key, claim):
+    """A handshake that must be refused: -EACCES or a closed connection, and no request served."""
+    res, conn = handshake(port, key, claim)
+    if conn:
+        conn.close()
+    assert refused(res), "port %d accepted claim %r: %r" % (port, claim, res)
+    if isinstance(res, tuple):
+        assert res[1] == -errno.EACCES, "claim %r: handshake status %d, not -EACCES" % (claim, res[1])
+
+
+def next_request(conn, opcode=w.OP_PING):
+    """What the next request on @conn gets: 'closed', ('error', st), ('ok', hdr) or a timeout."""
+    try:
+        conn.send(w.frame(opcode, b"", tag=1000))
+    except (BrokenPipeError, ConnectionResetError):
+        return "closed"
+    return conn.closed_or_error(timeout=10)
+
+
+@fuse_only("mounts rdfs-fuse with -o secret_file=NODE.key")
+def test_node_key_mount_data_reads_back_through_main_mount(cluster, workdir):
+    """Client nodes: `rdfs node add` writes a key file (mode 0600, claim
+    node:NAME:1, the key derived from cap.key as auth.h says); rdfs-fuse mounts
+    with it as secret_file; files written through that mount (several chunks,
+    over both I/O servers; a small one; one overwritten in the middle) read back
+    byte for byte through the main mount, and the main mount's file through it."""
+    c = cluster
+    name = node_name("data")
+    key_file, _, _ = node_add(c, name, "--squash", "none")
+    mnt = mount_node(c, name, key_file)
+    try:
+        sub = mnt / workdir.relative_to(c.mnt)
+        big, small = os.urandom(5 * MiB + 1234), os.urandom(3000)
+        write_file(sub / "big", big)
+        write_file(sub / "small", small)
+        patched = bytearray(os.urandom(2 * MiB))
+        write_file(sub / "patched", bytes(patched))
+        with open(sub / "patched", "r+b") as f:
+            f.seek(MiB - 100)
+            f.write(b"z" * 300)
+            f.flush()
+            os.fsync(f.fileno())
+        patched[MiB - 100:MiB + 200] = b"z" * 300
+        for n, want in (("big", big), ("small", small), ("patched", bytes(patched))):
+            drop_cache(workdir / n)
+            assert_bytes_equal(want, (workdir / n).read_bytes(),
+                               "%s written through the node mount, read through the main mount" % n)
+        servers = {e["server"] for e in layout_of(c, workdir / "big")["extents"]}
+        assert len(servers) == c.n_io, "5 MiB striped over servers %r only" % servers
+        other = os.urandom(MiB + 77)
+        write_file(workdir / "from-main", other)
+        drop_cache(sub / "from-main")
+        assert_bytes_equal(other, (sub / "from-main").read_bytes(),
+                           "written through the main mount, read through the node mount")
+    finally:
+        c.unmount(mnt)
+
+
+def layout_of(c, path):
+    """LAYOUT of @path over a cluster-secret connection, as root."""
+    conn = connect(c.port, client_secret(c))
+    try:
+        ino = ino_of(conn, c, path)
+        status, a = getattr_(conn, ino)
+        assert status == 0, status
+        status, lay = layout(conn, ino, a["size"], w.cred(0, 0))
+        assert status == 0, "LAYOUT of %s: %d" % (path, status)
+        return lay
+    finally:
+        conn.close()
+
+
+@fuse_only("mounts rdfs-fuse with -o secret_file=NODE.key")
+def test_node_squash_all_owns_files_as_anon(cluster, workdir):
+    """Client nodes: a node added with --squash all --anonuid 1234 --anongid
+    4321 (as `rdfs node list` shows) creates, as root through its mount in a
+    1777 directory, files and directories owned 1234:4321, seen so through both
+    mounts; the main (cluster-secret) mount still creates as 0:0."""
+    c = cluster
+    name = node_name("squash")
+    key_file, _, _ = node_add(c, name, "--squash", "all", "--anonuid", "1234",
+                              "--anongid", "4321")
+    assert node_list(c)[name] == dict(generation=1, state="active", squash="all",
+                                      anonuid=1234, anongid=4321), node_list(c)[name]
+    os.chmod(workdir, 0o1777)
+    mnt = mount_node(c, name, key_file)
+    try:
+        sub = mnt / workdir.relative_to(c.mnt)
+        assert os.getuid() == 0, "runs as root"
+        write_file(sub / "f", b"made by root on a squash-all node\n")
+        os.mkdir(sub / "d")
+        for p in (workdir / "f", workdir / "d", sub / "f", sub / "d"):
+            st = os.stat(p)
+            assert (st.st_uid, st.st_gid) == (1234, 4321), \
+                "%s, created as root on a squash-all node: owned %d:%d, not 1234:4321" \
+                % (p, st.st_uid, st.st_gid)
+        write_file(workdir / "main", b"root on the main mount\n")
+        st = os.stat(workdir / "main")
+        assert (st.st_uid, st.st_gid) == (0, 0), (st.st_uid, st.st_gid)
+    finally:
+        c.unmount(mnt)
+
+
+def test_node_revoke_and_new_generation(cluster):
+    """Client nodes: `rdfs node revoke NAME` refuses new handshakes with the
+    node's key at the metaserver (-EACCES or closed) and closes the node's
+    already-open connection (its next request: EOF); `rdfs node list` says
+    revoked. `rdfs node add NAME` again issues generation 2: the generation-1
+    key is refused (claiming 1 or 2), the new one is accepted and served, and
+    the list says generation 2, active. Issuing generation 3 closes an open
+    generation-2 connection at once."""
+    c = cluster
+    name = node_name("revoke")
+    _, claim1, key1 = node_add(c, name)
+    assert node_list(c)[name] == dict(generation=1, state="active", squash="root",
+                                      anonuid=NOBODY, anongid=NOBODY), node_list(c)[name]
+    bname = node_name("bystander")
+    _, bystander, bystander_key = node_add(c, bname)
+    conn = connect(c.port, key1, claim1)
+    other = connect(c.port, bystander_key, bystander)
+    try:
+        assert w.call(conn, w.OP_PING)[0] == 0
+        c.rdfs("node", "revoke", name)
+        got = next_request(conn)
+        assert got == "closed", \
+            "the revoked node's open connection, next request: %r, not closed" % (got,)
+        refused_at(c.port, key1, claim1)
+        assert w.call(other, w.OP_PING)[0] == 0, "another node's connection was cut too"
+    finally:
+        conn.close()
+        other.close()
+    listed = node_list(c)
+    assert listed[name]["generation"] == 1 and listed[name]["state"] == "revoked", listed[name]
+    assert listed[bname]["state"] == "active", listed[bname]
+
+    _, claim2, key2 = node_add(c, name, gen=2)
+    assert claim2 == "node:%s:2" % name
+    refused_at(c.port, key1, claim1)
+    refused_at(c.port, key1, claim2)
+    conn = connect(c.port, key2, claim2)
+    try:
+        status, a = getattr_(conn, w.ROOT_INO)
+        assert status == 0 and stat.S_ISDIR(a["mode"]), (status, a)
+        assert node_list(c)[name] == dict(generation=2, state="active", squash="root",
+                                          anonuid=NOBODY, anongid=NOBODY), node_list(c)[name]
+        node_add(c, name, gen=3)
+        got = next_request(conn)
+        assert got == "closed", \
+            "an open generation-2 connection after generation 3 was issued: %r" % (got,)
+    finally:
+        conn.close()
+    refused_at(c.port, key2, claim2)
+    connect(c.port, node_key(c, name, 3), "node:%s:3" % name).close()
+
+
+def test_capability_is_bound_to_its_node(cluster, workdir):
+    """Client nodes: a capability from a LAYOUT on node A's metaserver
+    connection names A (holder node:A:1). Presented at the I/O server on node
+    B's connection (B proved its own node key) it is refused with -EACCES and no
+    data, and on a cluster-secret connection too; on A's own I/O-server
+    connection the same READ returns the file's bytes."""
+    c = cluster
+    data = os.urandom(256 * 1024)
+    p = workdir / "f"
+    write_file(p, data)
+    os.chmod(p, 0o644)
+    _, claim_a, key_a = node_add(c, node_name("a"))
+    _, claim_b, key_b = node_add(c, node_name("b"))
+    ports = ioserver_ports(c)
+    conn = connect(c.port, key_a, claim_a)
+    try:
+        status, lay = layout(conn, ino_of(conn, c, p), len(data), w.cred(0, 0))
+    finally:
+        conn.close()
+    assert status == 0, "LAYOUT on node A's connection: %d" % status
+    ext = lay["extents"][0]
+    cap = cap_for_extent(lay, ext)
+    assert cap_fields(cap)["holder"] == claim_a, cap_fields(cap)
+    assert cap_fields(cap)["rights"] & w.CAP_READ, cap_fields(cap)
+    n = min(ext["length"], len(data)) // 4096
+    port = ports[ext["server"]]
+    req = io_read_req(cap, ext["block"], n)
+    for key, claim in ((key_b, claim_b), (client_secret(c), "client")):
+        io = connect(port, key, claim)
+        try:
+            status, _, got = io.request(w.OP_READ, req)
+        finally:
+            io.close()
+        assert status == -errno.EACCES and got == b"", \
+            "node A's capability on a %s connection: status %d, %d bytes" % (claim, status, len(got))
+    io = connect(port, key_a, claim_a)
+    try:
+        status, _, got = io.request(w.OP_READ, req)
+    finally:
+        io.close()
+    assert status == 0, "node A's capability on A's own I/O-server connection: %d" % status
+    assert_bytes_equal(data[ext["offset"]:ext["offset"] + n * 4096], got, "READ on node A")
+
+
+def node_req(name, new_key=False, squash=None, anonuid=0, anongid=0):
+    """NodeReq (rdfs.proto): name, new_key, set_policy with squash/anonuid/anongid."""
+    body = w.field_bytes(1, name) + w.field_varint(2, 1 if new_key else 0)
+    if squash is not None:
+        body += (w.field_varint(3, 1) + w.field_varint(4, squash) + w.field_varint(5, anonuid)
+                 + w.field_varint(6, anongid))
+    return body
+
+
+def test_node_administration_needs_the_server_key(cluster):
+    """Client nodes: NODE_LIST (41) on a cluster-secret connection gets -EPERM,
+    and so do NODE_SET (39: adding a node, or giving an existing one a new key
+    and squash none) and NODE_REVOKE (40), on a cluster-secret connection and on
+    a node's own connection; nothing changes (`rdfs node list`), and the node's
+    key still works. The same NODE_LIST on a server-key connection succeeds
+    (the opcode is real)."""
+    c = cluster
+    name = node_name("admin")
+    _, claim, key = node_add(c, name)
+    before = node_list(c)
+    evil = node_name("evil")
+    for what, k, cl in (("cluster secret", client_secret(c), "client"),
+                        ("node key", key, claim)):
+        conn = connect(c.port, k, cl)
+        try:
+            for op, body in ((OP_NODE_LIST, b""),
+                             (OP_NODE_SET, node_req(evil, new_key=True, squash=0)),
+                             (OP_NODE_SET, node_req(name, new_key=True, squash=0)),
+                             (OP_NODE_REVOKE, node_req(name))):
+                status, _ = w.call(conn, op, body)
+                assert status == -errno.EPERM, \
+                    "opcode %d on a %s connection: status %d, not -EPERM" % (op, what, status)
+        finally:
+            conn.close()
+    assert node_list(c) == before, "node administration without the server key changed the nodes"
+    connect(c.port, key, claim).close()
+    conn = connect(c.port, server_key(c), "server")
+    try:
+        status, body = w.call(conn, OP_NODE_LIST)
+        assert status == 0, "NODE_LIST with the server key: %d" % status
+        names = [first(w.decode(n), 1, b"").decode() for n in w.decode(body).get(1, [])]
+        assert name in names and evil not in names, names
+    finally:
+        conn.close()

@@ -717,7 +717,11 @@ public:
 		size_t max_held = 0;
 		uint64_t max_held_bytes = 0;
 		uint32_t next_tag = 0;			/* = messages received so far */
+		int over_budget = 0;			/* delivered while the budget was used up */
 		int closed = 0;
+		bool close_expected = false;		/* the test closes the client itself */
+		int close_status = 1;
+		uint32_t received_at_close = 0;
 	};
 
 	BudgetRig()
@@ -805,10 +809,18 @@ public:
 			EXPECT_GE(n, 0);
 			for (int k = 0; k < n; k++) {
 				EXPECT_NE(XPORT_EV_RECV, ev[k].type) << "the client got a message";
-				EXPECT_NE(XPORT_EV_CLOSED, ev[k].type) << "client closed: " << ev[k].status;
+				if (ev[k].type == XPORT_EV_CLOSED && !client_close_expected(ev[k].conn))
+					ADD_FAILURE() << "client closed: " << ev[k].status;
 			}
 		} while (std::chrono::steady_clock::now() < end);
 		return got;
+	}
+
+	/* Close client @i once what it posted is written (a clean close, FIN after the data). */
+	void close_client(int i)
+	{
+		sides_[i].close_expected = true;
+		xport_conn_close_when_sent(sides_[i].client);
 	}
 
 	/* Free the @n oldest messages connection @i holds. */
@@ -840,6 +852,14 @@ public:
 	Side &side(int i) { return sides_[i]; }
 
 private:
+	bool client_close_expected(struct xport_conn *conn)
+	{
+		for (auto &c : sides_)
+			if (c.client == conn)
+				return c.close_expected;
+		return false;
+	}
+
 	/* One server event: check and keep a message; 1 if it was one. */
 	int server_event(struct xport_event *ev)
 	{
@@ -849,9 +869,13 @@ private:
 			if (c.server == ev->conn)
 				s = &c;
 		if (ev->type == XPORT_EV_CLOSED) {
-			ADD_FAILURE() << "server connection closed: " << ev->status;
-			if (s)
-				s->closed = 1;
+			if (!s || !s->close_expected)
+				ADD_FAILURE() << "server connection closed: " << ev->status;
+			if (s) {
+				s->closed++;
+				s->close_status = ev->status;
+				s->received_at_close = s->next_tag;
+			}
 			return 0;
 		}
 		if (ev->type != XPORT_EV_RECV)
@@ -879,11 +903,11 @@ private:
 		 * The test frees only while no event is queued, so what it holds
 		 * now is what the module counted when it took this message.
 		 */
-		if (s->max_msgs) {
-			EXPECT_LT(s->held.size(), s->max_msgs) << "tag " << tag;
-		}
-		if (s->max_bytes) {
-			EXPECT_LT(s->held_bytes, s->max_bytes) << "tag " << tag;
+		if ((s->max_msgs && s->held.size() >= s->max_msgs) ||
+		    (s->max_bytes && s->held_bytes >= s->max_bytes)) {
+			if (!s->over_budget++)
+				ADD_FAILURE() << "tag " << tag << " delivered with " << s->held.size()
+					      << " messages, " << s->held_bytes << " bytes held";
 		}
 		s->held.push_back(m);
 		s->held_bytes += msg_bytes(m->hdr.data_len);
@@ -927,6 +951,7 @@ TEST(XportBudget, MessageBudgetHoldsDeliveryAtTheBound)
 
 	EXPECT_EQ((uint32_t)count, rig.drain(c, count));
 	EXPECT_EQ(8u, s.max_held);
+	EXPECT_EQ(0, s.over_budget);
 	EXPECT_EQ(0, s.closed);
 }
 
@@ -966,7 +991,38 @@ TEST(XportBudget, ByteBudgetHoldsDeliveryAtTheBound)
 	EXPECT_EQ((uint32_t)count, rig.drain(c, count));
 	EXPECT_EQ(bound, s.max_held);
 	EXPECT_LT(s.max_held_bytes, max_bytes + each);
+	EXPECT_EQ(0, s.over_budget);
 	EXPECT_EQ(0, s.closed);
+}
+
+/*
+ * A peer that sends 200 frames and closes cleanly while the connection is
+ * held at its budget loses nothing: the close is seen only after every frame
+ * it sent was delivered (the budget stops reading, so the FIN waits behind the
+ * frames), and it is reported as a clean close (0).
+ */
+TEST(XportBudget, PeerCloseWhileHeldStillDeliversEverything)
+{
+	BudgetRig rig;
+	const int count = 200;
+	int c = rig.add_conn(8, 0);
+	BudgetRig::Side &s = rig.side(c);
+
+	rig.send_frames(c, count, 0);
+	rig.close_client(c);
+	rig.pump(500);
+	ASSERT_EQ(8u, s.held.size());
+	EXPECT_EQ(0, s.closed) << "closed with frames still unread";
+
+	EXPECT_EQ((uint32_t)count, rig.drain(c, count));
+	for (int i = 0; i < 100 && !s.closed; i++) {
+		rig.free_oldest(c, SIZE_MAX);
+		rig.pump(50);
+	}
+	EXPECT_EQ(1, s.closed);
+	EXPECT_EQ(0, s.close_status);
+	EXPECT_EQ((uint32_t)count, s.received_at_close);
+	EXPECT_EQ(0, s.over_budget);
 }
 
 /*
@@ -994,6 +1050,7 @@ TEST(XportBudget, ZeroIsNoBound)
 	EXPECT_EQ((size_t)count, rig.side(open).held.size());
 	EXPECT_EQ((size_t)count, rig.side(bytes_only).held.size());
 	EXPECT_EQ(8u, rig.side(control).held.size());
+	EXPECT_EQ(0, rig.side(control).over_budget);
 	EXPECT_EQ(0, rig.side(open).closed);
 	EXPECT_EQ(0, rig.side(bytes_only).closed);
 }

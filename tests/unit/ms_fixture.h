@@ -26,6 +26,7 @@ protected:
 	std::string dir;
 	struct ms *ms = nullptr;
 	struct ms_session *sess = nullptr;
+	uint64_t epoch_ = 0;		/* of the last registration */
 	uint32_t alice_groups[2] = { 100, 101 };
 	struct ms_cred root = { 0, 0, 0, nullptr };
 	struct ms_cred alice = { 1000, 1000, 2, alice_groups };
@@ -186,7 +187,7 @@ protected:
 		std::string url = std::string("tcp://127.0.0.1:71") + uuid;
 
 		EXPECT_EQ(ms_register(ms, s, url.c_str(), uuid, strlen(uuid), blocks, uuid,
-				      pristine, &id), 0);
+				      pristine, &id, &epoch_), 0);
 		if (out)
 			*out = s;
 		else

@@ -58,6 +58,27 @@ static int write_key(struct tool *t, const struct rdfs_node_info *n, const char 
 	return ret;
 }
 
+/* Node @name into *@out: 1 if it exists, 0 if not, or -errno. */
+static int node_find(struct tool *t, const char *name, struct rdfs_node_info *out)
+{
+	struct rdfs_node_info *all;
+	int n = rdfs_node_list(t->client, NULL, 0), found = 0;
+
+	if (n <= 0)
+		return n;
+	all = calloc(n, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	n = rdfs_node_list(t->client, all, n);
+	for (int i = 0; i < n && !found; i++)
+		if (strcmp(all[i].name, name) == 0) {
+			*out = all[i];
+			found = 1;
+		}
+	free(all);
+	return n < 0 ? n : found;
+}
+
 static int node_run(struct tool *t, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -72,7 +93,7 @@ static int node_run(struct tool *t, int argc, char **argv)
 	struct rdfs_node_info n, *all = NULL;
 	const char *sub, *name = NULL, *key_file = NULL;
 	uint32_t anonuid = 65534, anongid = 65534;
-	int opt, ret, squash = -1, new_key = 0, policy = 0;
+	int opt, ret, squash = -1, new_key = 0, policy = 0, uid_given = 0, gid_given = 0;
 	char default_key[64];
 
 	/* 0, not 1: glibc starts over, so options may follow "add NODE" */
@@ -93,6 +114,7 @@ static int node_run(struct tool *t, int argc, char **argv)
 		case 'g':
 			if (parse_id(optarg, opt == 'u' ? &anonuid : &anongid))
 				return tool_usage(&tool_cmd_node, "--anonuid/--anongid take a number");
+			*(opt == 'u' ? &uid_given : &gid_given) = 1;
 			policy = 1;
 			break;
 		case 'k':
@@ -118,8 +140,18 @@ static int node_run(struct tool *t, int argc, char **argv)
 	} else if (optind != argc) {
 		return tool_usage(&tool_cmd_node, "list takes no argument");
 	}
-	if (policy && squash < 0)
-		squash = 1;	/* --anonuid alone: keep root squash, change who root becomes */
+	/* what the options leave out of the policy stays as the node has it */
+	if (policy && (squash < 0 || !uid_given || !gid_given) && strcmp(sub, "list") != 0) {
+		ret = node_find(t, name, &n);
+		if (ret < 0)
+			return tool_error("node", "list", ret);
+		if (squash < 0)
+			squash = ret ? n.squash : 1;	/* a new node: root squash */
+		if (!uid_given && ret)
+			anonuid = n.anonuid;
+		if (!gid_given && ret)
+			anongid = n.anongid;
+	}
 
 	if (!strcmp(sub, "add") || !strcmp(sub, "set")) {
 		int adding = !strcmp(sub, "add");

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * ms_defer_test.cc - block reuse safety: blocks truncated away from a file
- * that some session holds open stay out of the allocator until its last
- * handle goes (a client may still hold a layout naming them), and are zeroed
- * at their next use; and the high-water mark a volume's first registration
- * sets, pristine or not.
+ * ms_fence_test.cc - block reuse safety: blocks that leave a file (truncate,
+ * O_TRUNC, the reclaim of an orphan) are fenced on their I/O servers before
+ * the allocator has them again, open file or not; a server the fence does not
+ * reach keeps them until it registers again (with a new epoch); a chmod that
+ * takes rights away fences too; reused blocks are zeroed; and the high-water
+ * mark a volume's first registration sets, pristine or not.
  */
 #include <errno.h>
 
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "ms_fixture.h"
 
@@ -32,23 +34,59 @@ struct ZeroLog {
 	}
 };
 
+/*
+ * Stands in for the I/O servers' FENCE: records each fence and what the
+ * allocator had free when it came (blocks must not be free before it), and
+ * fails for the servers in @fail.
+ */
+struct FenceLog {
+	struct Fence {
+		uint64_t ino;
+		uint32_t gen;
+		std::vector<uint32_t> servers;
+		uint64_t free_then;
+	};
+	std::mutex mu;
+	std::vector<Fence> fences;
+	std::set<uint32_t> fail;
+	struct ms *ms = nullptr;
+
+	static void fn(void *arg, const uint32_t *servers, size_t n, uint64_t ino, uint32_t gen,
+		       int *status)
+	{
+		FenceLog *f = static_cast<FenceLog *>(arg);
+		struct ms_statfs st;
+		std::lock_guard<std::mutex> g(f->mu);
+
+		ms_statfs(f->ms, &st);
+		f->fences.push_back({ ino, gen, std::vector<uint32_t>(servers, servers + n),
+				      st.free_blocks });
+		for (size_t i = 0; i < n; i++)
+			status[i] = f->fail.count(servers[i]) ? -ETIMEDOUT : 0;
+	}
+};
+
 }  // namespace
 
-class MsDeferTest : public MsTest {
+class MsFenceTest : public MsTest {
 protected:
 	/* A small volume, so that reuse of a block is forced and plain to see. */
 	static constexpr uint64_t kBlocks = 20;
 	uint32_t id = 0;
+	struct ms_session *io = nullptr;	/* the volume's registration */
 	struct ms_session *other = nullptr;
 	ZeroLog zeros;
+	FenceLog fences;
 
 	void SetUp() override
 	{
 		MsTest::SetUp();
-		id = add_server("vol", kBlocks);
+		id = add_server("vol", kBlocks, &io);
 		other = ms_session_new(ms, "client");
 		ASSERT_NE(other, nullptr);
 		ms_set_zeroer(ms, ZeroLog::fn, &zeros);
+		fences.ms = ms;
+		ms_set_fencer(ms, FenceLog::fn, &fences);
 	}
 
 	void TearDown() override
@@ -56,6 +94,9 @@ protected:
 		if (other)
 			ms_session_close(ms, other);
 		other = nullptr;
+		if (io)
+			ms_session_close(ms, io);
+		io = nullptr;
 		MsTest::TearDown();
 	}
 
@@ -127,118 +168,131 @@ protected:
 		out.swap(zeros.blocks);
 		return out;
 	}
+
+	uint32_t layout_gen(uint64_t ino)
+	{
+		struct ms_layout l;
+
+		EXPECT_EQ(ms_layout(ms, sess, &root, ino, 0, 4096, 0, 0, &l), 0);
+		ms_layout_free(&l);
+		return l.gen;
+	}
+
+	std::vector<FenceLog::Fence> fenced()
+	{
+		std::lock_guard<std::mutex> g(fences.mu);
+		std::vector<FenceLog::Fence> out;
+
+		out.swap(fences.fences);
+		return out;
+	}
 };
 
-TEST_F(MsDeferTest, TruncatedBlocksOfAnOpenFileWaitForItsRelease)
+TEST_F(MsFenceTest, TruncatedBlocksOfAnOpenFileAreFencedThenFreed)
 {
 	uint64_t h;
 	uint64_t f = make_open_file(sess, "f", 10, &h);
 	std::set<uint64_t> old = blocks_of(f);
 
 	ASSERT_EQ(old.size(), 10u);
+	EXPECT_EQ(layout_gen(f), 0u);
+	fenced();
 	/* another client truncates the file that sess still has open */
 	ASSERT_EQ(truncate(other, f, 0), 0);
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].ino, f);
+	EXPECT_EQ(fs[0].gen, 1u);
+	EXPECT_EQ(fs[0].servers, std::vector<uint32_t>{ id });
+	EXPECT_EQ(fs[0].free_then, kBlocks - 10) << "blocks were free before their fence";
+	/* free at once, open or not; layouts now carry the new generation */
 	EXPECT_TRUE(blocks_of(f).empty());
-	EXPECT_EQ(attr(f).blocks, 0u);
-	EXPECT_EQ(free_blocks(), kBlocks - 10) << "the truncated blocks must not be free yet";
+	EXPECT_EQ(free_blocks(), kBlocks);
+	EXPECT_EQ(layout_gen(f), 1u);
 
-	/* a new file gets the other 10 blocks, and then there are none */
+	/* a new file may get them, zeroed first */
+	zeroed();
 	uint64_t g = mkfile(1, "g");
 	std::set<uint64_t> gb;
-	ASSERT_EQ(alloc(g, 10, &gb), 0);
-	for (uint64_t b : gb)
-		EXPECT_EQ(old.count(b), 0u) << "block " << b << " of the open file was reused";
-	uint64_t k = mkfile(1, "k");
-	EXPECT_EQ(alloc(k, 1), -ENOSPC);
-
-	/* the last handle goes: the blocks are free again, and zeroed when reused */
-	zeroed();
+	ASSERT_EQ(alloc(g, kBlocks, &gb), 0);
+	std::set<uint64_t> z = zeroed();
+	for (uint64_t b : old)
+		EXPECT_EQ(z.count(b), 1u) << "block " << b << " reused unzeroed";
 	ASSERT_EQ(ms_release(ms, sess, h), 0);
-	EXPECT_EQ(free_blocks(), 10u);
-	std::set<uint64_t> kb;
-	ASSERT_EQ(alloc(k, 10, &kb), 0);
-	EXPECT_EQ(kb, old);
-	EXPECT_EQ(zeroed(), old) << "reused blocks must be zeroed first";
 }
 
-TEST_F(MsDeferTest, TruncateByTheHolderItselfAndPartialTruncateAreDeferredToo)
+TEST_F(MsFenceTest, PartialTruncateAndOTruncFenceEachTime)
 {
-	uint64_t h;
+	uint64_t h, h2;
 	uint64_t f = make_open_file(sess, "f", 10, &h);
-	std::set<uint64_t> old = blocks_of(f);
-
-	/* ftruncate through its own handle, to 4 blocks and a bit */
 	struct ms_setattr sa = {};
 	struct ms_attr a;
 
+	/* ftruncate through its own handle, to 4 blocks and a bit */
+	fenced();
 	sa.valid = MS_SET_SIZE;
 	sa.size = 4 * 4096 + 100;
 	sa.handle = h;
 	ASSERT_EQ(ms_setattr(ms, sess, &alice, f, &sa, &a), 0);
 	EXPECT_EQ(a.blocks, 5u);
-	EXPECT_EQ(free_blocks(), kBlocks - 10);
-	uint64_t g = mkfile(1, "g");
-	std::set<uint64_t> gb;
-	ASSERT_EQ(alloc(g, 10, &gb), 0);
-	EXPECT_EQ(alloc(g, 11), -ENOSPC);
-	ASSERT_EQ(ms_release(ms, sess, h), 0);
-	EXPECT_EQ(free_blocks(), 5u);
-	/* the 5 kept blocks are still the file's */
-	std::set<uint64_t> kept = blocks_of(f);
-	EXPECT_EQ(kept.size(), 5u);
-	for (uint64_t b : kept)
-		EXPECT_EQ(old.count(b), 1u);
-}
+	EXPECT_EQ(free_blocks(), kBlocks - 5);
+	EXPECT_EQ(fenced().size(), 1u);
+	EXPECT_EQ(blocks_of(f).size(), 5u);
 
-TEST_F(MsDeferTest, OTruncWhileAnotherHandleIsOpenIsDeferred)
-{
-	uint64_t h, h2;
-	uint64_t f = make_open_file(other, "f", 10, &h);
-	struct ms_attr a;
-
-	ASSERT_EQ(ms_open_file(ms, sess, &root, f, O_RDWR | O_TRUNC, &a, &h2), 0);
-	EXPECT_EQ(a.size, 0u);
+	/* O_TRUNC while another handle is open: fenced and freed at once too */
+	ASSERT_EQ(ms_open_file(ms, other, &root, f, O_RDWR | O_TRUNC, &a, &h2), 0);
 	EXPECT_EQ(a.blocks, 0u);
-	EXPECT_EQ(free_blocks(), kBlocks - 10);
-	/* the truncating handle alone does not keep them: the other one does */
-	ASSERT_EQ(ms_release(ms, sess, h2), 0);
-	EXPECT_EQ(free_blocks(), kBlocks - 10);
-	ASSERT_EQ(ms_release(ms, other, h), 0);
+	EXPECT_EQ(free_blocks(), kBlocks);
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].gen, 2u);
+	EXPECT_EQ(layout_gen(f), 2u);
+	ASSERT_EQ(ms_release(ms, other, h2), 0);
+	ASSERT_EQ(ms_release(ms, sess, h), 0);
 	EXPECT_EQ(free_blocks(), kBlocks);
 }
 
-TEST_F(MsDeferTest, TruncateOfAFileNobodyHasOpenFreesAtOnce)
+TEST_F(MsFenceTest, BlocksAServerDidNotTakeTheFenceOfWaitForItsNextRegistration)
 {
 	uint64_t h;
 	uint64_t f = make_open_file(sess, "f", 10, &h);
-	struct ms_attr a;
-	uint64_t h2;
+	uint64_t epoch = ms_server_epoch(ms, id);
 
-	ASSERT_EQ(ms_release(ms, sess, h), 0);
+	fences.fail.insert(id);
 	ASSERT_EQ(truncate(other, f, 0), 0);
+	EXPECT_EQ(free_blocks(), kBlocks - 10) << "freed although the server was not told";
+	EXPECT_EQ(ms_blocks_held(ms, id), 10u);
+	uint64_t g = mkfile(1, "g");
+	EXPECT_EQ(alloc(g, 11), -ENOSPC);
+
+	/* it registers again: a new, larger epoch fences everything older there */
+	fences.fail.clear();
+	ms_session_close(ms, io);
+	io = nullptr;
+	EXPECT_EQ(add_server("vol", kBlocks, &io), id);
+	EXPECT_GT(ms_server_epoch(ms, id), epoch);
+	EXPECT_EQ(ms_blocks_held(ms, id), 0u);
 	EXPECT_EQ(free_blocks(), kBlocks);
-	/* nor does an O_TRUNC open when it is the only one */
-	ASSERT_EQ(alloc(f, 10), 0);
-	ASSERT_EQ(ms_open_file(ms, sess, &root, f, O_WRONLY | O_TRUNC, &a, &h2), 0);
-	EXPECT_EQ(free_blocks(), kBlocks);
-	ASSERT_EQ(ms_release(ms, sess, h2), 0);
+	ASSERT_EQ(ms_release(ms, sess, h), 0);
 }
 
-TEST_F(MsDeferTest, ClosingTheConnectionReleasesTheDeferredBlocks)
+TEST_F(MsFenceTest, ServersThatAreDownAreNotAskedAndTheirBlocksAreFreed)
 {
 	uint64_t h;
-	uint64_t f = make_open_file(other, "f", 10, &h);
+	uint64_t f = make_open_file(sess, "f", 10, &h);
 
-	ASSERT_EQ(truncate(sess, f, 0), 0);
-	EXPECT_EQ(free_blocks(), kBlocks - 10);
-	ms_session_close(ms, other);
-	other = nullptr;
+	/* down: it gets a new epoch before it serves this metaserver again */
+	ms_session_close(ms, io);
+	io = nullptr;
+	fenced();
+	ASSERT_EQ(truncate(other, f, 0), 0);
+	EXPECT_TRUE(fenced().empty());
+	EXPECT_EQ(layout_gen(f), 1u) << "the generation moves on all the same";
 	EXPECT_EQ(free_blocks(), kBlocks);
-	uint64_t g = mkfile(1, "g");
-	EXPECT_EQ(alloc(g, kBlocks), 0);
+	ASSERT_EQ(ms_release(ms, sess, h), 0);
 }
 
-TEST_F(MsDeferTest, UnlinkAndRenameOverAnOpenFileKeepItAsAnOrphan)
+TEST_F(MsFenceTest, OrphansAreFencedAtTheirLastReleaseAndForgotten)
 {
 	uint64_t h;
 	uint64_t f = make_open_file(other, "f", 5, &h);
@@ -253,43 +307,70 @@ TEST_F(MsDeferTest, UnlinkAndRenameOverAnOpenFileKeepItAsAnOrphan)
 	EXPECT_EQ(a.nlink, 0u);
 	EXPECT_EQ(blocks_of(f), fb);
 	EXPECT_EQ(free_blocks(), kBlocks - 10);
-	/* truncating the orphan through its handle defers like any open file */
-	struct ms_setattr sa = {};
-	sa.valid = MS_SET_SIZE;
-	sa.handle = h;
-	ASSERT_EQ(ms_setattr(ms, other, &root, f, &sa, &a), 0);
-	EXPECT_EQ(free_blocks(), kBlocks - 10);
+	fenced();
 	ASSERT_EQ(ms_release(ms, other, h), 0);
 	EXPECT_EQ(ms_getattr(ms, f, &a), -ENOENT);
 	EXPECT_EQ(free_blocks(), kBlocks - 5);
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].ino, f);
+	EXPECT_EQ(ms_file_gen(ms, f), 0u) << "a removed file's generation is forgotten";
 
-	/* unlink of an open file: same orphan path */
-	uint64_t h2;
-	ASSERT_EQ(ms_open_file(ms, other, &root, g, O_RDONLY, &a, &h2), 0);
+	/* unlink of a file nobody has open: fenced and freed at once */
 	ASSERT_EQ(ms_unlink(ms, &root, 1, "f"), 0);
-	EXPECT_EQ(free_blocks(), kBlocks - 5);
-	ASSERT_EQ(ms_release(ms, other, h2), 0);
 	EXPECT_EQ(free_blocks(), kBlocks);
+	EXPECT_EQ(fenced().size(), 1u);
 }
 
-TEST_F(MsDeferTest, AfterACrashDeferredBlocksAreFreeAndStillZeroedAtReuse)
+TEST_F(MsFenceTest, ChmodOrChownThatTakesRightsAwayFences)
+{
+	uint64_t d = mkdir_(1, "d", 0777);
+	uint64_t f = mkfile(d, "f", 0644, &alice);
+	struct ms_setattr sa = {};
+	struct ms_attr a;
+
+	ASSERT_EQ(alloc(f, 2), 0);
+	fenced();
+	sa.valid = MS_SET_MODE;
+	sa.mode = 0600;
+	ASSERT_EQ(ms_setattr(ms, sess, &alice, f, &sa, &a), 0);
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].servers, std::vector<uint32_t>{ id });
+	EXPECT_EQ(free_blocks(), kBlocks - 2) << "a chmod frees nothing";
+	/* giving rights takes nothing back */
+	sa.mode = 0644;
+	ASSERT_EQ(ms_setattr(ms, sess, &alice, f, &sa, &a), 0);
+	EXPECT_TRUE(fenced().empty());
+	sa.valid = MS_SET_UID;
+	sa.uid = 0;
+	ASSERT_EQ(ms_setattr(ms, sess, &root, f, &sa, &a), 0);
+	EXPECT_EQ(fenced().size(), 1u);
+	EXPECT_EQ(layout_gen(f), 2u);
+}
+
+TEST_F(MsFenceTest, AfterACrashFreedBlocksAreFreeZeroedAtReuseAndEpochsMoveOn)
 {
 	uint64_t h;
 	uint64_t f = make_open_file(other, "f", 10, &h);
 	std::set<uint64_t> old = blocks_of(f);
-	uint64_t mark = 0;
+	uint64_t mark = 0, epoch = ms_server_epoch(ms, id);
 
+	fences.fail.insert(id);		/* killed before the fence was answered */
 	ASSERT_EQ(truncate(sess, f, 0), 0);
 	other = nullptr;	/* dies with the process */
+	io = nullptr;
 	crash_reopen();
 	ms_set_zeroer(ms, ZeroLog::fn, &zeros);
 	EXPECT_EQ(free_blocks(), kBlocks) << "the maps are rebuilt from the layouts";
 	ASSERT_EQ(ms_high_water(ms, id, &mark), 0);
 	for (uint64_t b : old)
 		EXPECT_LT(b, mark) << "a once-used block above the mark";
-
-	EXPECT_EQ(add_server("vol", kBlocks), id);
+	/* nothing is allocated on it before it registers, and then with a newer epoch */
 	uint64_t g = mkfile(1, "g");
+	EXPECT_EQ(alloc(g, 1), -EIO);
+	EXPECT_EQ(add_server("vol", kBlocks, &io), id);
+	EXPECT_GT(ms_server_epoch(ms, id), epoch);
 	std::set<uint64_t> gb;
 	ASSERT_EQ(alloc(g, kBlocks, &gb), 0);
 	std::set<uint64_t> z = zeroed();

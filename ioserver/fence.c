@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fence.c - the registration epoch and the file fences (see fence.h): a
+ * chained hash under one mutex, expired entries dropped as they are met.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "fence.h"
+
+#define FENCE_BUCKETS	4096
+
+struct fence {
+	uint64_t ino;
+	uint32_t gen;			/* refused below this */
+	int64_t until_ns;
+	struct fence *next;
+};
+
+struct fence_table {
+	_Atomic uint64_t epoch;
+	atomic_size_t count;		/* lets a check of an empty table skip the lock */
+	pthread_mutex_t mu;
+	struct fence *bucket[FENCE_BUCKETS];
+};
+
+int fence_table_create(struct fence_table **out)
+{
+	struct fence_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->mu, NULL);
+	*out = t;
+	return 0;
+}
+
+void fence_table_destroy(struct fence_table *t)
+{
+	if (!t)
+		return;
+	for (int i = 0; i < FENCE_BUCKETS; i++)
+		while (t->bucket[i]) {
+			struct fence *f = t->bucket[i];
+
+			t->bucket[i] = f->next;
+			free(f);
+		}
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+/* Raise the epoch to @epoch; never lower it. */
+static void epoch_raise(struct fence_table *t, uint64_t epoch)
+{
+	uint64_t cur = atomic_load(&t->epoch);
+
+	while (cur < epoch && !atomic_compare_exchange_weak(&t->epoch, &cur, epoch))
+		;
+}
+
+void fence_set_epoch(struct fence_table *t, uint64_t epoch)
+{
+	epoch_raise(t, epoch);
+}
+
+uint64_t fence_epoch(const struct fence_table *t)
+{
+	return atomic_load(&((struct fence_table *)t)->epoch);
+}
+
+static struct fence **slot(struct fence_table *t, uint64_t ino)
+{
+	return &t->bucket[(ino * 0x9e3779b97f4a7c15ull) >> 52];
+}
+
+/* The live fence of @ino in its chain (dropping expired ones met on the way). Under mu. */
+static struct fence *find_locked(struct fence_table *t, uint64_t ino, int64_t now_ns)
+{
+	struct fence **p = slot(t, ino), *f;
+
+	while ((f = *p)) {
+		if (f->until_ns <= now_ns) {
+			*p = f->next;
+			free(f);
+			atomic_fetch_sub(&t->count, 1);
+			continue;
+		}
+		if (f->ino == ino)
+			return f;
+		p = &f->next;
+	}
+	return NULL;
+}
+
+int fence_add(struct fence_table *t, uint64_t ino, uint32_t gen, int64_t until_ns,
+	      int64_t now_ns)
+{
+	struct fence *f;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->mu);
+	f = find_locked(t, ino, now_ns);
+	if (f) {
+		if (gen > f->gen)
+			f->gen = gen;
+		if (until_ns > f->until_ns)
+			f->until_ns = until_ns;
+	} else if (until_ns > now_ns) {
+		f = malloc(sizeof(*f));
+		if (f) {
+			struct fence **p = slot(t, ino);
+
+			f->ino = ino;
+			f->gen = gen;
+			f->until_ns = until_ns;
+			f->next = *p;
+			*p = f;
+			atomic_fetch_add(&t->count, 1);
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return ret;
+}
+
+int fence_check(struct fence_table *t, uint64_t epoch, uint64_t ino, uint32_t gen,
+		int64_t now_ns)
+{
+	struct fence *f;
+	int ret = 0;
+
+	if (epoch < atomic_load(&t->epoch))
+		return -ESTALE;
+	epoch_raise(t, epoch);
+	if (atomic_load(&t->count) == 0)
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	f = find_locked(t, ino, now_ns);
+	if (f && gen < f->gen)
+		ret = -ESTALE;
+	pthread_mutex_unlock(&t->mu);
+	return ret;
+}
+
+size_t fence_count(struct fence_table *t)
+{
+	return atomic_load(&t->count);
+}
