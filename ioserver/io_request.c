@@ -44,8 +44,8 @@
 #include <unistd.h>
 
 #include "bufpool.h"
-#include "fence.h"
 #include "cap.h"
+#include "fence.h"
 #include "frame.h"
 #include "io_request.h"
 #include "log.h"
@@ -127,6 +127,12 @@ struct io_job {
 	struct io_pool *pool;
 	struct ring *ring;
 	struct rpc_request req;
+	/*
+	 * The request's connection, held until the job is freed: sends of READ
+	 * units complete after the reply released req.conn, and give their
+	 * buffers back to this connection's share (job_buf_put).
+	 */
+	struct xport_conn *conn;
 	Rdfs__IoReq *io;
 	uint16_t op;
 	atomic_int refs;
@@ -251,6 +257,7 @@ static void job_put(struct io_job *j)
 		return;
 	if (j->io)
 		rdfs__io_req__free_unpacked(j->io, NULL);
+	xport_conn_put(j->conn);
 	free(j->units);
 	free(j->bounce);
 	free(j);
@@ -581,18 +588,18 @@ static void *job_buf_get(struct io_job *j, size_t len)
 {
 	void *buf;
 
-	if ((size_t)rpc_conn_counter_add(j->req.conn, 0) + len > j->pool->conn_share)
+	if ((size_t)rpc_conn_counter_add(j->conn, 0) + len > j->pool->conn_share)
 		return NULL;
 	buf = bufpool_get(j->pool->bufs, len);
 	if (buf)
-		rpc_conn_counter_add(j->req.conn, (long long)len);
+		rpc_conn_counter_add(j->conn, (long long)len);
 	return buf;
 }
 
 static void job_buf_put(struct io_job *j, void *buf, size_t len)
 {
 	bufpool_put(j->pool->bufs, buf, len);
-	rpc_conn_counter_add(j->req.conn, -(long long)len);
+	rpc_conn_counter_add(j->conn, -(long long)len);
 }
 
 /* Send completion of a unit, on the main loop's thread. */
@@ -1492,6 +1499,8 @@ void io_pool_submit(struct io_pool *p, const struct rpc_request *req)
 	}
 	j->pool = p;
 	j->req = *req;
+	j->conn = req->conn;
+	xport_conn_get(j->conn);
 	j->op = req->msg->hdr.opcode;
 	atomic_init(&j->refs, 2);	/* the ring's hold and the posting's */
 	atomic_init(&j->final_posted, false);

@@ -611,6 +611,7 @@ def test_ioserver_serves_others_while_a_client_never_reads(fresh_cluster):
     ext = [e for e in lay["extents"] if e["length"] >= MiB and not e["unwritten"]][0]
     cap = cap_for_extent(lay, ext)
     port = ports[ext["server"]]
+    server_pid = listener_pid(port)
     want = data[ext["offset"]:ext["offset"] + MiB]
     hostile = connect(port, secret)
     hostile.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -630,6 +631,12 @@ def test_ioserver_serves_others_while_a_client_never_reads(fresh_cluster):
     finally:
         _hang_up(hostile)
         t.join(timeout=30)
+    # its READs end when it goes (their sends cancelled): the server lives on
+    time.sleep(2)
+    assert listener_pid(port) == server_pid, "the I/O server died with the flooding client"
+    status, got = _read_once(port, secret, req)
+    assert status == 0, "READ after the flooding client left: %d" % status
+    assert_bytes_equal(want, got, "READ after the flooding client left")
     drop_cache(p)
     assert_bytes_equal(data, p.read_bytes(), "file after the flood")
 
