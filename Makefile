@@ -9,6 +9,7 @@
 #   make bench      side-by-side comparison (bench/compare; FULL=1 for the long matrix)
 #   make bench-sweep  request-size sweep against one I/O server (QUICK=1: short)
 #   make bench-vm   RDMA benchmarks inside the qemu guest
+#   make soak       the random file-operation tester, long (tests/fsx; FSX_OPS=200000)
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -56,7 +57,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
 .PHONY: all deps test test-unit test-integration test-vm demo install clean \
-        bench bench-sweep bench-vm lkm install-lkm
+        bench bench-sweep bench-vm lkm install-lkm soak
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -179,6 +180,12 @@ test-unit: $(UNIT_BINS)
 
 test-integration: all
 	python3 -m pytest -q tests/integration
+
+# The model-based random tester (tests/fsx/rdfs_fsx.py) on real mounts, at length:
+# six runs of FSX_OPS operations each (make test runs them short).
+FSX_OPS ?= 200000
+soak: all
+	RDFS_FSX_OPS=$(FSX_OPS) python3 -m pytest -q tests/integration/test_fsx.py
 
 demo: deps
 	$(MAKE) all

@@ -400,7 +400,7 @@ static void rdfs_zero_pages(struct page **pages, int from, int to)
 }
 
 /* Tries of a read or write whose capability an I/O server refused as fenced. */
-#define RDFS_IO_TRIES	3
+#define RDFS_IO_TRIES	5
 
 /* One try of rdfs_data_read(); -ESTALE: a capability was fenced. */
 static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pages,

@@ -14,7 +14,8 @@
 
 struct fence {
 	uint64_t ino;
-	uint32_t gen;			/* refused below this */
+	uint64_t epoch;			/* of the registration whose generations it counts */
+	uint32_t gen;			/* refused below this, in that epoch */
 	int64_t until_ns;
 	struct fence *next;
 };
@@ -95,25 +96,33 @@ static struct fence *find_locked(struct fence_table *t, uint64_t ino, int64_t no
 	return NULL;
 }
 
-int fence_add(struct fence_table *t, uint64_t ino, uint32_t gen, int64_t until_ns,
-	      int64_t now_ns)
+int fence_add(struct fence_table *t, uint64_t ino, uint32_t gen, uint64_t epoch,
+	      int64_t until_ns, int64_t now_ns)
 {
 	struct fence *f;
 	int ret = 0;
 
 	pthread_mutex_lock(&t->mu);
 	f = find_locked(t, ino, now_ns);
-	if (f) {
+	if (f && epoch > f->epoch) {
+		/* a new registration's generations: the old fence counted another series */
+		f->epoch = epoch;
+		f->gen = gen;
+		f->until_ns = until_ns;
+	} else if (f && epoch == f->epoch) {
 		if (gen > f->gen)
 			f->gen = gen;
 		if (until_ns > f->until_ns)
 			f->until_ns = until_ns;
+	} else if (f) {
+		/* a late fence of an older registration: its capabilities are refused anyway */
 	} else if (until_ns > now_ns) {
 		f = malloc(sizeof(*f));
 		if (f) {
 			struct fence **p = slot(t, ino);
 
 			f->ino = ino;
+			f->epoch = epoch;
 			f->gen = gen;
 			f->until_ns = until_ns;
 			f->next = *p;
@@ -140,7 +149,7 @@ int fence_check(struct fence_table *t, uint64_t epoch, uint64_t ino, uint32_t ge
 		return 0;
 	pthread_mutex_lock(&t->mu);
 	f = find_locked(t, ino, now_ns);
-	if (f && gen < f->gen)
+	if (f && epoch == f->epoch && gen < f->gen)
 		ret = -ESTALE;
 	pthread_mutex_unlock(&t->mu);
 	return ret;

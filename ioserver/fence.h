@@ -10,10 +10,12 @@
  * epoch than ours is genuine proof that the metaserver registered us again: it
  * is adopted, so a reply racing its RegisterReply is not refused.
  *
- * File fences: FENCE {ino, gen, until} refuses capabilities of @ino with a
- * layout generation below @gen until @until (CLOCK_REALTIME, compared with our
- * clock like a capability's expiry: every capability granted before the fence
- * has expired by then), so the table bounds itself.
+ * File fences: FENCE {ino, gen, epoch, until} refuses capabilities of @ino of
+ * registration @epoch with a layout generation below @gen until @until
+ * (CLOCK_REALTIME, compared with our clock like a capability's expiry: every
+ * capability granted before the fence has expired by then), so the table
+ * bounds itself. Generations start again at 0 in every epoch (a restarted
+ * metaserver forgets them): a fence of an older epoch refuses nothing newer.
  *
  * Thread-safe: the main loop adds fences, the ring threads check. A check of an
  * empty table takes no lock.
@@ -33,9 +35,9 @@ void fence_table_destroy(struct fence_table *t);
 void fence_set_epoch(struct fence_table *t, uint64_t epoch);
 uint64_t fence_epoch(const struct fence_table *t);
 
-/* Refuse generations of @ino below @gen until @until_ns. 0 or -ENOMEM. */
-int fence_add(struct fence_table *t, uint64_t ino, uint32_t gen, int64_t until_ns,
-	      int64_t now_ns);
+/* Refuse generations of @ino below @gen in @epoch until @until_ns. 0 or -ENOMEM. */
+int fence_add(struct fence_table *t, uint64_t ino, uint32_t gen, uint64_t epoch,
+	      int64_t until_ns, int64_t now_ns);
 
 /* 0 if a genuine capability of @epoch, @ino, @gen may be served at @now_ns; else -ESTALE. */
 int fence_check(struct fence_table *t, uint64_t epoch, uint64_t ino, uint32_t gen,

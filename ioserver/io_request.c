@@ -1028,8 +1028,8 @@ static void read_start(struct io_job *j)
  * The fence's reply leaves before the metaserver frees the blocks, and a new
  * owner's ZERO or WRITE of them queues behind this lock: so a job that holds
  * the lock unfenced is done with the blocks before they change hands, and one
- * that takes it later sees the fence here. Replies -ESTALE to a job that has
- * not answered yet.
+ * that takes it later sees the fence here. Replies -ESTALE (never called for
+ * a job that has answered already).
  */
 static bool job_fenced(struct io_job *j)
 {
@@ -1038,8 +1038,7 @@ static bool job_fenced(struct io_job *j)
 	if (!j->pool->fences ||
 	    !fence_check(j->pool->fences, cap->epoch, cap->ino, cap->gen, cap_now_ns()))
 		return false;
-	if (!j->acked)
-		rpc_server_reply_error(&j->req, -ESTALE, "capability fenced: fetch the layout again");
+	rpc_server_reply_error(&j->req, -ESTALE, "capability fenced: fetch the layout again");
 	return true;
 }
 
@@ -1071,8 +1070,8 @@ static void verifier_change(struct io_pool *p)
 	if (auth_random(&v, sizeof(v)))
 		v = atomic_load(&p->verifier) + 0x9e3779b97f4a7c15ull;
 	atomic_store(&p->verifier, v);
-	log_error("an acknowledged write-back write was lost (a disk error, or its capability "
-		  "was fenced); new write verifier %016llx", (unsigned long long)v);
+	log_error("an acknowledged write-back write was lost; new write verifier %016llx",
+		  (unsigned long long)v);
 }
 
 static void write_done(struct io_job *j)
@@ -1092,8 +1091,6 @@ static void write_done(struct io_job *j)
 	j->locked = false;
 	if (err == -ESTALE) {
 		/* fenced (job_fenced() answered it): nothing was written */
-		if (j->acked)
-			verifier_change(p);
 	} else if (err) {
 		log_error("volume write of %u bytes at block %llu+%u failed: %s", io->length,
 			  (unsigned long long)io->first_block, io->head, strerror(-err));
@@ -1159,8 +1156,12 @@ static void write_locked(struct io_job *j)
 	int flags = io->stable ? RWF_DSYNC : 0;
 	uint32_t full;
 
-	if (job_fenced(j)) {
-		/* an acknowledged write-back WRITE is lost: write_done changes the verifier */
+	/*
+	 * An acknowledged write-back WRITE was admitted before any fence and has
+	 * been in line for its blocks since: it lands before a new owner's ZERO
+	 * of them (which then wipes it), so it is never dropped here.
+	 */
+	if (!j->acked && job_fenced(j)) {
 		j->err = -ESTALE;
 		write_done(j);
 		return;

@@ -120,10 +120,10 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	if (server_id_get(r->id, &old_id) == 0 && old_id != reply->server_id)
 		log_warn("metaserver changed this server's id from %u to %u", old_id,
 			 reply->server_id);
-	server_id_set(r->id, reply->server_id);
-	/* every capability of an earlier registration (or metaserver) is fenced */
+	/* every capability of an earlier registration (or metaserver) is fenced, before we serve */
 	if (r->fences)
 		fence_set_epoch(r->fences, reply->epoch);
+	server_id_set(r->id, reply->server_id);
 	log_info("registered with metaserver %s as server %u (url %s, %llu blocks%s)",
 		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks,
 		 r->pristine ? ", pristine" : "");

@@ -120,7 +120,8 @@ static void ios_fence(struct ios_server *s, struct rpc_request *req)
 		return;
 	}
 	for (size_t i = 0; i < m->n_fences && !ret; i++)
-		ret = fence_add(s->fences, m->fences[i]->ino, m->fences[i]->gen, m->until_ns, now);
+		ret = fence_add(s->fences, m->fences[i]->ino, m->fences[i]->gen, m->epoch,
+				m->until_ns, now);
 	rdfs__fence_req__free_unpacked(m, NULL);
 	rpc_server_reply(req, ret, NULL, NULL, 0);
 }

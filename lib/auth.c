@@ -78,14 +78,48 @@ int auth_secret_load(const char *path, struct auth_secret *out)
 	return err;
 }
 
+/*
+ * Write @len bytes of @text to a new file @path of mode 0600, synced; never
+ * over an existing file (-EEXIST): the cluster depends on a key once made.
+ * A failure leaves no file behind.
+ */
+static int write_private(const char *path, const char *text, size_t len)
+{
+	size_t off = 0;
+	ssize_t n;
+	int fd, err = 0;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0600) < 0)
+		err = -errno;
+	while (!err && off < len) {
+		n = write(fd, text + off, len - off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (err)
+		unlink(path);
+	return err;
+}
+
 int auth_secret_generate(const char *path)
 {
 	static const char hex[] = "0123456789abcdef";
 	uint8_t raw[32];
 	char text[2 * sizeof(raw) + 1];
-	size_t i, off = 0;
-	ssize_t n;
-	int fd, err;
+	size_t i;
+	int err;
 
 	err = auth_random(raw, sizeof(raw));
 	if (err)
@@ -96,35 +130,7 @@ int auth_secret_generate(const char *path)
 	}
 	text[2 * sizeof(raw)] = '\n';
 	OPENSSL_cleanse(raw, sizeof(raw));
-
-	/* Never overwrite a secret: the whole cluster depends on it. */
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (fchmod(fd, 0600) < 0) {
-		err = -errno;
-		goto out_close;
-	}
-	while (off < sizeof(text)) {
-		n = write(fd, text + off, sizeof(text) - off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto out_close;
-		}
-		off += (size_t)n;
-	}
-	if (fsync(fd) < 0)
-		err = -errno;
-out_close:
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (err)
-		unlink(path);
-out:
+	err = write_private(path, text, sizeof(text));
 	OPENSSL_cleanse(text, sizeof(text));
 	return err;
 }
@@ -399,9 +405,8 @@ int auth_node_key_write(const char *path, const char *node_id, const struct auth
 {
 	static const char digits[] = "0123456789abcdef";
 	char text[AUTH_ID_MAX + sizeof(node_file_magic) + 2 * AUTH_SECRET_MAX + 4];
-	size_t off, done = 0;
-	ssize_t n;
-	int fd, err = 0;
+	size_t off;
+	int err;
 
 	if (node_id_check(node_id) || key->len != AUTH_MAC_LEN)
 		return -EINVAL;
@@ -411,28 +416,7 @@ int auth_node_key_write(const char *path, const char *node_id, const struct auth
 		text[off++] = digits[key->key[i] & 15];
 	}
 	text[off++] = '\n';
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	while (done < off) {
-		n = write(fd, text + done, off - done);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			break;
-		}
-		done += (size_t)n;
-	}
-	if (!err && fsync(fd) < 0)
-		err = -errno;
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (err)
-		unlink(path);
-out:
+	err = write_private(path, text, off);
 	OPENSSL_cleanse(text, sizeof(text));
 	return err;
 }

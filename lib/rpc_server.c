@@ -28,8 +28,10 @@
 /* What an unauthenticated peer may have delivered at once: its AuthResponse. */
 #define RPC_PREAUTH_REQS	2
 /*
- * A peer whose replies have stayed queued (over half of RPC_SERVER_TX_QUEUE_MAX,
- * not shrinking) this long is not reading them: closed, its memory returned.
+ * A peer whose queued replies have not shrunk for this long is not reading
+ * them (or reads a byte now and then): closed, its memory and whatever it
+ * holds of the server's (buffers, range locks) returned. A peer that reads
+ * at all shrinks its queue within a second now and then.
  */
 #define RPC_STALL_CLOSE_MS	60000
 #define RPC_STALL_CHECK_MS	1000
@@ -288,10 +290,7 @@ void rpc_server_set_conn_budget(struct rpc_server *s, unsigned int max_reqs, uin
 	s->budget_bytes = max_bytes ? max_bytes : RPC_INFLIGHT_BYTES;
 }
 
-/*
- * Close peers that stopped reading: their replies stay queued above half the
- * bound for RPC_STALL_CLOSE_MS while their input is paused. Main loop.
- */
+/* Close peers that stopped reading their replies (RPC_STALL_CLOSE_MS). Main loop. */
 static void close_stalled(struct rpc_server *s, int64_t now)
 {
 	struct rpc_session *ss;
@@ -305,7 +304,7 @@ static void close_stalled(struct rpc_server *s, int64_t now)
 		if (!ss->authed || ss->rejected)
 			continue;
 		q = xport_conn_queued_bytes(ss->conn);
-		if (q <= RPC_SERVER_TX_QUEUE_MAX / 2 || q < ss->stall_queued) {
+		if (q == 0 || q < ss->stall_queued) {
 			ss->stall_since_ms = 0;	/* it reads: nothing to hold against it */
 		} else if (!ss->stall_since_ms) {
 			ss->stall_since_ms = now;

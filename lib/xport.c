@@ -284,6 +284,9 @@ static void rx_budget_release(struct xport_conn *conn, uint64_t bytes)
 
 	atomic_fetch_sub(&conn->rx_msgs, 1);
 	atomic_fetch_sub(&conn->rx_bytes, bytes);
+	/* a closed connection reads nothing more; its context may be gone already */
+	if (atomic_load(&conn->closing))
+		return;
 	if (!atomic_load(&conn->rx_starved) || !rx_budget_half(conn) ||
 	    !atomic_exchange(&conn->rx_starved, 0))
 		return;

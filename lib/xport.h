@@ -154,7 +154,8 @@ void xport_conn_set_rx_limits(struct xport_conn *conn, uint32_t max_body, uint32
  * read while the budget is used up, so a peer that sends faster than it is
  * served costs at most this plus one read's worth of bytes; delivery resumes
  * when half is freed. Set it before the first message is delivered (progress
- * thread). The RDMA module bounds intake with its receive credits instead.
+ * thread). Only the TCP module honours it so far: over RDMA, rpc_server's own
+ * pause (1024 requests / 64 MiB handed out and not done) is the bound.
  */
 void xport_conn_set_rx_budget(struct xport_conn *conn, unsigned int max_msgs,
 			      uint64_t max_bytes);

@@ -50,6 +50,10 @@
 /* iovecs gathered per sendmsg from the queue (IOV_MAX is 1024). */
 #define TCP_TX_IOV		256
 #define TCP_LISTEN_BACKLOG	1024
+/* Keepalive: a silent dead peer is found after IDLE + INTVL * CNT seconds (30). */
+#define TCP_KEEPALIVE_IDLE_S	15
+#define TCP_KEEPALIVE_INTVL_S	5
+#define TCP_KEEPALIVE_CNT	3
 /* Unsent remainders up to this size are copied into the queue entry itself. */
 #define TCP_TX_INLINE		(64 * 1024)
 
@@ -152,8 +156,18 @@ static void sockbuf_probe(void)
 static void tcp_tune_socket(int fd)
 {
 	int one = 1, len = TCP_SOCKBUF_LEN;
+	int idle = TCP_KEEPALIVE_IDLE_S, intvl = TCP_KEEPALIVE_INTVL_S, cnt = TCP_KEEPALIVE_CNT;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/*
+	 * A peer whose host died or was cut off sends no FIN: without probes its
+	 * connection would look alive for ever (an I/O server's registration
+	 * would never go down, and its restarted process would be refused).
+	 */
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 	pthread_once(&sockbuf_once, sockbuf_probe);
 	if (sockbuf_ok) {
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &len, sizeof(len));

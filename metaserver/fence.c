@@ -174,12 +174,15 @@ void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t 
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		int j;
+		int j, told;
 
 		for (j = 0; j < ns && servers[j] != e[i].server_id; j++)
 			;
+		/* down servers need no fence: they get a new epoch before serving again */
+		told = j < ns ? status[j] == 0 : !ms->fence || !registry_is_up(&ms->reg,
+									      e[i].server_id);
 		/* not told: its blocks wait for its next registration (a new epoch) */
-		if (j < ns && status[j] && registry_hold(&ms->reg, e[i].server_id, &e[i], 1) == 0)
+		if (!told && registry_hold(&ms->reg, e[i].server_id, &e[i], 1) == 0)
 			continue;
 		alloc_free(&ms->alloc, e[i].server_id, e[i].block, e[i].count);
 	}

@@ -296,7 +296,8 @@ struct ms_node {
  * Add node @name or change it (servers only: -EPERM). @new_key, a revoked or
  * an unknown node starts a new generation; @policy (NULL: keep; a new node
  * gets root squash) replaces the squash policy. *@out: the node now.
- * -EINVAL for a bad name or policy.
+ * -EINVAL for a bad name or policy, -EKEYREVOKED to change a revoked node
+ * without a new key.
  */
 int ms_node_set(struct ms *ms, struct ms_session *s, const char *name, int new_key,
 		const struct ms_squash *policy, struct ms_node *out);

@@ -146,6 +146,11 @@ int ms_node_set(struct ms *ms, struct ms_session *s, const char *name, int new_k
 		return -EINVAL;
 	pthread_mutex_lock(&t->mu);
 	cur = node_find(t, name);
+	if (cur && cur->revoked && !new_key) {
+		/* only a new key lets a revoked node back in */
+		ret = -EKEYREVOKED;
+		goto out;
+	}
 	if (cur) {
 		tmp = *cur;
 	} else {

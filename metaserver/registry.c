@@ -83,6 +83,9 @@ static struct ms_ioserver *server_insert(struct ms_registry *r, const struct ms_
 	return &r->servers[i];
 }
 
+/* The last registration epoch handed out (registry.c), persisted with each. */
+static const uint8_t key_epoch[] = { MS_TAG_COUNTER, 'e', 'p', 'o', 'c', 'h' };
+
 int registry_load(struct ms *ms)
 {
 	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
@@ -109,6 +112,16 @@ int registry_load(struct ms *ms)
 		}
 	}
 	leveldb_iter_destroy(it);
+	if (!ret) {
+		char *ev;
+		size_t el;
+
+		if (ns_get(ms, key_epoch, sizeof(key_epoch), &ev, &el) == 0) {
+			if (el == 8)
+				ms->reg.last_epoch = get_le64((uint8_t *)ev);
+			leveldb_free(ev);
+		}
+	}
 	return ret;
 }
 
@@ -241,13 +254,28 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	snprintf(tmp.url, sizeof(tmp.url), "%s", url);
 	snprintf(tmp.name, sizeof(tmp.name), "%s", name);
 	tmp.capacity = capacity_blocks;
+	/*
+	 * A new epoch per registration, larger than every earlier one, across
+	 * restarts too: the clock, but never below the last one handed out (a
+	 * clock stepped back must not make a server refuse every capability).
+	 */
+	tmp.epoch = (uint64_t)cap_now_ns();
+	if (tmp.epoch <= r->last_epoch)
+		tmp.epoch = r->last_epoch + 1;
 
+	b = leveldb_writebatch_create();
+	{
+		uint8_t ev[8];
+
+		put_le64(ev, tmp.epoch);
+		leveldb_writebatch_put(b, (const char *)key_epoch, sizeof(key_epoch),
+				       (char *)ev, 8);
+	}
 	if (!s || strcmp(s->url, tmp.url) || strcmp(s->name, tmp.name) ||
 	    s->capacity != tmp.capacity) {
 		uint8_t idv[4];
 		size_t ukl;
 
-		b = leveldb_writebatch_create();
 		leveldb_writebatch_put(b, (char *)k, key_server(k, tmp.id), (char *)v,
 				       server_encode(&tmp, v));
 		k[0] = MS_TAG_UUID;
@@ -257,25 +285,18 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		leveldb_writebatch_put(b, (char *)k, ukl, (char *)idv, 4);
 		if (!s)
 			high_water_put(b, tmp.id, mark);
-		ret = ns_write(ms, b);
-		leveldb_writebatch_destroy(b);
-		if (ret)
-			goto out;
 	}
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+	if (ret)
+		goto out;
+	r->last_epoch = tmp.epoch;
 	ret = alloc_set_capacity(&ms->alloc, tmp.id, capacity_blocks);
 	if (ret)
 		goto out;
 	if (!s)
 		alloc_high_water_set(&ms->alloc, tmp.id, mark);
 	tmp.up = sess;
-	/*
-	 * A new epoch per registration, larger than every earlier one (across
-	 * restarts too, by the clock): the server refuses older capabilities.
-	 */
-	tmp.epoch = (uint64_t)cap_now_ns();
-	if (tmp.epoch <= r->last_epoch)
-		tmp.epoch = r->last_epoch + 1;
-	r->last_epoch = tmp.epoch;
 	if (s) {
 		/* what its old registration missed can no longer be reached: free it */
 		for (size_t i = 0; i < s->nheld; i++)

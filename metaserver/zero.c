@@ -357,13 +357,17 @@ void ms_zeroer_fence(void *arg, const uint32_t *servers, size_t n, uint64_t ino,
 	/* every capability granted so far has expired by then (a second of slack) */
 	req.until_ns = cap_now_ns() + z->cap_lifetime_ns + 1000000000ll;
 	/* all at once, then waited for: a file's blocks are usually on several servers */
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		/* packed at the start: each server's request has its own epoch */
+		req.epoch = ms_server_epoch(z->ms, servers[i]);
 		status[i] = fence_start(z, servers[i], &req, &conns[i], &pend[i]);
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (status[i] == 0)
 			status[i] = fence_finish(z, &conns[i], pend[i]);
 		/* the server restarted since this connection was made: once more */
 		if (status[i] == -ENOTCONN) {
+			req.epoch = ms_server_epoch(z->ms, servers[i]);
 			status[i] = fence_start(z, servers[i], &req, &conns[i], &pend[i]);
 			if (status[i] == 0)
 				status[i] = fence_finish(z, &conns[i], pend[i]);

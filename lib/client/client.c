@@ -235,13 +235,20 @@ static int ms_conn(struct rdfs_client *c, struct rdfs_conn **out)
 }
 
 /*
+ * How long a call waits for a restarted metaserver's I/O servers: longer than
+ * its default startup_wait (30 s), after which it allocates on those it has.
+ */
+#define RDFS_NOT_READY_MS	45000
+
+/*
  * A metaserver that has just started answers -EAGAIN while its I/O servers
- * register again (it did nothing): wait and ask again, as for a lost
- * connection, for up to the reconnect wait. 1: ask again.
+ * register again (it did nothing): wait and ask again, for up to the longer
+ * of the reconnect wait and RDFS_NOT_READY_MS. 1: ask again.
  */
 static int ms_retry_not_ready(struct rdfs_client *c, int ret, int64_t *deadline, int *delay_ms)
 {
-	int wait = c->opts.reconnect_ms > 0 ? c->opts.reconnect_ms : RDFS_RECONNECT_MS;
+	int wait = c->opts.reconnect_ms > RDFS_NOT_READY_MS ? c->opts.reconnect_ms
+							     : RDFS_NOT_READY_MS;
 	struct timespec ts;
 	int64_t now, left;
 

@@ -376,8 +376,11 @@ int io_reply_verifier(const struct rpc_reply *reply, uint64_t *verifier);
  * layout and ask again.
  */
 int io_cap_error(int err);
-/* Tries of an I/O whose capability is refused, each with a fresh layout. */
-#define IO_TRIES	3
+/*
+ * Tries of an I/O whose capability is refused, each with a fresh layout: a
+ * file that others truncate or close after appending is fenced often.
+ */
+#define IO_TRIES	5
 /*
  * An I/O of [@start, @end) of @in failed with @err: forget what the layout
  * cache holds of it (all of the file for -ESTALE: its generation moved on)

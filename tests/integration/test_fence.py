@@ -15,7 +15,7 @@ import os
 import signal
 
 import rdfswire as w
-from conftest import MiB, listener_pid, wait_until
+from conftest import MiB, drop_cache, listener_pid, wait_until
 from test_trust import (cap_fields, client_secret, connect, ino_of, io_read_req,
                         ioserver_ports, layout, server_key, write_file)
 
@@ -145,10 +145,35 @@ def test_a_metaserver_restart_fences_every_capability_issued_before(fresh_cluste
         assert f.read() == b"r" * MiB
 
 
+def test_a_file_fenced_before_a_metaserver_restart_reads_after_it(fresh_cluster):
+    """Generations start again with a restarted metaserver: old fences must not refuse them."""
+    c = fresh_cluster
+    path = c.mnt / "f"
+    write_file(path, b"a" * MiB)
+    os.truncate(path, 4096)             # fenced: generation 1 on its servers
+    write_file(c.mnt / "g", b"g" * MiB)
+    with open(path, "r+b") as f:
+        f.write(b"b" * 4096)
+        os.fsync(f.fileno())
+    saved = c.kill9(c.port)
+    c.restart(saved)
+    c.wait_servers_up()
+    drop_cache(path)
+    with open(path, "rb") as f:
+        assert f.read() == b"b" * 4096
+    with open(path, "r+b") as f:         # and written, and fenced again
+        f.write(b"c" * 8192)
+        os.fsync(f.fileno())
+    os.truncate(path, 4096)
+    drop_cache(path)
+    with open(path, "rb") as f:
+        assert f.read() == b"c" * 4096
+
+
 def test_only_the_metaserver_may_fence(cluster):
     c = cluster
     body = (w.field_bytes(1, w.field_varint(1, 12345) + w.field_varint(2, 7))
-            + w.field_varint(2, 1 << 62))
+            + w.field_varint(2, 1 << 62) + w.field_varint(3, 1))
     io = connect(c.ioserver_port(0), client_secret(c))
     try:
         assert io.request(69, body)[0] == -errno.EPERM

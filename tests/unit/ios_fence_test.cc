@@ -40,7 +40,7 @@ TEST_F(Fence, OlderEpochsAreRefusedANewerOneIsAdopted)
 
 TEST_F(Fence, AFileFenceRefusesOlderGenerationsOfThatFileOnly)
 {
-	ASSERT_EQ(fence_add(t_, 7, 3, kNow + 600 * kSec, kNow), 0);
+	ASSERT_EQ(fence_add(t_, 7, 3, 0, kNow + 600 * kSec, kNow), 0);
 	EXPECT_EQ(fence_count(t_), 1u);
 	EXPECT_EQ(fence_check(t_, 0, 7, 2, kNow), -ESTALE);
 	EXPECT_EQ(fence_check(t_, 0, 7, 0, kNow), -ESTALE);
@@ -51,22 +51,41 @@ TEST_F(Fence, AFileFenceRefusesOlderGenerationsOfThatFileOnly)
 
 TEST_F(Fence, FencesOnlyTightenAndExpireWithTheCapabilitiesTheyRefuse)
 {
-	ASSERT_EQ(fence_add(t_, 7, 5, kNow + 10 * kSec, kNow), 0);
-	ASSERT_EQ(fence_add(t_, 7, 3, kNow + 20 * kSec, kNow), 0);	/* a late, older one */
+	ASSERT_EQ(fence_add(t_, 7, 5, 0, kNow + 10 * kSec, kNow), 0);
+	ASSERT_EQ(fence_add(t_, 7, 3, 0, kNow + 20 * kSec, kNow), 0);	/* a late, older one */
 	EXPECT_EQ(fence_check(t_, 0, 7, 4, kNow), -ESTALE) << "a fence was loosened";
 	EXPECT_EQ(fence_check(t_, 0, 7, 4, kNow + 15 * kSec), -ESTALE) << "expiry shortened";
 	/* once every capability it refuses has expired, it goes */
 	EXPECT_EQ(fence_check(t_, 0, 7, 4, kNow + 20 * kSec), 0);
 	EXPECT_EQ(fence_count(t_), 0u);
 	/* an already expired fence is not kept at all */
-	ASSERT_EQ(fence_add(t_, 9, 1, kNow - 1, kNow), 0);
+	ASSERT_EQ(fence_add(t_, 9, 1, 0, kNow - 1, kNow), 0);
 	EXPECT_EQ(fence_count(t_), 0u);
+}
+
+/* Generations start again in every epoch (a restarted metaserver forgets them). */
+TEST_F(Fence, AFenceCountsTheGenerationsOfItsOwnEpochOnly)
+{
+	fence_set_epoch(t_, 100);
+	ASSERT_EQ(fence_add(t_, 7, 4, 100, kNow + 600 * kSec, kNow), 0);
+	EXPECT_EQ(fence_check(t_, 100, 7, 3, kNow), -ESTALE);
+	/* the metaserver restarted: epoch 200, the file's generation is 0 again */
+	fence_set_epoch(t_, 200);
+	EXPECT_EQ(fence_check(t_, 200, 7, 0, kNow), 0) << "an old epoch's fence refused a new one";
+	EXPECT_EQ(fence_check(t_, 100, 7, 9, kNow), -ESTALE) << "the old epoch itself";
+	/* the new run fences the file: its series replaces the old one */
+	ASSERT_EQ(fence_add(t_, 7, 1, 200, kNow + 600 * kSec, kNow), 0);
+	EXPECT_EQ(fence_check(t_, 200, 7, 0, kNow), -ESTALE);
+	EXPECT_EQ(fence_check(t_, 200, 7, 1, kNow), 0);
+	/* a late fence of the old epoch changes nothing */
+	ASSERT_EQ(fence_add(t_, 7, 9, 100, kNow + 600 * kSec, kNow), 0);
+	EXPECT_EQ(fence_check(t_, 200, 7, 1, kNow), 0);
 }
 
 TEST_F(Fence, ManyFilesManyFences)
 {
 	for (uint64_t ino = 1; ino <= 20000; ino++)
-		ASSERT_EQ(fence_add(t_, ino, 2, kNow + kSec, kNow), 0);
+		ASSERT_EQ(fence_add(t_, ino, 2, 0, kNow + kSec, kNow), 0);
 	EXPECT_EQ(fence_count(t_), 20000u);
 	for (uint64_t ino = 1; ino <= 20000; ino += 997) {
 		EXPECT_EQ(fence_check(t_, 0, ino, 1, kNow), -ESTALE);

@@ -172,6 +172,11 @@ static int node_run(struct tool *t, int argc, char **argv)
 		}
 		ret = rdfs_node_set(t->client, name, adding || new_key, policy,
 				    squash < 0 ? 1 : squash, anonuid, anongid, &n);
+		if (ret == -EKEYREVOKED) {
+			fprintf(stderr, "rdfs node: %s is revoked; `rdfs node add %s` lets it back "
+				"in with a new key\n", name, name);
+			return TOOL_FAIL;
+		}
 		if (ret)
 			return tool_error("node", sub, ret);
 		if (adding || new_key) {
