@@ -836,6 +836,16 @@ static void rdfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	reply_status(req, rdfs_fsync(fi_file(fi), datasync));
 }
 
+static void rdfs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			      off_t length, struct fuse_file_info *fi)
+{
+	if (offset < 0 || length <= 0) {
+		reply_status(req, -EINVAL);
+		return;
+	}
+	reply_status(req, rdfs_fallocate(fi_file(fi), mode, (uint64_t)offset, (uint64_t)length));
+}
+
 static void rdfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	reply_status(req, rdfs_release(fi_file(fi)));
@@ -862,6 +872,7 @@ const struct fuse_lowlevel_ops rdfs_fuse_ops = {
 	.flush		= rdfs_op_flush,
 	.release	= rdfs_op_release,
 	.fsync		= rdfs_op_fsync,
+	.fallocate	= rdfs_op_fallocate,
 	.opendir	= rdfs_op_opendir,
 	.readdir	= rdfs_op_readdir,
 	.releasedir	= rdfs_op_releasedir,

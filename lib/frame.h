@@ -85,6 +85,7 @@ enum rdfs_op {
 	RDFS_OP_NODE_SET	= 39,	/* servers only: add a client node or change its policy */
 	RDFS_OP_NODE_REVOKE	= 40,	/* servers only: refuse a node's key from now on */
 	RDFS_OP_NODE_LIST	= 41,	/* servers only */
+	RDFS_OP_PUNCH		= 42,	/* fallocate PUNCH_HOLE: whole blocks leave a file */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

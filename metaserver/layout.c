@@ -142,25 +142,30 @@ static void chunks_free(struct chunk *cs, size_t n)
 
 /* ---------------------------------------------------------------- truncate */
 
-/* Remove the blocks of @in past byte @size (with @unwritten_only, only unwritten ones). */
-static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
-		      int unwritten_only, struct ms_freelist *f)
+/*
+ * Remove the blocks [@lo, @hi) of @in (block numbers in the file; with
+ * @unwritten_only, only unwritten ones), splitting the extents that cross
+ * either end. Their blocks go to @f.
+ */
+static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t lo,
+		      uint64_t hi, int unwritten_only, struct ms_freelist *f)
 {
-	uint64_t cs = in->chunk_size / BLK, keep = (size + BLK - 1) / BLK;
+	uint64_t cs = in->chunk_size / BLK;
 	uint8_t k[MS_KEY_MAX];
 	size_t plen = key_prefix(k, MS_TAG_LAYOUT, in->ino);
 	leveldb_iterator_t *it;
 	struct chunk c = { 0 };
+	struct ms_ext *out = NULL;
 	int ret = 0;
 
 	if (cs == 0)
 		return -EIO;
 	f->ino = in->ino;
 	/* no blocks, no chunk records (see ns_inode_purge): skip the scan */
-	if (in->blocks == 0)
+	if (in->blocks == 0 || lo >= hi)
 		return 0;
 	it = leveldb_create_iterator(ms->db, ms->ropts);
-	for (leveldb_iter_seek(it, (char *)k, key_layout(k, in->ino, keep / cs));
+	for (leveldb_iter_seek(it, (char *)k, key_layout(k, in->ino, lo / cs));
 	     leveldb_iter_valid(it); leveldb_iter_next(it)) {
 		size_t kl, vl;
 		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
@@ -171,39 +176,56 @@ static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 		if (kl != plen + 8 || memcmp(key, k, plen))
 			break;
 		c.idx = get_be64(key + plen);
+		base = c.idx * cs;
+		if (base >= hi)
+			break;
 		v = leveldb_iter_value(it, &vl);
 		ret = chunk_parse(&c, v, vl);
 		if (ret)
 			break;
-		base = c.idx * cs;
+		/* one extent may cross both ends: room for it to become two */
+		free(out);
+		out = malloc(((size_t)c.n + 1) * sizeof(*out));
+		if (!out) {
+			ret = -ENOMEM;
+			break;
+		}
 		for (int i = 0; i < c.n; i++) {
 			struct ms_ext e = c.e[i];
-			uint64_t s = base + e.off;
+			uint64_t s = base + e.off, t = s + e.count;
+			uint64_t a = s > lo ? s : lo, z = t < hi ? t : hi;
 
-			if (s + e.count <= keep ||
-			    (unwritten_only && !(e.flags & MS_EXT_UNWRITTEN))) {
-				c.e[j++] = e;
-			} else if (s >= keep) {
-				freelist_add(f, e.server_id, e.block, e.count);
-				in->blocks -= e.count;
-				changed = 1;
-			} else {
-				uint32_t cut = (uint32_t)(keep - s);
+			if (a >= z || (unwritten_only && !(e.flags & MS_EXT_UNWRITTEN))) {
+				out[j++] = e;		/* untouched */
+				continue;
+			}
+			freelist_add(f, e.server_id, e.block + (a - s), z - a);
+			in->blocks -= z - a;
+			changed = 1;
+			if (s < a) {			/* the head stays */
+				struct ms_ext h = e;
 
-				freelist_add(f, e.server_id, e.block + cut, e.count - cut);
-				in->blocks -= e.count - cut;
-				e.count = cut;
-				c.e[j++] = e;
-				changed = 1;
+				h.count = (uint32_t)(a - s);
+				out[j++] = h;
+			}
+			if (z < t) {			/* the tail stays */
+				struct ms_ext tl = e;
+
+				tl.off = e.off + (uint32_t)(z - s);
+				tl.block = e.block + (z - s);
+				tl.count = (uint32_t)(t - z);
+				out[j++] = tl;
 			}
 		}
 		/* a trim that finds nothing to free writes nothing */
 		if (changed) {
+			memcpy(c.e, out, (size_t)j * sizeof(*out));
 			c.n = j;
 			chunk_store(b, in->ino, &c);
 		}
 	}
 	leveldb_iter_destroy(it);
+	free(out);
 	free(c.e);
 	return ret;
 }
@@ -211,14 +233,15 @@ static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,
 		    struct ms_freelist *f)
 {
-	return layout_cut(ms, b, in, size, 0, f);
+	return layout_cut(ms, b, in, (size + BLK - 1) / BLK, UINT64_MAX, 0, f);
 }
 
 int layout_trim_unwritten(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
 			  struct ms_freelist *f)
 {
-	return layout_cut(ms, b, in, in->size, 1, f);
+	return layout_cut(ms, b, in, (in->size + BLK - 1) / BLK, UINT64_MAX, 1, f);
 }
+
 
 int layout_rebuild_bitmaps(struct ms *ms)
 {
@@ -978,6 +1001,55 @@ out:
 		leveldb_writebatch_destroy(b);
 	chunks_free(cc.c, cc.n);
 	free(rs);
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- punch */
+
+int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	     uint64_t off, uint64_t len, uint64_t handle, struct ms_attr *out)
+{
+	struct ms_freelist f = { 0 };
+	struct ms_lockset ls;
+	struct ms_inode *in = malloc(sizeof(*in));
+	leveldb_writebatch_t *b = NULL;
+	uint64_t lo, hi;
+	uint32_t rights;
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	if (len == 0 || off > MS_MAX_FILE_BYTES || len > MS_MAX_FILE_BYTES - off) {
+		free(in);
+		return -EINVAL;
+	}
+	/* whole blocks only: the caller zeroes the bytes of partial ones */
+	lo = (off + BLK - 1) / BLK;
+	hi = (off + len) / BLK;
+	lockset_init(&ls);
+	lockset_add(&ls, ino);
+	lockset_lock(&ms->locks, &ls);
+	ret = ns_inode_get(ms, ino, in);
+	if (!ret)
+		ret = file_access(in, s, cr, handle, 1, &rights);
+	if (ret)
+		goto out;
+	b = leveldb_writebatch_create();
+	ret = layout_cut(ms, b, in, lo, hi, 0, &f);
+	if (ret)
+		goto out;
+	in->mtime_ns = in->ctime_ns = ns_now();
+	ns_inode_put(b, in);
+	ret = ns_write(ms, b);
+	if (!ret)
+		ns_attr_from_inode(in, out);
+out:
+	if (b)
+		leveldb_writebatch_destroy(b);
+	/* fenced first, then free (fence.c) */
+	freelist_release(ms, &f, ret == 0);
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret;

@@ -240,6 +240,15 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	      uint64_t off, uint64_t len, int allocate, uint64_t handle, struct ms_layout *out);
 void ms_layout_free(struct ms_layout *l);
 
+/*
+ * FALLOC_FL_PUNCH_HOLE: the whole blocks inside [@off, @off + @len) leave the
+ * file (fenced, then free); they read as zeros. The size is kept; the caller
+ * zeroes the bytes of the partial blocks at either end itself. Needs write
+ * access (or a writing @handle of @s).
+ */
+int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	     uint64_t off, uint64_t len, uint64_t handle, struct ms_attr *out);
+
 /* A byte range of a file, block-aligned (COMMIT rounds it out to blocks). */
 struct ms_range {
 	uint64_t offset;

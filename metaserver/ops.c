@@ -560,6 +560,18 @@ out:
 	FREE(rdfs__commit_req);
 }
 
+static void op_punch(struct op_call *c)
+{
+	UNPACK(Rdfs__PunchReq, rdfs__punch_req, "PunchReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_attr(c, ms_punch(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length,
+				       m->handle, &a), &a);
+	FREE(rdfs__punch_req);
+}
+
 static void op_register(struct op_call *c)
 {
 	UNPACK(Rdfs__RegisterReq, rdfs__register_req, "RegisterReq");
@@ -723,6 +735,7 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_NODE_SET] = op_node_set,
 	[RDFS_OP_NODE_REVOKE] = op_node_revoke,
 	[RDFS_OP_NODE_LIST] = op_node_list,
+	[RDFS_OP_PUNCH] = op_punch,
 };
 
 int ops_is_admin(uint16_t op)

@@ -132,6 +132,17 @@ int rdfs_lookup(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 		const char *name, struct stat *st);
 int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, struct stat *st);
 /* @f may be NULL; with it, a size change also updates the open file's state. */
+/*
+ * fallocate(2) on an open file: mode 0 and FALLOC_FL_KEEP_SIZE allocate the
+ * range's blocks (reading as zeros; mode 0 extends the size), PUNCH_HOLE |
+ * KEEP_SIZE makes the range read as zeros and frees its whole blocks at once,
+ * ZERO_RANGE does the same and extends the size unless KEEP_SIZE.
+ * -EOPNOTSUPP for the other modes. Blocks allocated past the end with
+ * KEEP_SIZE are unwritten and given back at the file's last close, as
+ * preallocation is.
+ */
+int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len);
+
 int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 		 const struct stat *in, unsigned int valid, struct rdfs_file *f, struct stat *out);
 int rdfs_mknod(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,

@@ -6,6 +6,8 @@
  * the change this client forgets layouts and writes past the new end.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <string.h>
 
 #include "client_internal.h"
@@ -147,4 +149,104 @@ out:
 	if (in && !f)
 		inode_put(&c->itab, in);
 	return ret;
+}
+
+static uint64_t u64_min(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Zero the bytes [@from, @to) of @f, which lie inside one block. */
+static int zero_bytes(struct rdfs_file *f, uint64_t from, uint64_t to)
+{
+	if (from >= to)
+		return 0;
+	return write_now(f, rdfs_zero_block, (size_t)(to - from), from);
+}
+
+/* Allocate the blocks of [@off, @off + @len) of @f (unwritten: they read as zeros). */
+static int allocate_range(struct rdfs_file *f, uint64_t off, uint64_t len)
+{
+	uint64_t b = BLK_DOWN(off), end = BLK_UP(off + len);
+
+	while (b < end) {
+		struct layout_seg *segs = NULL;
+		int n = layout_get(f->c, f->in, f, NULL, b, end, end, 1, &segs);
+
+		if (n < 0)
+			return n;
+		if (n == 0)
+			return -EIO;
+		b = segs[n - 1].end;
+		layout_segs_put(segs, n);
+	}
+	return 0;
+}
+
+int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
+{
+	Rdfs__PunchReq req = RDFS__PUNCH_REQ__INIT;
+	Rdfs__AttrReply *rep = NULL;
+	struct rdfs_inode *in = f->in;
+	int keep = mode & FALLOC_FL_KEEP_SIZE;
+	uint64_t size, end, head_end, tail_start;
+	Rdfs__Cred cred;
+	struct stat st;
+	int ret;
+
+	if (len == 0)
+		return -EINVAL;
+	if (off > INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
+	end = off + len;
+	switch (mode & ~FALLOC_FL_KEEP_SIZE) {
+	case 0:
+		ret = allocate_range(f, off, len);
+		break;
+	case FALLOC_FL_PUNCH_HOLE:
+		if (!keep)
+			return -EOPNOTSUPP;	/* as everywhere: a hole keeps the size */
+		/* fall through */
+	case FALLOC_FL_ZERO_RANGE:
+		/* nothing of ours may land in the range after it */
+		ret = write_behind_drain(in, 1);
+		if (!ret)
+			ret = current_size(f->c, &f->cred, in, &size);
+		if (ret)
+			return ret;
+		/* partial blocks at either end (inside the file): their bytes are zeroed */
+		head_end = u64_min(BLK_UP(off) * BLK, end);
+		tail_start = BLK_DOWN(end) * BLK > head_end ? BLK_DOWN(end) * BLK : head_end;
+		ret = zero_bytes(f, off, u64_min(head_end, size));
+		if (!ret && end % BLK)
+			ret = zero_bytes(f, tail_start, u64_min(end, size));
+		if (ret)
+			return ret;
+		/* the whole blocks between leave the file: fenced, freed, holes */
+		cred_to_pb(&f->cred, &cred);
+		req.cred = &cred;
+		req.ino = in->ino;
+		req.offset = off;
+		req.length = len;
+		ret = ms_file_call(f, RDFS_OP_PUNCH, &req.base, &req.handle,
+				   &rdfs__attr_reply__descriptor, &rep, MS_IDEMPOTENT);
+		if (ret)
+			return ret;
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
+		pthread_mutex_lock(&in->lock);
+		layout_cache_forget(&in->layout, 0, UINT64_MAX);
+		inode_data_changed(in);
+		pthread_mutex_unlock(&in->lock);
+		break;
+	default:
+		return -EOPNOTSUPP;	/* COLLAPSE_RANGE, INSERT_RANGE, UNSHARE_RANGE */
+	}
+	if (ret || keep)
+		return ret;
+	ret = current_size(f->c, &f->cred, in, &size);
+	if (ret || end <= size)
+		return ret;
+	memset(&st, 0, sizeof(st));
+	st.st_size = (off_t)end;
+	return rdfs_setattr(f->c, &f->cred, in->ino, &st, RDFS_SET_SIZE, f, NULL);
 }

@@ -349,6 +349,37 @@ TEST_F(MsFenceTest, ChmodOrChownThatTakesRightsAwayFences)
 	EXPECT_EQ(layout_gen(f), 2u);
 }
 
+TEST_F(MsFenceTest, PunchFreesTheWholeBlocksInsideAndSplitsTheExtent)
+{
+	uint64_t h;
+	uint64_t f = make_open_file(sess, "f", 10, &h);
+	std::set<uint64_t> old = blocks_of(f);
+	struct ms_attr a;
+
+	ASSERT_EQ(old.size(), 10u);
+	fenced();
+	/* bytes 100 .. 5 blocks + 50: whole blocks 1..4 go, 0 and 5 stay (zeroed by the client) */
+	ASSERT_EQ(ms_punch(ms, sess, &root, f, 100, 5 * 4096 - 50, h, &a), 0);
+	EXPECT_EQ(a.blocks, 6u);
+	EXPECT_EQ(free_blocks(), kBlocks - 6);
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].free_then, kBlocks - 10) << "blocks were free before their fence";
+	/* the extent is two now: file blocks 0 and 5..9, on the same volume blocks as before */
+	std::set<uint64_t> left = blocks_of(f), want;
+	uint64_t first = *old.begin();
+	want.insert(first);
+	for (uint64_t b = first + 5; b < first + 10; b++)
+		want.insert(b);
+	EXPECT_EQ(left, want);
+	/* a range of no whole block frees nothing, and needs write access */
+	ASSERT_EQ(ms_punch(ms, sess, &root, f, 4096 * 6 + 1, 100, h, &a), 0);
+	EXPECT_EQ(a.blocks, 6u);
+	EXPECT_EQ(ms_punch(ms, other, &bob, f, 0, 4096, 0, &a), -EACCES);
+	EXPECT_EQ(ms_punch(ms, sess, &root, f, 0, 0, h, &a), -EINVAL);
+	ASSERT_EQ(ms_release(ms, sess, h), 0);
+}
+
 TEST_F(MsFenceTest, AfterACrashFreedBlocksAreFreeZeroedAtReuseAndEpochsMoveOn)
 {
 	uint64_t h;
