@@ -846,6 +846,22 @@ static void rdfs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t of
 	reply_status(req, rdfs_fallocate(fi_file(fi), mode, (uint64_t)offset, (uint64_t)length));
 }
 
+static void rdfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+			  struct fuse_file_info *fi)
+{
+	int64_t ret;
+
+	if (off < 0) {
+		reply_status(req, -ENXIO);
+		return;
+	}
+	ret = rdfs_seek_data(fi_file(fi), (uint64_t)off, whence);
+	if (ret < 0)
+		reply_status(req, (int)ret);
+	else
+		fuse_reply_lseek(req, (off_t)ret);
+}
+
 static void rdfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	reply_status(req, rdfs_release(fi_file(fi)));
@@ -873,6 +889,7 @@ const struct fuse_lowlevel_ops rdfs_fuse_ops = {
 	.release	= rdfs_op_release,
 	.fsync		= rdfs_op_fsync,
 	.fallocate	= rdfs_op_fallocate,
+	.lseek		= rdfs_op_lseek,
 	.opendir	= rdfs_op_opendir,
 	.readdir	= rdfs_op_readdir,
 	.releasedir	= rdfs_op_releasedir,

@@ -142,6 +142,13 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
  * preallocation is.
  */
 int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len);
+/*
+ * lseek(2) SEEK_DATA / SEEK_HOLE from the layout: the next offset at or after
+ * @off that is data (allocated and written) or a hole (unallocated, or
+ * allocated and never written); the end of the file is a hole. -ENXIO at or
+ * past the end (and for SEEK_DATA with no data after @off).
+ */
+int64_t rdfs_seek_data(struct rdfs_file *f, uint64_t off, int whence);
 
 int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 		 const struct stat *in, unsigned int valid, struct rdfs_file *f, struct stat *out);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client_internal.h"
 #include "frame.h"
@@ -249,4 +250,54 @@ int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 	memset(&st, 0, sizeof(st));
 	st.st_size = (off_t)end;
 	return rdfs_setattr(f->c, &f->cred, in->ino, &st, RDFS_SET_SIZE, f, NULL);
+}
+
+int64_t rdfs_seek_data(struct rdfs_file *f, uint64_t off, int whence)
+{
+	struct rdfs_inode *in = f->in;
+	uint64_t size, b, end;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	/* our own writes still behind are data too */
+	ret = write_behind_drain(in, 1);
+	if (!ret)
+		ret = current_size(f->c, &f->cred, in, &size);
+	if (ret)
+		return ret;
+	if (off >= size)
+		return -ENXIO;
+	b = BLK_DOWN(off);
+	end = BLK_UP(size);
+	while (b < end) {
+		struct layout_seg *segs = NULL;
+		int n = layout_get(f->c, in, f, NULL, b, end, end, 0, &segs), i;
+
+		if (n <= 0)
+			return n < 0 ? n : -EIO;
+		for (i = 0; i < n; i++) {
+			const struct layout_seg *s = &segs[i];
+			int data;
+
+			/* unwritten blocks read as zeros, except to the client that wrote them */
+			pthread_mutex_lock(&in->lock);
+			data = !s->hole && (!s->unwritten ||
+					    inode_block_written_here(in, s->start, s->end));
+			pthread_mutex_unlock(&in->lock);
+			if (data == (whence == SEEK_DATA))
+				break;
+		}
+		if (i < n) {
+			uint64_t at = segs[i].start * BLK;
+
+			layout_segs_put(segs, n);
+			at = at > off ? at : off;
+			return (int64_t)(at < size ? at : size);
+		}
+		b = segs[n - 1].end;
+		layout_segs_put(segs, n);
+	}
+	/* past the last data there is the hole at the end of the file */
+	return whence == SEEK_DATA ? -ENXIO : (int64_t)size;
 }

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""Holes through the mount: lseek SEEK_DATA/SEEK_HOLE answer from the layout.
+
+Allocated and written blocks are data; unallocated ranges, blocks allocated
+ahead and never written, and punched ranges are holes; the end of the file is
+a hole (lseek(2)). Checked by the writer and by a second mount.
+"""
+import ctypes
+import errno
+import os
+
+import pytest
+
+from conftest import MiB, fuse_only
+
+K = 1024
+PUNCH = 0x01 | 0x02       # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def fallocate(fd, mode, off, length):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    if libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def seeks(path):
+    """{(whence, offset): result or 'ENXIO'} for the offsets the test asks about."""
+    fd = os.open(path, os.O_RDONLY)
+    out = {}
+    try:
+        for whence in (os.SEEK_DATA, os.SEEK_HOLE):
+            for off in (0, 100 * K, 128 * K, 256 * K, MiB, 3 * MiB, 4 * MiB - 1, 4 * MiB):
+                try:
+                    out[(whence, off)] = os.lseek(fd, off, whence)
+                except OSError as e:
+                    assert e.errno == errno.ENXIO, (whence, off, e)
+                    out[(whence, off)] = "ENXIO"
+    finally:
+        os.close(fd)
+    return out
+
+
+WANT = {
+    (os.SEEK_DATA, 0): 0, (os.SEEK_HOLE, 0): 128 * K,
+    (os.SEEK_DATA, 100 * K): 100 * K, (os.SEEK_HOLE, 100 * K): 128 * K,
+    (os.SEEK_DATA, 128 * K): 256 * K, (os.SEEK_HOLE, 128 * K): 128 * K,
+    (os.SEEK_DATA, 256 * K): 256 * K, (os.SEEK_HOLE, 256 * K): MiB,
+    (os.SEEK_DATA, MiB): 3 * MiB, (os.SEEK_HOLE, MiB): MiB,
+    (os.SEEK_DATA, 3 * MiB): 3 * MiB, (os.SEEK_HOLE, 3 * MiB): 4 * MiB,
+    (os.SEEK_DATA, 4 * MiB - 1): 4 * MiB - 1, (os.SEEK_HOLE, 4 * MiB - 1): 4 * MiB,
+    (os.SEEK_DATA, 4 * MiB): "ENXIO", (os.SEEK_HOLE, 4 * MiB): "ENXIO",
+}
+
+
+@fuse_only("SEEK_DATA/SEEK_HOLE and fallocate are rdfs-fuse's so far")
+def test_seek_data_and_hole_follow_the_layout(cluster, workdir, other_mount):
+    path = workdir / "sparse"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.pwrite(fd, os.urandom(MiB), 0)            # data [0, 1M), then a hole
+        os.pwrite(fd, os.urandom(MiB), 3 * MiB)      # data [3M, 4M)
+        os.fsync(fd)
+        fallocate(fd, PUNCH, 128 * K, 128 * K)       # a hole [128K, 256K)
+        assert os.fstat(fd).st_size == 4 * MiB
+        got = {}
+        for whence, off in WANT:
+            try:
+                got[(whence, off)] = os.lseek(fd, off, whence)
+            except OSError as e:
+                assert e.errno == errno.ENXIO
+                got[(whence, off)] = "ENXIO"
+        assert got == WANT, "the writer's view"
+    finally:
+        os.close(fd)
+    assert seeks(path) == WANT, "a fresh open's view"
+    other = other_mount / workdir.name / "sparse"
+    assert seeks(other) == WANT, "a second mount's view"
