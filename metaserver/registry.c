@@ -183,14 +183,32 @@ int registry_ready(struct ms_registry *r, int *up, int *known)
 	return ret;
 }
 
+/* Server @id, or NULL. Caller holds r->mu. The array is sorted by id. */
+static struct ms_ioserver *server_find_locked(struct ms_registry *r, uint32_t id)
+{
+	int lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (r->servers[mid].id == id)
+			return &r->servers[mid];
+		if (r->servers[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 int registry_is_up(struct ms_registry *r, uint32_t id)
 {
-	int up = 0;
+	struct ms_ioserver *s;
+	int up;
 
 	pthread_mutex_lock(&r->mu);
-	for (int i = 0; i < r->n; i++)
-		if (r->servers[i].id == id)
-			up = r->servers[i].up != NULL;
+	s = server_find_locked(r, id);
+	up = s && s->up;
 	pthread_mutex_unlock(&r->mu);
 	return up;
 }
@@ -321,57 +339,57 @@ out:
 
 uint64_t ms_server_epoch(struct ms *ms, uint32_t id)
 {
-	uint64_t e = 0;
+	struct ms_ioserver *s;
+	uint64_t e;
 
 	pthread_mutex_lock(&ms->reg.mu);
-	for (int i = 0; i < ms->reg.n; i++)
-		if (ms->reg.servers[i].id == id)
-			e = ms->reg.servers[i].epoch;
+	s = server_find_locked(&ms->reg, id);
+	e = s ? s->epoch : 0;
 	pthread_mutex_unlock(&ms->reg.mu);
 	return e;
 }
 
 int registry_hold(struct ms_registry *r, uint32_t id, const struct ms_ext *e, size_t n)
 {
-	int ret = -ENOENT;
+	struct ms_ioserver *s;
+	int ret = 0;
 
 	pthread_mutex_lock(&r->mu);
-	for (int i = 0; i < r->n; i++) {
-		struct ms_ioserver *s = &r->servers[i];
-
-		if (s->id != id)
-			continue;
-		ret = 0;
-		if (s->nheld + n > s->held_cap) {
-			size_t cap = s->held_cap ? s->held_cap : 16;
-			struct ms_ext *g;
-
-			while (cap < s->nheld + n)
-				cap *= 2;
-			g = realloc(s->held, cap * sizeof(*g));
-			if (!g) {
-				ret = -ENOMEM;
-				break;
-			}
-			s->held = g;
-			s->held_cap = cap;
-		}
-		memcpy(s->held + s->nheld, e, n * sizeof(*e));
-		s->nheld += n;
+	s = server_find_locked(r, id);
+	if (!s) {
+		ret = -ENOENT;
+		goto out;
 	}
+	if (s->nheld + n > s->held_cap) {
+		size_t cap = s->held_cap ? s->held_cap : 16;
+		struct ms_ext *g;
+
+		while (cap < s->nheld + n)
+			cap *= 2;
+		g = realloc(s->held, cap * sizeof(*g));
+		if (!g) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		s->held = g;
+		s->held_cap = cap;
+	}
+	memcpy(s->held + s->nheld, e, n * sizeof(*e));
+	s->nheld += n;
+out:
 	pthread_mutex_unlock(&r->mu);
 	return ret;
 }
 
 uint64_t ms_blocks_held(struct ms *ms, uint32_t id)
 {
+	struct ms_ioserver *s;
 	uint64_t n = 0;
 
 	pthread_mutex_lock(&ms->reg.mu);
-	for (int i = 0; i < ms->reg.n; i++)
-		if (ms->reg.servers[i].id == id)
-			for (size_t k = 0; k < ms->reg.servers[i].nheld; k++)
-				n += ms->reg.servers[i].held[k].count;
+	s = server_find_locked(&ms->reg, id);
+	for (size_t k = 0; s && k < s->nheld; k++)
+		n += s->held[k].count;
 	pthread_mutex_unlock(&ms->reg.mu);
 	return n;
 }
@@ -408,14 +426,15 @@ int ms_server_list(struct ms *ms, struct ms_server_info **out)
 
 int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len)
 {
+	struct ms_ioserver *s;
 	int ret = -ENOENT;
 
 	pthread_mutex_lock(&ms->reg.mu);
-	for (int i = 0; i < ms->reg.n; i++)
-		if (ms->reg.servers[i].id == id) {
-			snprintf(buf, len, "%s", ms->reg.servers[i].url);
-			ret = 0;
-		}
+	s = server_find_locked(&ms->reg, id);
+	if (s) {
+		snprintf(buf, len, "%s", s->url);
+		ret = 0;
+	}
 	pthread_mutex_unlock(&ms->reg.mu);
 	return ret;
 }
