@@ -86,6 +86,7 @@ enum rdfs_op {
 	RDFS_OP_NODE_REVOKE	= 40,	/* servers only: refuse a node's key from now on */
 	RDFS_OP_NODE_LIST	= 41,	/* servers only */
 	RDFS_OP_PUNCH		= 42,	/* fallocate PUNCH_HOLE: whole blocks leave a file */
+	RDFS_OP_FSCK		= 43,	/* servers only: check (and repair) layouts vs maps */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

@@ -261,6 +261,18 @@ int alloc_usage(struct ms_alloc *a, uint32_t id, uint64_t *capacity, uint64_t *f
 	return ret;
 }
 
+int alloc_ids(struct ms_alloc *a, uint32_t *ids, int max)
+{
+	int n;
+
+	pthread_mutex_lock(&a->mu);
+	n = a->n;
+	for (int i = 0; i < n && i < max; i++)
+		ids[i] = a->vols[i].id;
+	pthread_mutex_unlock(&a->mu);
+	return n;
+}
+
 int alloc_copy_bitmap(struct ms_alloc *a, uint32_t id, uint64_t **words, uint64_t *nblocks)
 {
 	struct ms_volume *v;

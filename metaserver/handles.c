@@ -195,7 +195,7 @@ static void inode_trim_prealloc(struct ms *ms, struct ms_inode *in)
 	ret = layout_trim_unwritten(ms, b, in, &f);
 	if (!ret && in->blocks != blocks) {
 		ns_inode_put(b, in);
-		ret = ns_write(ms, b);
+		ret = ns_write_freeing(ms, b, &f);
 	}
 	leveldb_writebatch_destroy(b);
 	if (ret)
@@ -230,7 +230,7 @@ static int inode_close(struct ms *ms, uint64_t ino, int trim)
 
 			ret = ns_inode_purge(ms, b, ino, &in, 1, &f);
 			if (!ret)
-				ret = ns_write(ms, b);
+				ret = ns_write_freeing(ms, b, &f);
 			leveldb_writebatch_destroy(b);
 			freelist_release(ms, &f, ret == 0);
 		} else if (trim && S_ISREG(in.mode)) {
@@ -314,7 +314,7 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 					in.mode &= ~(uint32_t)S_ISGID;
 			}
 			ns_inode_put(b, &in);
-			ret = ns_write(ms, b);
+			ret = ns_write_freeing(ms, b, &f);
 		}
 		leveldb_writebatch_destroy(b);
 		freelist_release(ms, &f, ret == 0);

@@ -735,15 +735,14 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		ret = load_chunks(ms, ino, first, last, &cs, &ncs);
 		if (ret)
 			goto out;
+		/* from the maps to a durable layout: fsck waits (ms->blocks_rw) */
+		pthread_rwlock_rdlock(&ms->blocks_rw);
+		quarantine_release_due(ms);
 		ret = alloc_range(ms, a, in, cs, ncs, start / BLK, end / BLK);
 		/* nobody may see a recycled block before it reads as zeros */
 		if (!ret)
 			ret = high_water_zero(ms, a->reused.e, a->reused.n);
-		if (ret) {
-			undo_run(ms, &a->undo);
-			goto out;
-		}
-		if (a->undo.n) {
+		if (!ret && a->undo.n) {
 			b = leveldb_writebatch_create();
 			for (size_t i = 0; i < ncs; i++)
 				if (cs[i].dirty)
@@ -751,11 +750,12 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 			ns_inode_put(b, in);
 			ret = high_water_write(ms, b, a->undo.e, a->undo.n);
 			leveldb_writebatch_destroy(b);
-			if (ret) {
-				undo_run(ms, &a->undo);
-				goto out;
-			}
 		}
+		if (ret)
+			undo_run(ms, &a->undo);
+		pthread_rwlock_unlock(&ms->blocks_rw);
+		if (ret)
+			goto out;
 	} else {
 		ret = scan_chunks(ms, ino, start / BLK / cpb, (end / BLK - 1) / cpb, &cs, &ncs);
 		if (ret)
@@ -1042,7 +1042,7 @@ int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		goto out;
 	in->mtime_ns = in->ctime_ns = ns_now();
 	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
+	ret = ns_write_freeing(ms, b, &f);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:

@@ -376,4 +376,63 @@ int ms_high_water(struct ms *ms, uint32_t id, uint64_t *mark);
  */
 int ms_alloc_bitmap(struct ms *ms, uint32_t id, uint64_t **words, uint64_t *nblocks);
 
+/*
+ * fsck (fsck.c): every layout against the allocation maps, the high-water
+ * marks, the orphans and the namespace, on a live metaserver. Kinds are wire
+ * values (FsckProblem.kind): append, never renumber.
+ */
+enum ms_fsck_kind {
+	MS_FSCK_LEAKED = 1,		/* in use in a map, owned by no layout */
+	MS_FSCK_DOUBLE = 2,		/* owned twice (other_ino 0: by a held range) */
+	MS_FSCK_OUT_OF_RANGE = 3,	/* past its volume's end, or on an unknown server */
+	MS_FSCK_ABOVE_HIGH_WATER = 4,	/* at or above its server's persisted mark */
+	MS_FSCK_UNMAPPED = 5,		/* owned, but free in the map: could be handed out */
+	MS_FSCK_LAYOUT_NO_INODE = 6,	/* layout records of an inode that does not exist */
+	MS_FSCK_ORPHAN_LEAKED = 7,	/* unlinked, open nowhere, still holding its blocks */
+	MS_FSCK_UNLINKED_NO_ORPHAN = 8,	/* nlink 0 without an orphan record */
+	MS_FSCK_STALE_ORPHAN = 9,	/* an orphan record of a linked or missing inode */
+	MS_FSCK_BLOCK_COUNT = 10,	/* the inode's block count is not its extents' */
+	MS_FSCK_DANGLING_ENTRY = 11,	/* an entry of directory ino names missing other_ino */
+	MS_FSCK_LINK_COUNT = 12,	/* a non-directory's nlink is not its entry count */
+	MS_FSCK_CORRUPT = 13,		/* a record that does not decode */
+	MS_FSCK_KINDS
+};
+
+struct ms_fsck_problem {
+	uint32_t kind;			/* enum ms_fsck_kind */
+	uint64_t ino;
+	uint64_t other_ino;
+	uint32_t server_id;
+	uint64_t block, count;		/* a block run, or the two counts that differ */
+	int repaired;
+};
+
+struct ms_fsck_report {
+	uint64_t inodes, files, dirs, extents, orphans_open;
+	uint64_t blocks_owned;		/* by layouts */
+	uint64_t blocks_mapped;		/* in use in the maps */
+	uint64_t blocks_held;		/* freed, waiting for their server's next epoch */
+	uint64_t blocks_quarantined;	/* leaked ones a repair freed, waiting out capabilities */
+	uint64_t counts[MS_FSCK_KINDS];	/* problems by kind */
+	uint64_t problems, repaired;
+	size_t n;			/* the first problems, at most the max asked for */
+	struct ms_fsck_problem *p;
+};
+
+/*
+ * Check everything; with @repair also fix what is safe to fix: leaked orphans
+ * and unlinked inodes are reclaimed, layouts without an inode freed (fenced
+ * first, as any freed blocks), block counts and high-water marks corrected,
+ * stale orphan records dropped, owned blocks marked in the map, and blocks
+ * only the map holds quarantined for @quarantine_ns (a capability may still
+ * name them: they are freed when every capability granted before now has
+ * expired). Doubly owned blocks, out-of-range extents, dangling entries and
+ * wrong link counts are only reported. Servers only (-EPERM); one at a time.
+ */
+int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_ns, size_t max,
+	    struct ms_fsck_report *out);
+void ms_fsck_report_free(struct ms_fsck_report *r);
+/* Tests only: mark blocks of server @id used (@used) or free in the map, as a bug would. */
+int ms_debug_map(struct ms *ms, uint32_t id, uint64_t block, uint64_t count, int used);
+
 #endif

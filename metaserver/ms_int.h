@@ -86,6 +86,8 @@ int64_t alloc_run(struct ms_alloc *a, uint32_t id, uint64_t want, uint64_t goal,
 void alloc_free(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count);
 int alloc_usage(struct ms_alloc *a, uint32_t id, uint64_t *capacity, uint64_t *free_blocks);
 int alloc_copy_bitmap(struct ms_alloc *a, uint32_t id, uint64_t **words, uint64_t *nblocks);
+/* The ids of every volume in the maps (at most @max); returns their count. */
+int alloc_ids(struct ms_alloc *a, uint32_t *ids, int max);
 /* Set both high-water marks of @id (startup, first registration). */
 void alloc_high_water_set(struct ms_alloc *a, uint32_t id, uint64_t mark);
 int alloc_high_water(struct ms_alloc *a, uint32_t id, uint64_t *high, uint64_t *durable);
@@ -154,6 +156,8 @@ int registry_ready(struct ms_registry *r, int *up, int *known);
  */
 int registry_hold(struct ms_registry *r, uint32_t id, const struct ms_ext *e, size_t n);
 void registry_session_closed(struct ms_registry *r, struct ms_session *s);
+/* Every server's held extents, one malloc'ed array (fsck). 0 or -ENOMEM. */
+int registry_copy_held(struct ms_registry *r, struct ms_ext **out, size_t *n);
 
 /* ---------------------------------------------------------------- fencing (fence.c) */
 
@@ -183,6 +187,21 @@ void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t 
 void fence_file(struct ms *ms, uint64_t ino);
 /* @ino is gone for good: no capability will name it again. */
 void gens_forget(struct ms *ms, uint64_t ino);
+
+/* ---------------------------------------------------------------- fsck (fsck.c) */
+
+struct ms_quarantine {
+	pthread_mutex_t mu;
+	atomic_size_t n;
+	size_t cap;
+	struct ms_ext *e;
+	int64_t *due_ns;		/* CLOCK_MONOTONIC, per entry */
+};
+
+void quarantine_init(struct ms_quarantine *q);
+void quarantine_destroy(struct ms_quarantine *q);
+/* Free the quarantined blocks whose time has come. Caller holds blocks_rw shared. */
+void quarantine_release_due(struct ms *ms);
 
 /* ---------------------------------------------------------------- client nodes (nodes.c) */
 
@@ -269,6 +288,20 @@ struct ms {
 	ms_fence_fn fence;		/* ms_set_fencer(); NULL: blocks freed at once */
 	void *fence_arg;
 	struct ms_opentab opentab;
+	/*
+	 * Held shared by whoever has blocks between the allocator's maps and the
+	 * database: marked in a map but not yet in a durable layout (LAYOUT's
+	 * allocation), or out of a durable layout but not yet back in the map (a
+	 * freelist between its batch and its release; a server's held blocks as
+	 * they are freed). fsck holds it exclusive for the moment it copies the
+	 * maps and takes its snapshot, so that the two agree. Never taken twice by
+	 * one thread (it prefers writers); taken before the allocator's, registry's
+	 * and quarantine's mutexes, after inode locks.
+	 */
+	pthread_rwlock_t blocks_rw;
+	/* leaked blocks fsck --repair found: free once no capability can reach them */
+	struct ms_quarantine quarantine;
+	pthread_mutex_t fsck_mu;	/* one fsck at a time */
 };
 
 /* ---------------------------------------------------------------- LevelDB helpers (ns.c) */
@@ -312,10 +345,20 @@ struct ms_freelist {
 	struct ms_ext *e;
 	uint64_t ino;			/* whose blocks they are (0: none yet) */
 	uint64_t inodes;		/* inodes purged, for the file count */
+	int busy;			/* holds ms->blocks_rw shared (ns_write_freeing) */
 };
 void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64_t count);
-/* With @commit the caller still holds the inode lock of f->ino. */
+/*
+ * With @commit the caller still holds the inode lock of f->ino. Always called,
+ * on every path, once @f was used: it also ends what ns_write_freeing began.
+ */
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit);
+/*
+ * ns_write() of a batch that takes @f's blocks out of layouts: from here to
+ * freelist_release() they are in no durable layout yet still in the maps, so
+ * fsck must not look in between (ms->blocks_rw).
+ */
+int ns_write_freeing(struct ms *ms, leveldb_writebatch_t *b, struct ms_freelist *f);
 
 /*
  * Drop inode @ino, whose last link is gone: delete its record, layout and

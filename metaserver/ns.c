@@ -220,11 +220,23 @@ void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64
 	f->n++;
 }
 
+int ns_write_freeing(struct ms *ms, leveldb_writebatch_t *b, struct ms_freelist *f)
+{
+	if (f->n && !f->busy) {
+		pthread_rwlock_rdlock(&ms->blocks_rw);
+		f->busy = 1;
+	}
+	return ns_write(ms, b);
+}
+
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 {
 	/* a capability of the file may still name them: fenced first (fence.c) */
 	if (commit && f->n)
 		fence_and_free(ms, f->ino, f->e, f->n);
+	if (f->busy)
+		pthread_rwlock_unlock(&ms->blocks_rw);
+	f->busy = 0;
 	if (commit && f->inodes) {
 		atomic_fetch_sub(&ms->nfiles, f->inodes);
 		gens_forget(ms, f->ino);
@@ -378,7 +390,7 @@ static int ms_scan_inodes(struct ms *ms)
 			ns_inode_purge(ms, b, ino, NULL, 1, &f);
 			log_info("reclaimed orphan inode %llu", (unsigned long long)ino);
 		}
-		ret = ns_write(ms, b);
+		ret = ns_write_freeing(ms, b, &f);
 		leveldb_writebatch_destroy(b);
 		freelist_release(ms, &f, ret == 0);
 		if (ret)
@@ -407,6 +419,17 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	pthread_mutex_init(&ms->nodes.mu, NULL);
 	gens_init(&ms->gens);
 	pthread_mutex_init(&ms->high_mu, NULL);
+	{
+		pthread_rwlockattr_t ra;
+
+		/* fsck must get its moment on a busy server */
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&ms->blocks_rw, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
+	quarantine_init(&ms->quarantine);
+	pthread_mutex_init(&ms->fsck_mu, NULL);
 	alloc_init(&ms->alloc);
 	opentab_init(&ms->opentab);
 	atomic_store(&ms->next_handle, 1);
@@ -509,6 +532,9 @@ void ms_close(struct ms *ms)
 	registry_destroy(&ms->reg);
 	nodes_destroy(&ms->nodes);
 	gens_destroy(&ms->gens);
+	quarantine_destroy(&ms->quarantine);
+	pthread_rwlock_destroy(&ms->blocks_rw);
+	pthread_mutex_destroy(&ms->fsck_mu);
 	alloc_destroy(&ms->alloc);
 	pthread_mutex_destroy(&ms->high_mu);
 	opentab_destroy(&ms->opentab);

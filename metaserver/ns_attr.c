@@ -120,7 +120,7 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 		in->mtime_ns = sa->mtime_ns;
 	in->ctime_ns = (v & MS_SET_CTIME) ? sa->ctime_ns : now;
 	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
+	ret = ns_write_freeing(ms, b, &f);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:

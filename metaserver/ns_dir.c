@@ -455,7 +455,7 @@ static int remove_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	}
 	ns_inode_put(b, &dir);
 	if (!ret)
-		ret = ns_write(ms, b);
+		ret = ns_write_freeing(ms, b, &f);
 	leveldb_writebatch_destroy(b);
 	freelist_release(ms, &f, ret == 0);
 out:

@@ -202,7 +202,7 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 		ns_inode_put(b, nd);
 	}
 	if (!ret)
-		ret = ns_write(ms, b);
+		ret = ns_write_freeing(ms, b, &f);
 	leveldb_writebatch_destroy(b);
 	freelist_release(ms, &f, ret == 0);
 	return ret;

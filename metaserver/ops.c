@@ -572,6 +572,73 @@ static void op_punch(struct op_call *c)
 	FREE(rdfs__punch_req);
 }
 
+#define FSCK_MAX_PROBLEMS	100000u
+
+static void op_fsck(struct op_call *c)
+{
+	UNPACK(Rdfs__FsckReq, rdfs__fsck_req, "FsckReq");
+	Rdfs__FsckReply r = RDFS__FSCK_REPLY__INIT;
+	Rdfs__FsckProblem *pi = NULL, **pp = NULL;
+	struct ms_fsck_report rep;
+	uint64_t counts[MS_FSCK_KINDS];
+	size_t max = m->max_problems ? m->max_problems : 1000;
+	int ret;
+
+	if (max > FSCK_MAX_PROBLEMS)
+		max = FSCK_MAX_PROBLEMS;
+	/* quarantined blocks wait until every capability granted so far has expired */
+	ret = ms_fsck(c->ctx->ms, c->s, m->repair, c->ctx->cap_lifetime_ns + 1000000000ll, max,
+		      &rep);
+	if (ret == -EPERM) {
+		rpc_server_reply_error(c->req, ret, "fsck needs the server key");
+		goto out;
+	}
+	if (ret) {
+		reply(c, ret, NULL);
+		goto out;
+	}
+	pi = calloc(rep.n ? rep.n : 1, sizeof(*pi));
+	pp = calloc(rep.n ? rep.n : 1, sizeof(*pp));
+	if (!pi || !pp) {
+		reply(c, -ENOMEM, NULL);
+		goto out_rep;
+	}
+	for (size_t i = 0; i < rep.n; i++) {
+		rdfs__fsck_problem__init(&pi[i]);
+		pi[i].kind = rep.p[i].kind;
+		pi[i].ino = rep.p[i].ino;
+		pi[i].other_ino = rep.p[i].other_ino;
+		pi[i].server_id = rep.p[i].server_id;
+		pi[i].block = rep.p[i].block;
+		pi[i].count = rep.p[i].count;
+		pi[i].repaired = rep.p[i].repaired;
+		pp[i] = &pi[i];
+	}
+	r.inodes = rep.inodes;
+	r.files = rep.files;
+	r.dirs = rep.dirs;
+	r.extents = rep.extents;
+	r.orphans_open = rep.orphans_open;
+	r.blocks_owned = rep.blocks_owned;
+	r.blocks_mapped = rep.blocks_mapped;
+	r.blocks_held = rep.blocks_held;
+	r.blocks_quarantined = rep.blocks_quarantined;
+	r.problems = rep.problems;
+	r.repaired = rep.repaired;
+	r.list = pp;
+	r.n_list = rep.n;
+	memcpy(counts, rep.counts, sizeof(counts));
+	r.counts = counts;
+	r.n_counts = MS_FSCK_KINDS;
+	reply(c, 0, &r.base);
+out_rep:
+	ms_fsck_report_free(&rep);
+out:
+	free(pi);
+	free(pp);
+	FREE(rdfs__fsck_req);
+}
+
 static void op_register(struct op_call *c)
 {
 	UNPACK(Rdfs__RegisterReq, rdfs__register_req, "RegisterReq");
@@ -736,6 +803,7 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_NODE_REVOKE] = op_node_revoke,
 	[RDFS_OP_NODE_LIST] = op_node_list,
 	[RDFS_OP_PUNCH] = op_punch,
+	[RDFS_OP_FSCK] = op_fsck,
 };
 
 int ops_is_admin(uint16_t op)

@@ -248,6 +248,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name))
 		return -EINVAL;
 
+	/* its held blocks go back to the maps below: fsck waits (ms->blocks_rw) */
+	pthread_rwlock_rdlock(&ms->blocks_rw);
 	pthread_mutex_lock(&r->mu);
 	for (int i = 0; i < r->n; i++)
 		if (r->servers[i].uuid_len == uuid_len &&
@@ -334,6 +336,7 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		 ", new volume of unknown content: each block is zeroed before its first use");
 out:
 	pthread_mutex_unlock(&r->mu);
+	pthread_rwlock_unlock(&ms->blocks_rw);
 	return ret;
 }
 
@@ -379,6 +382,32 @@ int registry_hold(struct ms_registry *r, uint32_t id, const struct ms_ext *e, si
 out:
 	pthread_mutex_unlock(&r->mu);
 	return ret;
+}
+
+int registry_copy_held(struct ms_registry *r, struct ms_ext **out, size_t *n)
+{
+	size_t total = 0, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n; i++)
+		total += r->servers[i].nheld;
+	if (total) {
+		*out = malloc(total * sizeof(**out));
+		if (!*out) {
+			pthread_mutex_unlock(&r->mu);
+			return -ENOMEM;
+		}
+		for (int i = 0; i < r->n; i++) {
+			memcpy(*out + k, r->servers[i].held,
+			       r->servers[i].nheld * sizeof(**out));
+			k += r->servers[i].nheld;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	*n = total;
+	return 0;
 }
 
 uint64_t ms_blocks_held(struct ms *ms, uint32_t id)

@@ -272,9 +272,9 @@ static int ms_retry_not_ready(struct rdfs_client *c, int ret, int64_t *deadline,
 	return 1;
 }
 
-int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
-		const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
-		uint64_t *gen)
+static int ms_call_core(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
+			const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
+			uint64_t *gen, int timeout_ms)
 {
 	struct rdfs_conn *cn;
 	int64_t deadline = 0;
@@ -286,8 +286,7 @@ int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 			return ret;
 		if (gen)
 			*gen = cn->gen;
-		ret = rpc_call(cn->rpc, op, req, desc, (ProtobufCMessage **)resp,
-			       c->opts.timeout_ms);
+		ret = rpc_call(cn->rpc, op, req, desc, (ProtobufCMessage **)resp, timeout_ms);
 		peer_put(&c->ms, cn);
 		if (ms_retry_not_ready(c, ret, &deadline, &delay)) {
 			attempt--;
@@ -301,10 +300,24 @@ int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 	return rpc_errno(ret);
 }
 
+int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
+		const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
+		uint64_t *gen)
+{
+	return ms_call_core(c, op, req, desc, resp, flags, gen, c->opts.timeout_ms);
+}
+
 int ms_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 	    const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags)
 {
-	return ms_call_gen(c, op, req, desc, resp, flags, NULL);
+	return ms_call_core(c, op, req, desc, resp, flags, NULL, c->opts.timeout_ms);
+}
+
+int ms_call_timeout(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
+		    int timeout_ms)
+{
+	return ms_call_core(c, op, req, desc, resp, flags, NULL, timeout_ms);
 }
 
 uint64_t ms_gen(struct rdfs_client *c)

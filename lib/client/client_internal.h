@@ -278,6 +278,10 @@ int ms_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 int ms_call_gen(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
 		const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
 		uint64_t *gen);
+/* ms_call() that waits @timeout_ms for its reply (a long admin call: FSCK). */
+int ms_call_timeout(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *desc, void *resp, unsigned int flags,
+		    int timeout_ms);
 /* The current metaserver connection's generation, 0 when there is none. */
 uint64_t ms_gen(struct rdfs_client *c);
 /*

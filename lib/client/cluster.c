@@ -147,3 +147,57 @@ int rdfs_node_list(struct rdfs_client *c, struct rdfs_node_info *out, int max)
 {
 	return node_call(c, RDFS_OP_NODE_LIST, NULL, out, max);
 }
+
+int rdfs_fsck(struct rdfs_client *c, int repair, uint32_t max_problems, int timeout_ms,
+	      struct rdfs_fsck_report *out)
+{
+	Rdfs__FsckReq req = RDFS__FSCK_REQ__INIT;
+	Rdfs__FsckReply *rep = NULL;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	req.repair = repair;
+	req.max_problems = max_problems;
+	/* a check alone may be resent; a repair's second run finds nothing to repair */
+	ret = ms_call_timeout(c, RDFS_OP_FSCK, &req.base, &rdfs__fsck_reply__descriptor,
+			      (ProtobufCMessage **)&rep, MS_IDEMPOTENT, timeout_ms);
+	if (ret)
+		return ret;
+	out->list = calloc(rep->n_list ? rep->n_list : 1, sizeof(*out->list));
+	if (!out->list) {
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
+		return -ENOMEM;
+	}
+	out->inodes = rep->inodes;
+	out->files = rep->files;
+	out->dirs = rep->dirs;
+	out->extents = rep->extents;
+	out->orphans_open = rep->orphans_open;
+	out->blocks_owned = rep->blocks_owned;
+	out->blocks_mapped = rep->blocks_mapped;
+	out->blocks_held = rep->blocks_held;
+	out->blocks_quarantined = rep->blocks_quarantined;
+	out->problems = rep->problems;
+	out->repaired = rep->repaired;
+	for (size_t i = 0; i < rep->n_counts && i < RDFS_FSCK_KINDS; i++)
+		out->counts[i] = rep->counts[i];
+	for (size_t i = 0; i < rep->n_list; i++) {
+		const Rdfs__FsckProblem *p = rep->list[i];
+
+		out->list[i] = (struct rdfs_fsck_problem){ .kind = p->kind, .ino = p->ino,
+							   .other_ino = p->other_ino,
+							   .server_id = p->server_id,
+							   .block = p->block, .count = p->count,
+							   .repaired = p->repaired };
+	}
+	out->n = rep->n_list;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return 0;
+}
+
+void rdfs_fsck_report_free(struct rdfs_fsck_report *r)
+{
+	free(r->list);
+	r->list = NULL;
+	r->n = 0;
+}

@@ -309,6 +309,31 @@ int rdfs_node_revoke(struct rdfs_client *c, const char *name, struct rdfs_node_i
 /* Fill at most @max entries, by name; returns the number of nodes (may exceed @max). */
 int rdfs_node_list(struct rdfs_client *c, struct rdfs_node_info *out, int max);
 
+/* `rdfs fsck` (metaserver/fsck.c; kinds are enum ms_fsck_kind of metaserver/ms.h). */
+#define RDFS_FSCK_KINDS	32
+struct rdfs_fsck_problem {
+	uint32_t kind;
+	uint64_t ino, other_ino;
+	uint32_t server_id;
+	uint64_t block, count;
+	int repaired;
+};
+struct rdfs_fsck_report {
+	uint64_t inodes, files, dirs, extents, orphans_open;
+	uint64_t blocks_owned, blocks_mapped, blocks_held, blocks_quarantined;
+	uint64_t problems, repaired;
+	uint64_t counts[RDFS_FSCK_KINDS];
+	size_t n;
+	struct rdfs_fsck_problem *list;	/* the first @max_problems; rdfs_fsck_report_free() */
+};
+/*
+ * Check the metaserver's layouts and maps (server key only, else -EPERM),
+ * with @repair fixing what is safe; waits up to @timeout_ms.
+ */
+int rdfs_fsck(struct rdfs_client *c, int repair, uint32_t max_problems, int timeout_ms,
+	      struct rdfs_fsck_report *out);
+void rdfs_fsck_report_free(struct rdfs_fsck_report *r);
+
 struct rdfs_extent_info {
 	uint64_t file_offset;
 	uint64_t length;

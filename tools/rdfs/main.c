@@ -22,7 +22,7 @@
 
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
-	&tool_cmd_node, NULL,
+	&tool_cmd_node, &tool_cmd_fsck, NULL,
 };
 
 static void usage(FILE *out)
@@ -41,10 +41,10 @@ static void usage(FILE *out)
 "\n"
 "DESCRIPTION\n"
 "    rdfs talks to the metaserver of an rdfs cluster (authenticating with the\n"
-"    cluster secret or a node key, as a client; `node` with the server key)\n"
-"    and prints what it asks. Paths are paths\n"
-"    inside the rdfs namespace, starting at its root (/dir/file), not paths\n"
-"    through a FUSE mount.\n"
+"    cluster secret or a node key, as a client; `node` and `fsck` with the\n"
+"    server key) and prints what it asks. Paths are paths inside the rdfs\n"
+"    namespace, starting at its root (/dir/file), not paths through a FUSE\n"
+"    mount.\n"
 "\n"
 "COMMANDS\n");
 	for (i = 0; commands[i]; i++)

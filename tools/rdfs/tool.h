@@ -40,6 +40,7 @@ extern const struct tool_cmd tool_cmd_layout;
 extern const struct tool_cmd tool_cmd_ls;
 extern const struct tool_cmd tool_cmd_stat;
 extern const struct tool_cmd tool_cmd_node;
+extern const struct tool_cmd tool_cmd_fsck;
 
 /*
  * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs
