@@ -195,7 +195,8 @@ static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 			uint64_t s = base + e.off, t = s + e.count;
 			uint64_t a = s > lo ? s : lo, z = t < hi ? t : hi;
 
-			if (a >= z || (unwritten_only && !(e.flags & MS_EXT_UNWRITTEN))) {
+			if (a >= z || (unwritten_only && (!(e.flags & MS_EXT_UNWRITTEN) ||
+							 (e.flags & MS_EXT_KEPT)))) {
 				out[j++] = e;		/* untouched */
 				continue;
 			}
@@ -367,6 +368,7 @@ struct alloc_ctx {
 	uint64_t goal[MAX_UP];		/* per up server: where this file's last extent ended */
 	struct alloc_undo undo;		/* every run taken */
 	struct alloc_undo reused;	/* the parts of them below the high-water mark */
+	uint8_t flags;			/* of new extents: UNWRITTEN, with fallocate's KEPT */
 };
 
 /*
@@ -421,7 +423,7 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 		struct ms_ext *e = &c->e[i];
 
 		if (e->off + e->count == from && e->server_id == a->up[si] &&
-		    (e->flags & MS_EXT_UNWRITTEN)) {
+		    e->flags == a->flags) {
 			uint64_t reused;
 			uint64_t got = alloc_extend(&ms->alloc, e->server_id, e->block + e->count,
 						    to - from, &reused);
@@ -460,7 +462,7 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 		if (note_taken(ms, a, sid, block, (uint64_t)got, reused))
 			return -ENOMEM;
 		c->e[c->n] = (struct ms_ext){ .off = at, .count = (uint32_t)got, .server_id = sid,
-					      .block = block, .flags = MS_EXT_UNWRITTEN };
+					      .block = block, .flags = a->flags };
 		note_goal(a, &c->e[c->n]);
 		c->n++;
 		at += (uint32_t)got;
@@ -470,7 +472,14 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 	return at < to ? -ENOSPC : 0;
 }
 
-/* Allocate every hole of blocks [b0, b1) of the file in the loaded chunks @cs. */
+static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
+			uint8_t to);
+
+/*
+ * Allocate every hole of blocks [b0, b1) of the file in the loaded chunks @cs;
+ * for fallocate (a->flags has KEPT) the unwritten blocks already there are
+ * kept too.
+ */
 static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
 		       struct chunk *cs, size_t ncs, uint64_t b0, uint64_t b1)
 {
@@ -485,6 +494,8 @@ static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
 		uint32_t pos = lo;
 
 		chunk_normalize(c);
+		if (a->flags & MS_EXT_KEPT)
+			ret = chunk_reflag(c, base, base + lo, base + hi, MS_EXT_UNWRITTEN, a->flags);
 		for (int j = 0; j < c->n; j++)
 			note_goal(a, &c->e[j]);
 		/* walk the extents (sorted) and fill the gaps between them */
@@ -700,7 +711,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	if (allocate) {
 		uint64_t first = start / BLK / cpb, last = (end / BLK - 1) / cpb;
 		leveldb_writebatch_t *b;
-		int up, known;
+		int up, known, dirty = 0;
 
 		a = calloc(1, sizeof(*a));
 		if (!a) {
@@ -723,6 +734,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		}
 		for (int i = 0; i < a->nup; i++)
 			a->goal[i] = UINT64_MAX;
+		a->flags = MS_EXT_UNWRITTEN | (allocate == MS_ALLOC_KEEP ? MS_EXT_KEPT : 0);
 		/* the chunks just before the range tell where this file's blocks end */
 		for (uint64_t p = first > (uint64_t)a->nup ? first - a->nup : 0; p < first; p++) {
 			struct chunk pc = { 0 };
@@ -742,7 +754,9 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		/* nobody may see a recycled block before it reads as zeros */
 		if (!ret)
 			ret = high_water_zero(ms, a->reused.e, a->reused.n);
-		if (!ret && a->undo.n) {
+		for (size_t i = 0; i < ncs && !ret && !dirty; i++)
+			dirty = cs[i].dirty;
+		if (!ret && dirty) {
 			b = leveldb_writebatch_create();
 			for (size_t i = 0; i < ncs; i++)
 				if (cs[i].dirty)
@@ -790,8 +804,12 @@ out:
 
 /* ---------------------------------------------------------------- commit */
 
-/* Mark blocks [r0, r1) of the file written in chunk @c. */
-static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1)
+/*
+ * Give the blocks [r0, r1) of the file in chunk @c flags @to, where their
+ * extent's flags are @from; the rest of each such extent keeps its flags.
+ */
+static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
+			uint8_t to)
 {
 	int n0 = c->n;
 
@@ -799,27 +817,35 @@ static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint6
 		struct ms_ext e = c->e[i];
 		uint64_t s = base + e.off, t = s + e.count, a, b;
 
-		if (!(e.flags & MS_EXT_UNWRITTEN) || t <= r0 || s >= r1)
+		if (e.flags != from || t <= r0 || s >= r1)
 			continue;
 		a = s > r0 ? s : r0;
 		b = t < r1 ? t : r1;
 		if (chunk_reserve(c, c->n + 2))
 			return -ENOMEM;
-		/* split into [s,a) unwritten, [a,b) written, [b,t) unwritten */
+		/* split into [s,a) as it was, [a,b) with @to, [b,t) as it was */
 		c->e[i].count = (uint32_t)(a - s);
 		c->e[c->n++] = (struct ms_ext){ .off = (uint32_t)(a - base), .count = (uint32_t)(b - a),
 						.server_id = e.server_id, .block = e.block + (a - s),
-						.flags = 0 };
+						.flags = to };
 		if (b < t)
 			c->e[c->n++] = (struct ms_ext){ .off = (uint32_t)(b - base),
 							.count = (uint32_t)(t - b),
 							.server_id = e.server_id,
 							.block = e.block + (b - s),
-							.flags = MS_EXT_UNWRITTEN };
+							.flags = from };
 		c->dirty = 1;
 	}
 	chunk_normalize(c);
 	return 0;
+}
+
+/* Mark blocks [r0, r1) of the file written in chunk @c. */
+static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1)
+{
+	int ret = chunk_reflag(c, base, r0, r1, MS_EXT_UNWRITTEN, 0);
+
+	return ret ? ret : chunk_reflag(c, base, r0, r1, MS_EXT_UNWRITTEN | MS_EXT_KEPT, 0);
 }
 
 /*

@@ -212,6 +212,8 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 		 uint32_t flags, struct ms_attr *out, uint64_t *handle);
 int ms_release(struct ms *ms, struct ms_session *s, uint64_t handle);
 
+#define MS_ALLOC_KEEP	2
+
 struct ms_extent {
 	uint64_t file_offset;
 	uint64_t length;
@@ -233,7 +235,9 @@ struct ms_layout {
  * The extents of [@off, @off + @len) rounded out to blocks (@len 0: to the end
  * of the file), capped at MS_LAYOUT_MAX_BYTES / MS_LAYOUT_MAX_EXTENTS (out->length
  * says what was described). With @allocate the holes of the range are
- * allocated first, striped over the up servers, as unwritten extents.
+ * allocated first, striped over the up servers, as unwritten extents; with
+ * @allocate MS_ALLOC_KEEP (fallocate) they, and the unwritten blocks already
+ * in the range, stay past the end of the file at its last close.
  * @handle (0 for none) is an open handle of @s that grants access.
  */
 int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,

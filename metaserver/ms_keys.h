@@ -31,7 +31,10 @@
  *   4 u32 count of blocks
  *   8 u32 server_id
  *  12 u64 first volume block
- *  20 u8  flags (MS_EXT_UNWRITTEN)
+ *  20 u8  flags: MS_EXT_UNWRITTEN (allocated, never written: reads as zeros),
+ *             MS_EXT_KEPT (with UNWRITTEN: allocated by fallocate, so it stays
+ *             past the end of the file at the last close, where speculative
+ *             preallocation is trimmed; a write clears both)
  *
  * Server record: u64 capacity_blocks, then three length-prefixed (u16) byte
  * strings: volume_uuid, url, name.
@@ -70,6 +73,7 @@
 #define MS_DIRENT_VAL		9
 #define MS_EXTENT_REC		21
 #define MS_EXT_UNWRITTEN	1u
+#define MS_EXT_KEPT		2u
 
 /* Longest key: tag + be64 + a 255-byte name (dirents, xattrs). */
 #define MS_KEY_MAX		(1 + 8 + 256)

@@ -514,8 +514,8 @@ static void op_layout(struct op_call *c)
 
 	if (cred_of(c, m->cred, &cr))
 		goto out;
-	ret = ms_layout(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length, m->allocate,
-			m->handle, &l);
+	ret = ms_layout(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length,
+			m->allocate ? (m->prealloc ? MS_ALLOC_KEEP : 1) : 0, m->handle, &l);
 	if (!ret) {
 		ret = layout_to_pb(c->ctx, m->ino, &l, ms_session_identity(c->s), &r);
 		ms_layout_free(&l);

@@ -305,7 +305,10 @@ int name_check(const char *name);
  * The segments of file blocks [start, end) of @in: from the cache, else from the
  * metaserver (LAYOUT, with @allocate). @fetch_end (>= end) lets a fetch read
  * ahead. Returns the count, with *@out a new array of referenced segments.
+ * @allocate LAYOUT_ALLOC_KEEP (fallocate) always asks the metaserver, and the
+ * blocks stay past the end of the file at its last close.
  */
+#define LAYOUT_ALLOC_KEEP	2
 int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
 	       const struct rdfs_cred *cr, uint64_t start, uint64_t end, uint64_t fetch_end,
 	       int allocate, struct layout_seg **out);

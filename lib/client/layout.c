@@ -274,7 +274,8 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	req.ino = in->ino;
 	req.offset = start * BLK;
 	req.length = (end - start) * BLK;
-	req.allocate = allocate;
+	req.allocate = allocate != 0;
+	req.prealloc = allocate == LAYOUT_ALLOC_KEEP;
 	__atomic_add_fetch(&c->stats.layout_fetches, 1, __ATOMIC_RELAXED);
 	if (allocate)
 		__atomic_add_fetch(&c->stats.layout_allocs, 1, __ATOMIC_RELAXED);
@@ -334,11 +335,14 @@ int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f
 	uint64_t pos = start, got;
 	int n, ret;
 
-	pthread_mutex_lock(&in->lock);
-	n = layout_cache_lookup(&in->layout, start, end, allocate, cap_now_ns(), out);
-	pthread_mutex_unlock(&in->lock);
-	if (n != -ENOENT)
-		return n;
+	/* fallocate asks the metaserver even when the blocks are there: to keep them */
+	if (allocate != LAYOUT_ALLOC_KEEP) {
+		pthread_mutex_lock(&in->lock);
+		n = layout_cache_lookup(&in->layout, start, end, allocate, cap_now_ns(), out);
+		pthread_mutex_unlock(&in->lock);
+		if (n != -ENOENT)
+			return n;
+	}
 
 	if (fetch_end < end)
 		fetch_end = end;

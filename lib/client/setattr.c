@@ -172,7 +172,7 @@ static int allocate_range(struct rdfs_file *f, uint64_t off, uint64_t len)
 
 	while (b < end) {
 		struct layout_seg *segs = NULL;
-		int n = layout_get(f->c, f->in, f, NULL, b, end, end, 1, &segs);
+		int n = layout_get(f->c, f->in, f, NULL, b, end, end, LAYOUT_ALLOC_KEEP, &segs);
 
 		if (n < 0)
 			return n;

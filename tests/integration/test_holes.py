@@ -77,3 +77,38 @@ def test_seek_data_and_hole_follow_the_layout(cluster, workdir, other_mount):
     assert seeks(path) == WANT, "a fresh open's view"
     other = other_mount / workdir.name / "sparse"
     assert seeks(other) == WANT, "a second mount's view"
+
+
+@fuse_only("fallocate is rdfs-fuse's so far")
+def test_keep_size_blocks_survive_the_last_close(cluster, workdir):
+    """fallocate(KEEP_SIZE) past the end stays allocated after close, as on
+    ext4 and XFS; what writes allocated ahead speculatively does not."""
+    kept = workdir / "kept"
+    fd = os.open(kept, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"k" * 10000)
+        fallocate(fd, 0x01, 0, 4 * MiB)          # FALLOC_FL_KEEP_SIZE
+        assert os.fstat(fd).st_size == 10000
+        assert os.fstat(fd).st_blocks * 512 >= 4 * MiB
+    finally:
+        os.close(fd)
+    st = os.stat(kept)
+    assert st.st_size == 10000
+    assert st.st_blocks * 512 == 4 * MiB, st.st_blocks
+    # a second open and close keeps them too; a truncate up to them uses them
+    fd = os.open(kept, os.O_RDWR)
+    os.close(fd)
+    assert os.stat(kept).st_blocks * 512 == 4 * MiB
+    os.truncate(kept, 2 * MiB)
+    assert os.stat(kept).st_blocks * 512 == 2 * MiB
+    with open(kept, "rb") as f:
+        data = f.read()
+    assert data == b"k" * 10000 + bytes(2 * MiB - 10000)
+
+    written = workdir / "written"
+    fd = os.open(written, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"w" * 10000)
+    finally:
+        os.close(fd)
+    assert os.stat(written).st_blocks * 512 == 12 * K    # 3 blocks, nothing ahead
