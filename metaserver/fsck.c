@@ -645,9 +645,13 @@ static int report_inode(struct fsck *f, uint32_t kind, uint64_t ino, uint64_t a,
 static int raise_high_water(struct fsck *f, struct fsck_vol *v, uint64_t mark)
 {
 	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	uint64_t high, durable;
 	int ret;
 
 	pthread_mutex_lock(&f->ms->high_mu);
+	/* an allocation since the snapshot may have raised it further: never lower it */
+	if (alloc_high_water(&f->ms->alloc, v->id, &high, &durable) == 0 && durable > mark)
+		mark = durable;
 	high_water_put(b, v->id, mark);
 	ret = ns_write(f->ms, b);
 	if (!ret)

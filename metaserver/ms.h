@@ -387,7 +387,8 @@ int ms_alloc_bitmap(struct ms *ms, uint32_t id, uint64_t **words, uint64_t *nblo
  */
 enum ms_fsck_kind {
 	MS_FSCK_LEAKED = 1,		/* in use in a map, owned by no layout */
-	MS_FSCK_DOUBLE = 2,		/* owned twice (other_ino 0: by a held range) */
+	MS_FSCK_DOUBLE = 2,		/* owned twice: ino is the owner found second (0: a
+					   held range); the first is not named */
 	MS_FSCK_OUT_OF_RANGE = 3,	/* past its volume's end, or on an unknown server */
 	MS_FSCK_ABOVE_HIGH_WATER = 4,	/* at or above its server's persisted mark */
 	MS_FSCK_UNMAPPED = 5,		/* owned, but free in the map: could be handed out */

@@ -62,7 +62,7 @@ static void usage(FILE *out)
 "        The cluster secret or this node's key, mode 0600 (default: [cluster]\n"
 "        secret_file, else " DEFAULT_SECRET ").\n"
 "    --cap-key-file FILE\n"
-"        The capability key, for `node` only (default: [cluster] cap_key_file,\n"
+"        The capability key, for `node` and `fsck` (default: [cluster] cap_key_file,\n"
 "        else " DEFAULT_CAP_KEY "): server hosts only.\n"
 "    --timeout MS\n"
 "        Give up on a metaserver request after MS milliseconds (default:\n"
