@@ -846,6 +846,29 @@ static void rdfs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t of
 	reply_status(req, rdfs_fallocate(fi_file(fi), mode, (uint64_t)offset, (uint64_t)length));
 }
 
+static void rdfs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+				    struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+				    off_t off_out, struct fuse_file_info *fi_out, size_t len,
+				    int flags)
+{
+	int64_t n;
+
+	if (flags) {
+		reply_status(req, -EINVAL);
+		return;
+	}
+	if (off_in < 0 || off_out < 0) {
+		reply_status(req, -EINVAL);
+		return;
+	}
+	n = rdfs_copy_range(fi_file(fi_in), (uint64_t)off_in, fi_file(fi_out), (uint64_t)off_out,
+			    len);
+	if (n < 0)
+		reply_status(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
 static void rdfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 			  struct fuse_file_info *fi)
 {
@@ -889,6 +912,7 @@ const struct fuse_lowlevel_ops rdfs_fuse_ops = {
 	.release	= rdfs_op_release,
 	.fsync		= rdfs_op_fsync,
 	.fallocate	= rdfs_op_fallocate,
+	.copy_file_range = rdfs_op_copy_file_range,
 	.lseek		= rdfs_op_lseek,
 	.opendir	= rdfs_op_opendir,
 	.readdir	= rdfs_op_readdir,

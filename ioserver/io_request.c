@@ -433,8 +433,10 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 		rpc_server_reply_error(req, -EACCES, "no capability");
 		return -EACCES;
 	}
-	ret = cap_check(p->cap_key, io->cap, server_id, req->peer ? req->peer->id : NULL, rights,
-			io->first_block, io->block_count, cap_now_ns());
+	/* a server (another I/O server's COPY) acts for the client it checked holds it */
+	ret = cap_check(p->cap_key, io->cap, server_id,
+			!req->peer ? NULL : req->peer->cls == AUTH_CLASS_SERVER ? io->cap->holder :
+			req->peer->id, rights, io->first_block, io->block_count, cap_now_ns());
 	/* genuine, but perhaps taken back since: the client fetches the layout again */
 	if (ret == 0 && p->fences &&
 	    fence_check(p->fences, io->cap->epoch, io->cap->ino, io->cap->gen, cap_now_ns())) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cap.h"
+#include "copy.h"
 #include "fence.h"
 #include "frame.h"
 #include "io_request.h"
@@ -36,6 +37,7 @@ struct ios_server {
 	struct registration *reg;
 	struct server_id id;
 	struct fence_table *fences;	/* checked by the pool, fed by FENCE and registration */
+	struct copier *copier;		/* COPY: fetches sources, gives back WRITEs */
 	char advertise[IOS_URL_MAX];
 	uint64_t verifier;		/* boot verifier (ios_server_verifier) */
 	atomic_bool stopping;
@@ -142,6 +144,9 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 	case RDFS_OP_FENCE:
 		ios_fence(s, req);
 		break;
+	case RDFS_OP_COPY:
+		copier_submit(s->copier, req);
+		return;
 	default:
 		log_debug("%s: %s (%u) is not an I/O server operation", xport_conn_peer(req->conn),
 			  frame_op_name(req->msg->hdr.opcode), req->msg->hdr.opcode);
@@ -149,6 +154,20 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 		break;
 	}
 	rpc_request_done(req);
+}
+
+/* COPYs whose source bytes have come: on to the io_uring threads as WRITEs. */
+static void ios_copies_ready(struct ios_server *s)
+{
+	struct rpc_request req;
+
+	while (copier_take_ready(s->copier, &req))
+		io_pool_submit(s->pool, &req);
+}
+
+static void ios_wake(void *arg)
+{
+	rpc_server_wake(((struct ios_server *)arg)->rpc);
 }
 
 /*
@@ -161,7 +180,8 @@ static void ios_drain(struct ios_server *s)
 	struct rpc_request req;
 	bool quiet = false;
 
-	while (io_pool_busy(s->pool) || !quiet) {
+	while (io_pool_busy(s->pool) || copier_busy(s->copier) || !quiet) {
+		ios_copies_ready(s);
 		switch (rpc_server_next(s->rpc, &req, IOS_DRAIN_POLL_MS)) {
 		case RPC_SRV_REQUEST:
 			rpc_server_reply_error(&req, -ESHUTDOWN, "I/O server is stopping");
@@ -186,6 +206,7 @@ int ios_server_run(struct ios_server *s)
 	int ret;
 
 	while (!atomic_load(&s->stopping)) {
+		ios_copies_ready(s);
 		switch (rpc_server_next(s->rpc, &req, 1000)) {
 		case RPC_SRV_REQUEST:
 			ios_dispatch(s, &req);
@@ -365,6 +386,9 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 			  ret == -EPERM || ret == -ENOSYS ? " (io_uring not allowed here?)" : "");
 		goto err_rpc;
 	}
+	ret = copier_create(o->cap_key, ios_wake, s, &s->copier);
+	if (ret)
+		goto err_pool;
 
 	/*
 	 * The pristine flag leaves the superblock before anyone can write to the
@@ -391,6 +415,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	return 0;
 
 err_pool:
+	copier_destroy(s->copier);
 	io_pool_stop(s->pool);
 	io_pool_destroy(s->pool);
 err_rpc:
@@ -406,6 +431,7 @@ void ios_server_destroy(struct ios_server *s)
 	if (!s)
 		return;
 	registration_stop(s->reg);
+	copier_destroy(s->copier);
 	io_pool_stop(s->pool);
 	/* Sends still queued complete (cancelled) here and give their buffers back. */
 	rpc_server_destroy(s->rpc);

@@ -111,6 +111,7 @@ static const char *const op_names[RDFS_OP_MAX] = {
 	[RDFS_OP_VOLUME_INFO]		= "volume_info",
 	[RDFS_OP_ZERO]			= "zero",
 	[RDFS_OP_FENCE]			= "fence",
+	[RDFS_OP_COPY]			= "copy",
 };
 
 const char *frame_op_name(unsigned int op)

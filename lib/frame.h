@@ -95,6 +95,7 @@ enum rdfs_op {
 	RDFS_OP_VOLUME_INFO	= 67,
 	RDFS_OP_ZERO		= 68,	/* metaserver: make newly allocated blocks read as zeros */
 	RDFS_OP_FENCE		= 69,	/* metaserver: refuse older capabilities of a file */
+	RDFS_OP_COPY		= 70,	/* copy_file_range: fetch source bytes, then WRITE */
 
 	RDFS_OP_MAX		= 128,
 };

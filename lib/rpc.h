@@ -139,6 +139,9 @@ struct rpc_request {
 	struct xport_conn *conn;	/* holds a reference until rpc_request_done() */
 	struct xport_msg *msg;		/* the request, owned */
 	const struct auth_peer *peer;	/* who the peer proved to be (valid with conn) */
+	/* what it counts against its connection: a message rewritten in place (an I/O
+	 * server's COPY becomes a WRITE) is uncounted by what it was counted with */
+	uint64_t counted_bytes;
 };
 
 /*

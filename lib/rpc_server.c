@@ -109,15 +109,15 @@ static uint64_t msg_bytes(const struct xport_msg *m)
 	return RDFS_FRAME_HDR_LEN + (uint64_t)m->hdr.body_len + m->hdr.data_len;
 }
 
-/* Count a request handed out (@sign 1) or done (-1); pause or resume reading. */
-static void session_account(struct rpc_session *ss, const struct xport_msg *m, int sign)
+/* Count a request of @bytes handed out (@sign 1) or done (-1); pause or resume reading. */
+static void session_account(struct rpc_session *ss, uint64_t bytes, int sign)
 {
 	pthread_mutex_lock(&ss->inflight_lock);
 	if (sign > 0) {
-		ss->inflight_bytes += msg_bytes(m);
+		ss->inflight_bytes += bytes;
 		ss->inflight_reqs++;
 	} else {
-		ss->inflight_bytes -= msg_bytes(m);
+		ss->inflight_bytes -= bytes;
 		ss->inflight_reqs--;
 	}
 	if (!ss->rx_paused && (ss->inflight_reqs > RPC_INFLIGHT_REQS ||
@@ -513,7 +513,8 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 		req->conn = ev->conn;
 		req->msg = ev->msg;
 		req->peer = &ss->peer;
-		session_account(ss, ev->msg, 1);
+		req->counted_bytes = msg_bytes(ev->msg);
+		session_account(ss, req->counted_bytes, 1);
 		return RPC_SRV_REQUEST;
 	case XPORT_EV_CLOSED:
 		ss = xport_conn_user(ev->conn);
@@ -728,7 +729,7 @@ void rpc_request_done(struct rpc_request *req)
 	if (req->msg && req->conn) {
 		ss = xport_conn_user(req->conn);
 		if (ss)
-			session_account(ss, req->msg, -1);
+			session_account(ss, req->counted_bytes, -1);
 	}
 	xport_msg_free(req->msg);
 	req->msg = NULL;

@@ -326,6 +326,8 @@ struct io_req {
 	int niov;
 	int stable;
 	int placing;			/* READ into @buf by RDMA WRITE (rdma_mode write) */
+	const Rdfs__CopySrc *copy_src;	/* COPY: where the bytes come from */
+	Rdfs__CopyReq copy_msg;		/* COPY: the body (msg is its dst) */
 	/* filled by io_batch_run() */
 	uint64_t verifier;		/* WRITE: the server's boot verifier */
 	struct rpc_reply reply;		/* READ without @buf: the reply, holding the data */
@@ -471,6 +473,9 @@ void readahead_next(struct rdfs_file *f, uint64_t off, size_t size, uint64_t fsi
 void readahead_drop(struct rdfs_file *f);
 /* Under in->lock: this client changed the file's bytes. */
 void inode_data_changed(struct rdfs_inode *in);
+/* The size of @in as this client knows it (asks the metaserver when not open or dirty). */
+int inode_current_size(struct rdfs_client *c, const struct rdfs_cred *cr, struct rdfs_inode *in,
+		       uint64_t *size);
 
 /* ---------------------------------------------------------------- write-behind (write_behind.c) */
 

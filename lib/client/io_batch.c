@@ -77,6 +77,12 @@ static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
 
 			ret = rpc_call_start_into(r->conn->rpc, op, &r->msg.base, NULL, 0,
 						  &dest, 1, &r->pending);
+		} else if (op == RDFS_OP_COPY) {
+			rdfs__copy_req__init(&r->copy_msg);
+			r->copy_msg.dst = &r->msg;
+			r->copy_msg.src = (Rdfs__CopySrc *)r->copy_src;
+			ret = rpc_call_start(r->conn->rpc, op, &r->copy_msg.base, NULL, 0,
+					     &r->pending);
 		} else {
 			ret = rpc_call_start(r->conn->rpc, op, &r->msg.base, iov, niov,
 					     &r->pending);

@@ -143,6 +143,15 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
  */
 int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len);
 /*
+ * copy_file_range(2): copy up to @len bytes at @off_in of @src to @off_out of
+ * @dst without moving them through this client: the destination's I/O servers
+ * fetch them from the source's (COPY). Source holes become holes. Returns the
+ * bytes copied (0 at the end of @src; fewer than @len at most once per call
+ * when it is huge), or -EBADF (modes), -EINVAL (overlap within one file), ...
+ */
+int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *dst,
+			uint64_t off_out, uint64_t len);
+/*
  * lseek(2) SEEK_DATA / SEEK_HOLE from the layout: the next offset at or after
  * @off that is data (allocated and written) or a hole (unallocated, or
  * allocated and never written); the end of the file is a hole. -ENXIO at or

@@ -69,7 +69,7 @@ int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file 
 }
 
 /* The size the file has now, for deciding whether a SET_SIZE shrinks it. */
-static int current_size(struct rdfs_client *c, const struct rdfs_cred *cr, struct rdfs_inode *in,
+int inode_current_size(struct rdfs_client *c, const struct rdfs_cred *cr, struct rdfs_inode *in,
 			uint64_t *size)
 {
 	struct stat st;
@@ -118,7 +118,7 @@ int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 			return -ENOMEM;
 		/* write-behind bytes must not land past the new end after it */
 		write_behind_drain(in, 0);
-		ret = current_size(c, cr, in, &old_size);
+		ret = inode_current_size(c, cr, in, &old_size);
 		if (ret == 0 && (uint64_t)in_st->st_size < old_size)
 			ret = io_zero_tail(c, in, f, cr, in_st->st_size);
 		if (ret)
@@ -212,7 +212,7 @@ int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 		/* nothing of ours may land in the range after it */
 		ret = write_behind_drain(in, 1);
 		if (!ret)
-			ret = current_size(f->c, &f->cred, in, &size);
+			ret = inode_current_size(f->c, &f->cred, in, &size);
 		if (ret)
 			return ret;
 		/* partial blocks at either end (inside the file): their bytes are zeroed */
@@ -244,7 +244,7 @@ int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 	}
 	if (ret || keep)
 		return ret;
-	ret = current_size(f->c, &f->cred, in, &size);
+	ret = inode_current_size(f->c, &f->cred, in, &size);
 	if (ret || end <= size)
 		return ret;
 	memset(&st, 0, sizeof(st));
@@ -263,7 +263,7 @@ int64_t rdfs_seek_data(struct rdfs_file *f, uint64_t off, int whence)
 	/* our own writes still behind are data too */
 	ret = write_behind_drain(in, 1);
 	if (!ret)
-		ret = current_size(f->c, &f->cred, in, &size);
+		ret = inode_current_size(f->c, &f->cred, in, &size);
 	if (ret)
 		return ret;
 	if (off >= size)

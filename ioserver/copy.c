@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+/*
+ * copy.c - COPY: copy_file_range done between I/O servers (see copy.h).
+ *
+ * A COPY names a destination WRITE (its capability, blocks and bytes) and a
+ * source (a READ capability, its blocks and head, and the URL of the I/O
+ * server that holds them). The copy thread READs the source bytes from that
+ * server (this one too, over its own listener: one path for both), then turns
+ * the request into the stable WRITE it describes: the io_uring threads check
+ * the destination capability, the fences and the range locks as for any
+ * WRITE, and answer the client, tag and all. So a COPY is exactly a READ by
+ * this server and a WRITE by the client, and every check of those applies.
+ *
+ * The source server accepts the capability from us because we proved the
+ * server key; we accept only a source capability granted to the client that
+ * asks (its holder), so a COPY cannot use anyone else's.
+ *
+ * Ownership: a queued job owns its request (reference on the connection)
+ * until it is answered here or handed back. Source connections belong to the
+ * copy thread alone: no lock.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+#include "frame.h"
+#include "log.h"
+#include "rdfs.pb-c.h"
+#include "xport_module.h"
+
+#define COPY_CONNS		16
+#define COPY_CONNECT_MS		5000
+#define COPY_READ_MS		30000
+
+struct copy_job {
+	struct rpc_request req;
+	struct copy_job *next;
+};
+
+struct src_conn {
+	char url[256];
+	struct rpc_client *c;
+};
+
+struct copier {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct copy_job *queue, *queue_tail;	/* COPYs to fetch */
+	struct copy_job *ready;			/* WRITEs for the main loop */
+	int stop;
+	atomic_int busy;
+	struct auth_secret server_key;
+	void (*wake)(void *arg);
+	void *wake_arg;
+	struct src_conn conns[COPY_CONNS];	/* the copy thread's */
+	int next_evict;
+};
+
+static void fail(struct copy_job *j, int err, const char *why)
+{
+	rpc_server_reply_error(&j->req, err, why);
+	rpc_request_done(&j->req);
+	free(j);
+}
+
+/* A connection to @url as the server, reused while it works. */
+static struct rpc_client *src_conn(struct copier *cp, const char *url, int *err)
+{
+	struct src_conn *sc = NULL;
+	int ret;
+
+	for (int i = 0; i < COPY_CONNS; i++)
+		if (cp->conns[i].c && strcmp(cp->conns[i].url, url) == 0) {
+			sc = &cp->conns[i];
+			break;
+		}
+	if (sc && rpc_client_broken(sc->c)) {
+		rpc_client_close(sc->c);
+		sc->c = NULL;
+	}
+	if (sc && sc->c)
+		return sc->c;
+	if (!sc) {
+		for (int i = 0; i < COPY_CONNS && !sc; i++)
+			if (!cp->conns[i].c)
+				sc = &cp->conns[i];
+		if (!sc) {
+			sc = &cp->conns[cp->next_evict];
+			cp->next_evict = (cp->next_evict + 1) % COPY_CONNS;
+			rpc_client_close(sc->c);
+			sc->c = NULL;
+		}
+	}
+	snprintf(sc->url, sizeof(sc->url), "%s", url);
+	ret = rpc_client_connect(url, &cp->server_key, "server", COPY_CONNECT_MS, &sc->c);
+	if (ret) {
+		sc->c = NULL;
+		*err = ret;
+		return NULL;
+	}
+	return sc->c;
+}
+
+/* The COPY's checks that need no capability key; 0 or -EINVAL with *@why. */
+static int copy_valid(const Rdfs__CopyReq *m, const struct rpc_request *req, const char **why)
+{
+	const Rdfs__IoReq *d = m->dst;
+	const Rdfs__CopySrc *s = m->src;
+
+	*why = "COPY needs dst, src and their capabilities";
+	if (!d || !s || !d->cap || !s->cap || !s->url)
+		return -EINVAL;
+	*why = "COPY length is 1 byte to 4 MiB";
+	if (d->length == 0 || d->length > COPY_MAX_BYTES)
+		return -EINVAL;
+	*why = "COPY source head/blocks do not match its length";
+	if (s->head >= 4096 || s->block_count != (s->head + (uint64_t)d->length + 4095) / 4096)
+		return -EINVAL;
+	*why = "COPY source URL is not tcp:// or rdma://";
+	if (strncmp(s->url, "tcp://", 6) && strncmp(s->url, "rdma://", 7))
+		return -EINVAL;
+	*why = "COPY source capability was granted to another peer";
+	if (!req->peer || !s->cap->holder || strcmp(s->cap->holder, req->peer->id))
+		return -EACCES;
+	return 0;
+}
+
+/* Fetch the source of @j and turn it into its WRITE; 0, or answered and freed. */
+static int copy_fetch(struct copier *cp, struct copy_job *j)
+{
+	struct xport_msg *msg = j->req.msg;
+	Rdfs__CopyReq *m = rdfs__copy_req__unpack(NULL, msg->hdr.body_len, msg->body);
+	Rdfs__IoReq rd = RDFS__IO_REQ__INIT;
+	struct rpc_pending *pend;
+	struct rpc_reply reply;
+	struct rpc_client *c;
+	const char *why;
+	uint8_t *body = NULL, *data = NULL;
+	size_t blen;
+	uint32_t len;
+	int ret;
+
+	if (!m) {
+		fail(j, -EBADMSG, "undecodable CopyReq");
+		return -EBADMSG;
+	}
+	ret = copy_valid(m, &j->req, &why);
+	if (ret) {
+		rdfs__copy_req__free_unpacked(m, NULL);
+		fail(j, ret, why);
+		return ret;
+	}
+	len = m->dst->length;
+	c = src_conn(cp, m->src->url, &ret);
+	if (!c) {
+		log_warn("COPY: cannot reach source I/O server %s: %s", m->src->url, strerror(-ret));
+		rdfs__copy_req__free_unpacked(m, NULL);
+		fail(j, -EIO, "cannot reach the source I/O server");
+		return -EIO;
+	}
+	rd.cap = m->src->cap;
+	rd.first_block = m->src->first_block;
+	rd.block_count = m->src->block_count;
+	rd.head = m->src->head;
+	rd.length = len;
+	ret = rpc_call_start(c, RDFS_OP_READ, &rd.base, NULL, 0, &pend);
+	if (!ret)
+		ret = rpc_call_wait(pend, COPY_READ_MS, &reply);
+	if (ret) {
+		rdfs__copy_req__free_unpacked(m, NULL);
+		fail(j, -EIO, "the source I/O server did not answer");
+		return -EIO;
+	}
+	if (reply.status || rpc_reply_data_len(&reply) < len) {
+		/* its refusal is the client's to handle: ESTALE refetches, EACCES fails */
+		ret = reply.status ? reply.status : -EIO;
+		rpc_reply_release(&reply);
+		rdfs__copy_req__free_unpacked(m, NULL);
+		fail(j, ret, "the source I/O server refused the READ");
+		return ret;
+	}
+	data = xport_data_alloc(len);
+	m->dst->stable = 1;	/* nothing of a COPY is left for a later IO_COMMIT */
+	blen = rdfs__io_req__get_packed_size(m->dst);
+	body = malloc(blen ? blen : 1);
+	if (!data || !body) {
+		rpc_reply_release(&reply);
+		rdfs__copy_req__free_unpacked(m, NULL);
+		if (data)
+			xport_data_free(data, len);
+		free(body);
+		fail(j, -ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	rpc_reply_data_copy(&reply, 0, data, len);
+	rpc_reply_release(&reply);
+	rdfs__io_req__pack(m->dst, body);
+	rdfs__copy_req__free_unpacked(m, NULL);
+
+	/* now it is the WRITE it describes */
+	free(msg->body);
+	msg->body = body;
+	msg->hdr.body_len = (uint32_t)blen;
+	xport_data_free(msg->data, msg->hdr.data_len);
+	msg->data = data;
+	msg->hdr.data_len = len;
+	msg->hdr.opcode = RDFS_OP_WRITE;
+	return 0;
+}
+
+static void *copy_main(void *arg)
+{
+	struct copier *cp = arg;
+
+	pthread_mutex_lock(&cp->mu);
+	for (;;) {
+		struct copy_job *j;
+
+		while (!cp->queue && !cp->stop)
+			pthread_cond_wait(&cp->cv, &cp->mu);
+		if (cp->stop)
+			break;
+		j = cp->queue;
+		cp->queue = j->next;
+		if (!cp->queue)
+			cp->queue_tail = NULL;
+		pthread_mutex_unlock(&cp->mu);
+
+		if (copy_fetch(cp, j) == 0) {
+			pthread_mutex_lock(&cp->mu);
+			j->next = cp->ready;
+			cp->ready = j;
+			pthread_mutex_unlock(&cp->mu);
+			cp->wake(cp->wake_arg);
+		} else {
+			atomic_fetch_sub(&cp->busy, 1);
+		}
+		pthread_mutex_lock(&cp->mu);
+	}
+	pthread_mutex_unlock(&cp->mu);
+	return NULL;
+}
+
+int copier_create(const struct auth_secret *cap_key, void (*wake)(void *arg), void *arg,
+		  struct copier **out)
+{
+	struct copier *cp = calloc(1, sizeof(*cp));
+
+	if (!cp)
+		return -ENOMEM;
+	pthread_mutex_init(&cp->mu, NULL);
+	pthread_cond_init(&cp->cv, NULL);
+	atomic_init(&cp->busy, 0);
+	cp->wake = wake;
+	cp->wake_arg = arg;
+	if (cap_key)
+		auth_server_key(cap_key, &cp->server_key);
+	if (pthread_create(&cp->thread, NULL, copy_main, cp)) {
+		pthread_cond_destroy(&cp->cv);
+		pthread_mutex_destroy(&cp->mu);
+		free(cp);
+		return -EAGAIN;
+	}
+	*out = cp;
+	return 0;
+}
+
+void copier_submit(struct copier *cp, const struct rpc_request *req)
+{
+	struct copy_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		struct rpc_request r = *req;
+
+		rpc_server_reply_error(&r, -ENOMEM, "out of memory");
+		rpc_request_done(&r);
+		return;
+	}
+	j->req = *req;
+	atomic_fetch_add(&cp->busy, 1);
+	pthread_mutex_lock(&cp->mu);
+	if (cp->queue_tail)
+		cp->queue_tail->next = j;
+	else
+		cp->queue = j;
+	cp->queue_tail = j;
+	pthread_cond_signal(&cp->cv);
+	pthread_mutex_unlock(&cp->mu);
+}
+
+int copier_take_ready(struct copier *cp, struct rpc_request *out)
+{
+	struct copy_job *j;
+
+	pthread_mutex_lock(&cp->mu);
+	j = cp->ready;
+	if (j)
+		cp->ready = j->next;
+	pthread_mutex_unlock(&cp->mu);
+	if (!j)
+		return 0;
+	*out = j->req;
+	free(j);
+	atomic_fetch_sub(&cp->busy, 1);
+	return 1;
+}
+
+int copier_busy(struct copier *cp)
+{
+	return atomic_load(&cp->busy);
+}
+
+void copier_destroy(struct copier *cp)
+{
+	struct copy_job *j, *next;
+
+	if (!cp)
+		return;
+	pthread_mutex_lock(&cp->mu);
+	cp->stop = 1;
+	pthread_cond_signal(&cp->cv);
+	pthread_mutex_unlock(&cp->mu);
+	pthread_join(cp->thread, NULL);
+	for (j = cp->queue; j; j = next) {
+		next = j->next;
+		fail(j, -ESHUTDOWN, "I/O server is stopping");
+	}
+	for (j = cp->ready; j; j = next) {
+		next = j->next;
+		fail(j, -ESHUTDOWN, "I/O server is stopping");
+	}
+	for (int i = 0; i < COPY_CONNS; i++)
+		if (cp->conns[i].c)
+			rpc_client_close(cp->conns[i].c);
+	memset(&cp->server_key, 0, sizeof(cp->server_key));
+	pthread_cond_destroy(&cp->cv);
+	pthread_mutex_destroy(&cp->mu);
+	free(cp);
+}
