@@ -12,6 +12,7 @@
  * them, and another client may have written them since.
  */
 #include <linux/pagemap.h>
+#include <linux/falloc.h>
 #include <linux/slab.h>
 #include <linux/writeback.h>
 
@@ -247,8 +248,118 @@ static ssize_t rdfs_file_read_iter(struct kiocb *iocb, struct iov_iter *to)
 	return generic_file_read_iter(iocb, to);
 }
 
+/*
+ * Before the helper looks at the file's layout or size: what this client
+ * wrote is on the I/O servers and committed to the metaserver.
+ */
+static int rdfs_settle(struct inode *inode, loff_t start, loff_t end)
+{
+	int err = filemap_write_and_wait_range(inode->i_mapping, start, end);
+
+	return err ? err : rdfs_commit(inode, rdfs_wb_handle(inode));
+}
+
+static long rdfs_file_fallocate(struct file *file, int mode, loff_t offset, loff_t len)
+{
+	struct inode *inode = file_inode(file);
+	struct rdfs_dev_fallocate fa = { .mode = mode, .offset = offset, .length = len };
+	struct rdfs_dev_attr attr;
+	struct rdfs_dev_call c;
+	int err;
+
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		return -EOPNOTSUPP;
+	inode_lock(inode);
+	err = rdfs_settle(inode, 0, LLONG_MAX);
+	if (err)
+		goto out;
+	rdfs_call_init(&c, RDFS_DEV_FALLOCATE, inode->i_ino, rdfs_file_handle(file));
+	rdfs_call_arg(&c, &fa, sizeof(fa));
+	c.out = &attr;
+	c.out_size = sizeof(attr);
+	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	if (!err && c.out_len < sizeof(attr))
+		err = -EIO;
+	/* the helper zeroed and punched on the servers: the cached pages are stale */
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		truncate_pagecache_range(inode, offset, offset + len - 1);
+	if (!err)
+		rdfs_attr_apply(inode, &attr);
+out:
+	inode_unlock(inode);
+	return err;
+}
+
+/* SEEK_DATA/SEEK_HOLE from the layout (the helper's), the rest as usual. */
+static loff_t rdfs_file_llseek(struct file *file, loff_t offset, int whence)
+{
+	struct inode *inode = file_inode(file);
+	struct rdfs_dev_seek sk = { .offset = offset, .whence = whence };
+	struct rdfs_dev_call c;
+	int err;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return generic_file_llseek(file, offset, whence);
+	if (offset < 0)
+		return -ENXIO;
+	err = rdfs_settle(inode, 0, LLONG_MAX);
+	if (err)
+		return err;
+	rdfs_call_init(&c, RDFS_DEV_SEEK, inode->i_ino, rdfs_file_handle(file));
+	rdfs_call_arg(&c, &sk, sizeof(sk));
+	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	if (err)
+		return err;
+	return vfs_setpos(file, c.val, inode->i_sb->s_maxbytes);
+}
+
+/* The I/O servers copy the blocks between themselves (COPY); no byte comes here. */
+static ssize_t rdfs_copy_file_range(struct file *fin, loff_t pos_in, struct file *fout,
+				    loff_t pos_out, size_t len, unsigned int flags)
+{
+	struct inode *in = file_inode(fin), *out = file_inode(fout);
+	struct rdfs_dev_copy cp = { .dst_handle = rdfs_file_handle(fout), .off_in = pos_in,
+				    .off_out = pos_out, .length = len };
+	struct rdfs_dev_attr attr;
+	struct rdfs_dev_call c;
+	ssize_t err;
+
+	if (flags)
+		return -EINVAL;
+	if (in->i_sb != out->i_sb)
+		return -EXDEV;
+	err = rdfs_settle(in, pos_in, pos_in + len - 1);
+	if (err)
+		return err;
+	inode_lock(out);
+	err = rdfs_settle(out, 0, LLONG_MAX);
+	if (err)
+		goto out;
+	rdfs_call_init(&c, RDFS_DEV_COPY_RANGE, in->i_ino, rdfs_file_handle(fin));
+	rdfs_call_arg(&c, &cp, sizeof(cp));
+	c.out = &attr;
+	c.out_size = sizeof(attr);
+	err = rdfs_call(RDFS_SB(in->i_sb)->chan, &c);
+	if (!err && c.out_len < sizeof(attr))
+		err = -EIO;
+	if (err)
+		goto out;
+	if (c.val) {
+		/* dropped whole (clean since rdfs_settle): truncating would zero partial pages */
+		invalidate_inode_pages2_range(out->i_mapping, pos_out >> PAGE_SHIFT,
+					      (pos_out + c.val - 1) >> PAGE_SHIFT);
+		rdfs_attr_apply(out, &attr);
+	}
+	err = c.val;
+out:
+	inode_unlock(out);
+	return err;
+}
+
 const struct file_operations rdfs_file_fops = {
-	.llseek		= generic_file_llseek,
+	.llseek		= rdfs_file_llseek,
+	.fallocate	= rdfs_file_fallocate,
+	.copy_file_range = rdfs_copy_file_range,
 	.read_iter	= rdfs_file_read_iter,
 	.write_iter	= generic_file_write_iter,
 	.mmap		= rdfs_file_mmap,

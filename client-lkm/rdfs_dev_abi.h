@@ -22,7 +22,7 @@
 #include <linux/types.h>
 
 /* 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr values) */
-#define RDFS_DEV_ABI_VERSION	3
+#define RDFS_DEV_ABI_VERSION	4
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -57,6 +57,9 @@ enum rdfs_dev_op {
 	RDFS_DEV_SETXATTR,	/* ino; rdfs_dev_xattr + name + value */
 	RDFS_DEV_LISTXATTR,	/* ino; rdfs_dev_xattr -> names (NUL-separated) */
 	RDFS_DEV_REMOVEXATTR,	/* ino; name */
+	RDFS_DEV_FALLOCATE,	/* handle; rdfs_dev_fallocate -> rdfs_dev_attr */
+	RDFS_DEV_SEEK,		/* handle; rdfs_dev_seek -> reply.val: SEEK_DATA/SEEK_HOLE's answer */
+	RDFS_DEV_COPY_RANGE,	/* handle = source; rdfs_dev_copy -> reply.val copied, rdfs_dev_attr of dst */
 	RDFS_DEV_OP_MAX
 };
 
@@ -211,6 +214,27 @@ struct rdfs_dev_commit {
 	__u64 end_block;
 	__u64 size;		/* the file's size now */
 	__s64 mtime_ns;
+};
+
+/* The module has written back and committed the file before each of these. */
+struct rdfs_dev_fallocate {
+	__u32 mode;		/* fallocate(2) mode */
+	__u32 pad;
+	__u64 offset;
+	__u64 length;
+};
+
+struct rdfs_dev_seek {
+	__u64 offset;
+	__u32 whence;		/* SEEK_DATA or SEEK_HOLE */
+	__u32 pad;
+};
+
+struct rdfs_dev_copy {
+	__u64 dst_handle;	/* a writable open of the destination */
+	__u64 off_in;
+	__u64 off_out;
+	__u64 length;
 };
 
 struct rdfs_dev_xattr {

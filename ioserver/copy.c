@@ -3,9 +3,9 @@
  * copy.c - COPY: copy_file_range done between I/O servers (see copy.h).
  *
  * A COPY names a destination WRITE (its capability, blocks and bytes) and a
- * source (a READ capability, its blocks and head, and the URL of the I/O
- * server that holds them). The copy thread READs the source bytes from that
- * server (this one too, over its own listener: one path for both), then turns
+ * source (a READ capability, its blocks and head). The copy thread READs the
+ * source bytes from the I/O server the capability names (this one too, over
+ * its own listener: one path for both), then turns
  * the request into the stable WRITE it describes: the io_uring threads check
  * the destination capability, the fences and the range locks as for any
  * WRITE, and answer the client, tag and all. So a COPY is exactly a READ by
@@ -13,7 +13,11 @@
  *
  * The source server accepts the capability from us because we proved the
  * server key; we accept only a source capability granted to the client that
- * asks (its holder), so a COPY cannot use anyone else's.
+ * asks (its holder), so a COPY cannot use anyone else's. Where we log in with
+ * the server key is never the client's to say: a client-named address could
+ * relay our answer to the metaserver's challenge and log in there as a
+ * server. The address of a server id comes from the metaserver's registry
+ * (SERVER_LIST, as the server) or is our own.
  *
  * Ownership: a queued job owns its request (reference on the connection)
  * until it is answered here or handed back. Source connections belong to the
@@ -30,6 +34,7 @@
 #include "frame.h"
 #include "log.h"
 #include "rdfs.pb-c.h"
+#include "server_id.h"
 #include "xport_module.h"
 
 #define COPY_CONNS		16
@@ -42,6 +47,7 @@ struct copy_job {
 };
 
 struct src_conn {
+	uint32_t id;			/* the I/O server */
 	char url[256];
 	struct rpc_client *c;
 };
@@ -55,6 +61,9 @@ struct copier {
 	int stop;
 	atomic_int busy;
 	struct auth_secret server_key;
+	char *metaserver;			/* NULL: no registry to ask */
+	const struct server_id *self;
+	char self_url[256];
 	void (*wake)(void *arg);
 	void *wake_arg;
 	struct src_conn conns[COPY_CONNS];	/* the copy thread's */
@@ -68,23 +77,62 @@ static void fail(struct copy_job *j, int err, const char *why)
 	free(j);
 }
 
-/* A connection to @url as the server, reused while it works. */
-static struct rpc_client *src_conn(struct copier *cp, const char *url, int *err)
+/* The registered address of I/O server @id, from the metaserver; 0 or -errno. */
+static int registry_url(struct copier *cp, uint32_t id, char *url, size_t len)
+{
+	Rdfs__ServerListReply *rep = NULL;
+	struct rpc_client *ms;
+	int ret;
+
+	if (!cp->metaserver)
+		return -EHOSTUNREACH;
+	ret = rpc_client_connect(cp->metaserver, &cp->server_key, "server", COPY_CONNECT_MS, &ms);
+	if (ret)
+		return ret;
+	ret = rpc_call(ms, RDFS_OP_SERVER_LIST, NULL, &rdfs__server_list_reply__descriptor,
+		       (ProtobufCMessage **)&rep, COPY_CONNECT_MS);
+	rpc_client_close(ms);
+	if (ret)
+		return ret;
+	ret = -EHOSTUNREACH;
+	for (size_t i = 0; i < rep->n_servers; i++)
+		if (rep->servers[i]->server_id == id && rep->servers[i]->url) {
+			snprintf(url, len, "%s", rep->servers[i]->url);
+			ret = 0;
+		}
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return ret;
+}
+
+/* A connection, as the server, to I/O server @id, reused while it works. */
+static struct rpc_client *src_conn(struct copier *cp, uint32_t id, int *err)
 {
 	struct src_conn *sc = NULL;
+	uint32_t self;
+	char url[256];
 	int ret;
 
 	for (int i = 0; i < COPY_CONNS; i++)
-		if (cp->conns[i].c && strcmp(cp->conns[i].url, url) == 0) {
+		if (cp->conns[i].c && cp->conns[i].id == id) {
 			sc = &cp->conns[i];
 			break;
 		}
 	if (sc && rpc_client_broken(sc->c)) {
+		/* it may have moved: ask the registry again */
 		rpc_client_close(sc->c);
 		sc->c = NULL;
 	}
 	if (sc && sc->c)
 		return sc->c;
+	if (server_id_get(cp->self, &self) == 0 && self == id)
+		ret = snprintf(url, sizeof(url), "%s", cp->self_url) < (int)sizeof(url) ? 0 :
+		      -ENAMETOOLONG;
+	else
+		ret = registry_url(cp, id, url, sizeof(url));
+	if (ret) {
+		*err = ret;
+		return NULL;
+	}
 	if (!sc) {
 		for (int i = 0; i < COPY_CONNS && !sc; i++)
 			if (!cp->conns[i].c)
@@ -96,6 +144,7 @@ static struct rpc_client *src_conn(struct copier *cp, const char *url, int *err)
 			sc->c = NULL;
 		}
 	}
+	sc->id = id;
 	snprintf(sc->url, sizeof(sc->url), "%s", url);
 	ret = rpc_client_connect(url, &cp->server_key, "server", COPY_CONNECT_MS, &sc->c);
 	if (ret) {
@@ -113,16 +162,13 @@ static int copy_valid(const Rdfs__CopyReq *m, const struct rpc_request *req, con
 	const Rdfs__CopySrc *s = m->src;
 
 	*why = "COPY needs dst, src and their capabilities";
-	if (!d || !s || !d->cap || !s->cap || !s->url)
+	if (!d || !s || !d->cap || !s->cap)
 		return -EINVAL;
 	*why = "COPY length is 1 byte to 4 MiB";
 	if (d->length == 0 || d->length > COPY_MAX_BYTES)
 		return -EINVAL;
 	*why = "COPY source head/blocks do not match its length";
 	if (s->head >= 4096 || s->block_count != (s->head + (uint64_t)d->length + 4095) / 4096)
-		return -EINVAL;
-	*why = "COPY source URL is not tcp:// or rdma://";
-	if (strncmp(s->url, "tcp://", 6) && strncmp(s->url, "rdma://", 7))
 		return -EINVAL;
 	*why = "COPY source capability was granted to another peer";
 	if (!req->peer || !s->cap->holder || strcmp(s->cap->holder, req->peer->id))
@@ -156,9 +202,10 @@ static int copy_fetch(struct copier *cp, struct copy_job *j)
 		return ret;
 	}
 	len = m->dst->length;
-	c = src_conn(cp, m->src->url, &ret);
+	c = src_conn(cp, m->src->cap->server_id, &ret);
 	if (!c) {
-		log_warn("COPY: cannot reach source I/O server %s: %s", m->src->url, strerror(-ret));
+		log_warn("COPY: cannot reach source I/O server %u: %s", m->src->cap->server_id,
+			 strerror(-ret));
 		rdfs__copy_req__free_unpacked(m, NULL);
 		fail(j, -EIO, "cannot reach the source I/O server");
 		return -EIO;
@@ -246,13 +293,20 @@ static void *copy_main(void *arg)
 	return NULL;
 }
 
-int copier_create(const struct auth_secret *cap_key, void (*wake)(void *arg), void *arg,
-		  struct copier **out)
+int copier_create(const struct auth_secret *cap_key, const char *metaserver,
+		  const struct server_id *self, const char *self_url, void (*wake)(void *arg),
+		  void *arg, struct copier **out)
 {
 	struct copier *cp = calloc(1, sizeof(*cp));
 
 	if (!cp)
 		return -ENOMEM;
+	if (metaserver && !(cp->metaserver = strdup(metaserver))) {
+		free(cp);
+		return -ENOMEM;
+	}
+	cp->self = self;
+	snprintf(cp->self_url, sizeof(cp->self_url), "%s", self_url ? self_url : "");
 	pthread_mutex_init(&cp->mu, NULL);
 	pthread_cond_init(&cp->cv, NULL);
 	atomic_init(&cp->busy, 0);
@@ -263,6 +317,7 @@ int copier_create(const struct auth_secret *cap_key, void (*wake)(void *arg), vo
 	if (pthread_create(&cp->thread, NULL, copy_main, cp)) {
 		pthread_cond_destroy(&cp->cv);
 		pthread_mutex_destroy(&cp->mu);
+		free(cp->metaserver);
 		free(cp);
 		return -EAGAIN;
 	}
@@ -338,6 +393,7 @@ void copier_destroy(struct copier *cp)
 		if (cp->conns[i].c)
 			rpc_client_close(cp->conns[i].c);
 	memset(&cp->server_key, 0, sizeof(cp->server_key));
+	free(cp->metaserver);
 	pthread_cond_destroy(&cp->cv);
 	pthread_mutex_destroy(&cp->mu);
 	free(cp);

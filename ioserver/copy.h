@@ -21,9 +21,18 @@ struct copier;
 /* Largest dst.length of one COPY. */
 #define COPY_MAX_BYTES	(4u << 20)
 
-/* @cap_key: the server key that source servers accept is derived from it. */
-int copier_create(const struct auth_secret *cap_key, void (*wake)(void *arg), void *arg,
-		  struct copier **out);
+struct server_id;
+
+/*
+ * @cap_key: the server key that source servers accept is derived from it.
+ * Source servers are found by the id their capability names: this server
+ * (@self, at @self_url) or, through SERVER_LIST, the metaserver's registry
+ * (@metaserver; NULL: none, so only copies within this server work). A
+ * client never names the address this server logs into with the server key.
+ */
+int copier_create(const struct auth_secret *cap_key, const char *metaserver,
+		  const struct server_id *self, const char *self_url, void (*wake)(void *arg),
+		  void *arg, struct copier **out);
 /* Take @req (a COPY); it is answered or comes back through copier_take_ready(). */
 void copier_submit(struct copier *cp, const struct rpc_request *req);
 /* 1 with *@out a WRITE request to submit, 0 when none is ready. */

@@ -386,7 +386,8 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 			  ret == -EPERM || ret == -ENOSYS ? " (io_uring not allowed here?)" : "");
 		goto err_rpc;
 	}
-	ret = copier_create(o->cap_key, ios_wake, s, &s->copier);
+	ret = copier_create(o->cap_key, o->metaserver, &s->id, s->advertise, ios_wake, s,
+			    &s->copier);
 	if (ret)
 		goto err_pool;
 

@@ -512,6 +512,51 @@ static int op_init(struct msg *m)
 	return 0;
 }
 
+/* FALLOCATE, SEEK, COPY_RANGE: what rdfs-fuse does for the same calls. */
+static int op_file_range(struct msg *m)
+{
+	const struct rdfs_dev_fallocate *fa = (const void *)m->in;
+	const struct rdfs_dev_seek *sk = (const void *)m->in;
+	const struct rdfs_dev_copy *cp = (const void *)m->in;
+	struct rdfs_file *f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0), *dst;
+	struct stat st;
+	int64_t n;
+	int err;
+
+	if (!f)
+		return -EBADF;
+	switch (m->req->op) {
+	case RDFS_DEV_FALLOCATE:
+		if (m->in_len < sizeof(*fa))
+			return -EINVAL;
+		err = rdfs_fallocate(f, (int)fa->mode, fa->offset, fa->length);
+		if (!err)
+			err = rdfs_getattr(m->h->client, &m->cred, m->req->ino, &st);
+		return err ? err : reply_attr(m, &st);
+	case RDFS_DEV_SEEK:
+		if (m->in_len < sizeof(*sk))
+			return -EINVAL;
+		n = rdfs_seek_data(f, sk->offset, (int)sk->whence);
+		if (n < 0)
+			return (int)n;
+		m->rep->val = (uint64_t)n;
+		return 0;
+	case RDFS_DEV_COPY_RANGE:
+		if (m->in_len < sizeof(*cp))
+			return -EINVAL;
+		dst = handle_get(m->h, cp->dst_handle, HANDLE_FILE, 0);
+		if (!dst)
+			return -EBADF;
+		n = rdfs_copy_range(f, cp->off_in, dst, cp->off_out, cp->length);
+		if (n < 0)
+			return (int)n;
+		m->rep->val = (uint64_t)n;
+		err = rdfs_getattr(m->h->client, &m->cred, dst->in->ino, &st);
+		return err ? err : reply_attr(m, &st);
+	}
+	return -ENOSYS;
+}
+
 static int dispatch(struct msg *m)
 {
 	switch (m->req->op) {
@@ -556,6 +601,10 @@ static int dispatch(struct msg *m)
 	case RDFS_DEV_LISTXATTR:
 	case RDFS_DEV_REMOVEXATTR:
 		return op_xattr(m);
+	case RDFS_DEV_FALLOCATE:
+	case RDFS_DEV_SEEK:
+	case RDFS_DEV_COPY_RANGE:
+		return op_file_range(m);
 	}
 	return -ENOSYS;
 }

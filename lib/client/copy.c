@@ -41,14 +41,10 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 		       uint64_t n, struct copy_piece **pieces, size_t *np, size_t *cap,
 		       struct layout_seg ***held, size_t *nheld, int **nsegs)
 {
-	struct rdfs_client *c = dst->c;
 	struct layout_seg *ds;
-	struct rdfs_peer *sp = ios_peer(c, ss->server_id, NULL);
 	int nd;
 
-	if (!sp)
-		return -ENOMEM;
-	nd = layout_get(c, dst->in, dst, NULL, BLK_DOWN(b), BLK_UP(b + n), BLK_UP(b + n), 1, &ds);
+	nd = layout_get(dst->c, dst->in, dst, NULL, BLK_DOWN(b), BLK_UP(b + n), BLK_UP(b + n), 1, &ds);
 	if (nd < 0)
 		return nd;
 	{
@@ -100,7 +96,6 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 			p->src.first_block = ss->block + (BLK_DOWN(s0) - ss->start);
 			p->src.head = (uint32_t)(s0 % BLK);
 			p->src.block_count = (uint32_t)BLK_UP(p->src.head + len);
-			p->src.url = sp->url;
 			d0 += len;
 		}
 	}

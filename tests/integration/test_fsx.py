@@ -14,9 +14,10 @@ swing with its load): 300-1000 ops/s on the 256 KiB file, 360-730 ops/s with
 --second, 400-490 ops/s at 4 MiB; the module took 58 s (25% more operations:
 135 s while the guest suite was at its busiest).
 
-rdfs-fuse has no fallocate (the kernel answers EOPNOTSUPP: the tester turns
-those modes off and says so in its summary) and no copy_file_range (the kernel
-copies through the page cache instead, which the tester checks like any copy).
+Every operation kind must stay on ("disabled: none"): both clients have
+every fallocate mode, and copy_file_range is done by the I/O servers (COPY),
+not by the kernel through the page cache. The kernel client runs this file in
+the guest (tests/vm/suite.d/lkm-fsx).
 
 RDFS_FSX_OPS=N makes every run do N operations. Soak:
     RDFS_FSX_OPS=200000 python3 -m pytest tests/integration/test_fsx.py
@@ -64,6 +65,7 @@ def fsx(cluster, path, seed, nops, *args):
 def test_fsx_random_ops_match_the_model(cluster, workdir, seed):
     summary = fsx(cluster, workdir / "fsx", seed, ops(8000))
     assert "mapwrite=" in summary and "copy_range=" in summary, summary
+    assert summary.endswith("disabled: none"), summary
 
 
 def test_fsx_close_to_open_through_a_second_mount(cluster, workdir, other_mount):

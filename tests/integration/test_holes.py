@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import MiB, fuse_only
+from conftest import MiB
 
 K = 1024
 PUNCH = 0x01 | 0x02       # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
@@ -54,7 +54,6 @@ WANT = {
 }
 
 
-@fuse_only("SEEK_DATA/SEEK_HOLE and fallocate are rdfs-fuse's so far")
 def test_seek_data_and_hole_follow_the_layout(cluster, workdir, other_mount):
     path = workdir / "sparse"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -79,7 +78,6 @@ def test_seek_data_and_hole_follow_the_layout(cluster, workdir, other_mount):
     assert seeks(other) == WANT, "a second mount's view"
 
 
-@fuse_only("fallocate is rdfs-fuse's so far")
 def test_keep_size_blocks_survive_the_last_close(cluster, workdir):
     """fallocate(KEEP_SIZE) past the end stays allocated after close, as on
     ext4 and XFS; what writes allocated ahead speculatively does not."""
