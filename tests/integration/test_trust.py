@@ -493,8 +493,11 @@ def test_names_with_nul_are_refused(cluster, workdir, case):
 def test_capability_is_bound_to_its_holder(cluster, workdir):
     """Capability holder (field 7, covered by the MAC): a capability a
     cluster-secret client fetched is refused (-EACCES) on an I/O server
-    connection authenticated with the server key, and one whose holder was
-    rewritten (MAC unchanged) is refused (-EBADMSG or -EACCES)."""
+    connection of another identity (a client node with its own key), and one
+    whose holder was rewritten to that node (MAC unchanged) is refused
+    (-EBADMSG or -EACCES). A server-key connection may present it: an I/O
+    server fetching a COPY's source acts for the client it checked is the
+    holder, and whoever has the server key has the capability key anyway."""
     c = cluster
     data = os.urandom(256 * 1024)
     p = workdir / "f"
@@ -510,17 +513,27 @@ def test_capability_is_bound_to_its_holder(cluster, workdir):
     cap = cap_for_extent(lay, ext)
     n = min(ext["length"], len(data)) // 4096
     port = ports[ext["server"]]
-    # Replayed on a server-key connection.
-    io = connect(port, server_key(c), "server")
+    # Replayed by another client node.
+    name = node_name("holder")
+    _, claim, key = node_add(c, name)
+    io = connect(port, key, claim)
     try:
         status, _, got = io.request(w.OP_READ, io_read_req(cap, ext["block"], n))
         assert status == -errno.EACCES and got == b"", \
-            "a client's capability on a server-key connection: status %d, %d bytes" \
+            "a client's capability on another node's connection: status %d, %d bytes" \
             % (status, len(got))
-        rewritten = cap + w.field_bytes(7, "server")
+        rewritten = cap + w.field_bytes(7, claim)
         status, _, got = io.request(w.OP_READ, io_read_req(rewritten, ext["block"], n))
         assert status in (-errno.EBADMSG, -errno.EACCES) and got == b"", \
-            "holder rewritten to 'server', server-key connection: status %d" % status
+            "holder rewritten to the node, on its connection: status %d" % status
+    finally:
+        io.close()
+    # A server acts for the holder (a COPY's source READ).
+    io = connect(port, server_key(c), "server")
+    try:
+        status, _, got = io.request(w.OP_READ, io_read_req(cap, ext["block"], n))
+        assert status == 0, "a client's capability on a server-key connection: %d" % status
+        assert_bytes_equal(data[ext["offset"]:ext["offset"] + n * 4096], got, "server READ")
     finally:
         io.close()
     # The holder's own kind of connection reads with it.
