@@ -3,7 +3,8 @@
  * copy.c - copy_file_range without the bytes: for every piece of the source
  * that has blocks, the destination's I/O server is asked to COPY it, fetching
  * the bytes from the source's I/O server itself (ioserver/copy.c); pieces
- * where the source has a hole become holes (punched) in the destination.
+ * where the source has a hole, or blocks never written (as the read path
+ * sees them), become holes (punched) in the destination.
  *
  * A COPY is a stable WRITE of the destination as far as the I/O servers are
  * concerned: the written blocks are recorded for the next COMMIT as any
@@ -127,10 +128,19 @@ static int copy_once(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *d
 		uint64_t a0 = ss[i].start * BLK > off_in ? ss[i].start * BLK : off_in;
 		uint64_t a1 = ss[i].end * BLK < off_in + len ? ss[i].end * BLK : off_in + len;
 		uint64_t b0 = off_out + (a0 - off_in);
+		int zeros;
 
 		if (a0 >= a1)
 			continue;
-		if (ss[i].hole || !ss[i].cap) {
+		zeros = ss[i].hole || !ss[i].cap;
+		if (!zeros && ss[i].unwritten) {
+			/* never written: zeros, unless the blocks are ours (not committed yet) */
+			pthread_mutex_lock(&src->in->lock);
+			zeros = !range_set_overlaps(&src->in->uncommitted, BLK_DOWN(a0), BLK_UP(a1)) &&
+				!range_set_overlaps(&src->in->committed, BLK_DOWN(a0), BLK_UP(a1));
+			pthread_mutex_unlock(&src->in->lock);
+		}
+		if (zeros) {
 			/* a hole: whatever the destination holds there goes */
 			if (b0 < dst_size)
 				ret = rdfs_fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
