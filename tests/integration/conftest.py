@@ -27,6 +27,7 @@ what only rdfs-fuse has (its options, its process) are marked with
 fuse with RDFS_TEST_CLIENT=lkm: a FUSE and a kernel mount of one cluster.
 """
 import atexit
+import ctypes
 import json
 import os
 import re
@@ -68,6 +69,15 @@ LC_CLIENT_OPTS = []
 if CLIENT == "lkm":
     # with --transport rdma, local-cluster mounts with transport=rdma itself
     LC_CLIENT_OPTS = ["--client", "lkm", "--lkm-dir", LKM_DIR]
+
+
+def fallocate(fd, mode, off, length):
+    """fallocate(2), which Python's os module lacks (only posix_fallocate, mode 0)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    if libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
 
 
 def fuse_only(reason):

@@ -51,7 +51,7 @@ import time
 import pytest
 
 import rdfswire as w
-from conftest import MiB, assert_bytes_equal, drop_cache, fuse_only
+from conftest import MiB, assert_bytes_equal, drop_cache, fallocate, fuse_only
 from test_trust import (cap_fields, client_secret, connect, first, ino_of, io_read_req,
                         ioserver_ports, layout, mount_node, node_add, node_name, write_file)
 
@@ -69,14 +69,6 @@ EACCES, EINVAL, EBADMSG, EIO, ESTALE = (-errno.EACCES, -errno.EINVAL, -errno.EBA
 
 
 # ------------------------------------------------------------------ helpers
-def fallocate(fd, mode, off, length):
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-    if libc.fallocate(fd, mode, off, length) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-
-
 def read_all(path):
     with open(path, "rb") as f:
         return f.read()

@@ -43,7 +43,7 @@ import time
 import pytest
 
 import rdfswire as w
-from conftest import BIN, MiB, fuse_only, listener_pid, run, wait_until
+from conftest import BIN, MiB, fallocate, fuse_only, listener_pid, run, wait_until
 from test_trust import (client_secret, connect, ino_of, ioserver_ports, layout, server_key,
                         write_file)
 
@@ -96,14 +96,6 @@ def clean_fsck(c, what, orphans=0, attempts=60):
         time.sleep(0.5)
     raise AssertionError("%s: orphans_open stayed %d, not %d: %s"
                          % (what, rep["orphans_open"], orphans, json.dumps(rep)))
-
-
-def fallocate(fd, mode, off, length):
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-    if libc.fallocate(fd, mode, off, length) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
 
 
 def tree_totals(root):

@@ -5,24 +5,15 @@ Allocated and written blocks are data; unallocated ranges, blocks allocated
 ahead and never written, and punched ranges are holes; the end of the file is
 a hole (lseek(2)). Checked by the writer and by a second mount.
 """
-import ctypes
 import errno
 import os
 
 import pytest
 
-from conftest import MiB
+from conftest import MiB, fallocate
 
 K = 1024
 PUNCH = 0x01 | 0x02       # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-
-
-def fallocate(fd, mode, off, length):
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-    if libc.fallocate(fd, mode, off, length) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
 
 
 def seeks(path):
