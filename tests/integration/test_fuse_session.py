@@ -28,10 +28,17 @@ def _start(cluster, mnt, *extra):
 
 
 def _stop(cluster, mnt, p):
-    if p.poll() is None:
-        p.kill()
-        p.wait(timeout=30)
-    cluster.unmount(mnt)
+    """Unmount while the daemon still serves (a killed one leaves a dead mount
+    behind), then make sure it is gone."""
+    try:
+        cluster.unmount(mnt)
+    finally:
+        if p.poll() is None:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=30)
 
 
 def _write_chunks_and_check(path, other):
