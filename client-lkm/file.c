@@ -270,7 +270,10 @@ static long rdfs_file_fallocate(struct file *file, int mode, loff_t offset, loff
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
 	inode_lock(inode);
-	err = rdfs_settle(inode, 0, LLONG_MAX);
+	/* as a write: set-ID bits go, times move (the metaserver sets its own too) */
+	err = file_modified(file);
+	if (!err)
+		err = rdfs_settle(inode, 0, LLONG_MAX);
 	if (err)
 		goto out;
 	rdfs_call_init(&c, RDFS_DEV_FALLOCATE, inode->i_ino, rdfs_file_handle(file));
@@ -333,7 +336,9 @@ static ssize_t rdfs_copy_file_range(struct file *fin, loff_t pos_in, struct file
 	if (err)
 		return err;
 	inode_lock(out);
-	err = rdfs_settle(out, 0, LLONG_MAX);
+	err = file_modified(fout);
+	if (!err)
+		err = rdfs_settle(out, 0, LLONG_MAX);
 	if (err)
 		goto out;
 	rdfs_call_init(&c, RDFS_DEV_COPY_RANGE, in->i_ino, rdfs_file_handle(fin));

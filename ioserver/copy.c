@@ -29,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "cap.h"
 #include "copy.h"
 #include "frame.h"
 #include "log.h"
@@ -39,10 +41,15 @@
 
 #define COPY_CONNS		16
 #define COPY_CONNECT_MS		5000
-#define COPY_READ_MS		30000
+/*
+ * A COPY not written by then is answered -ETIMEDOUT and never written: its
+ * client (30 s by default) may have given up and written the range since.
+ */
+#define COPY_DEADLINE_MS	20000
 
 struct copy_job {
 	struct rpc_request req;
+	int64_t deadline_ms;		/* CLOCK_MONOTONIC */
 	struct copy_job *next;
 };
 
@@ -61,6 +68,7 @@ struct copier {
 	int stop;
 	atomic_int busy;
 	struct auth_secret server_key;
+	struct auth_secret cap_key;		/* checks capabilities before any fetch */
 	char *metaserver;			/* NULL: no registry to ask */
 	const struct server_id *self;
 	char self_url[256];
@@ -69,6 +77,14 @@ struct copier {
 	struct src_conn conns[COPY_CONNS];	/* the copy thread's */
 	int next_evict;
 };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void fail(struct copy_job *j, int err, const char *why)
 {
@@ -176,6 +192,37 @@ static int copy_valid(const Rdfs__CopyReq *m, const struct rpc_request *req, con
 	return 0;
 }
 
+/*
+ * The source capability, checked here as its server will (a forged one
+ * costs no connection), and the destination's, as far as it can be before
+ * the WRITE (its fences are the WRITE's to check). 0, or -errno with *@why.
+ */
+static int copy_caps_ok(struct copier *cp, const Rdfs__CopyReq *m, const struct rpc_request *req,
+			const char **why)
+{
+	const Rdfs__IoReq *d = m->dst;
+	const Rdfs__CopySrc *s = m->src;
+	int64_t now = cap_now_ns();
+	uint32_t self;
+	int ret;
+
+	ret = cap_check(&cp->cap_key, s->cap, s->cap->server_id, req->peer->id, RDFS_CAP_READ,
+			s->first_block, s->block_count, now);
+	*why = ret == -EKEYEXPIRED ? "COPY source capability expired" :
+	       ret == -EBADMSG ? "forged COPY source capability" :
+	       "COPY source capability does not cover the source";
+	if (ret)
+		return ret == -EBADMSG ? -EACCES : ret;
+	if (server_id_get(cp->self, &self))
+		return 0;
+	ret = cap_check(&cp->cap_key, d->cap, self, req->peer->id, RDFS_CAP_WRITE, d->first_block,
+			d->block_count, now);
+	*why = ret == -EKEYEXPIRED ? "COPY destination capability expired" :
+	       ret == -EBADMSG ? "forged COPY destination capability" :
+	       "COPY destination capability does not grant writing these blocks here";
+	return ret == -EBADMSG ? -EACCES : ret;
+}
+
 /* Fetch the source of @j and turn it into its WRITE; 0, or answered and freed. */
 static int copy_fetch(struct copier *cp, struct copy_job *j)
 {
@@ -196,6 +243,12 @@ static int copy_fetch(struct copier *cp, struct copy_job *j)
 		return -EBADMSG;
 	}
 	ret = copy_valid(m, &j->req, &why);
+	if (!ret)
+		ret = copy_caps_ok(cp, m, &j->req, &why);
+	if (!ret && mono_ms() >= j->deadline_ms) {
+		ret = -ETIMEDOUT;
+		why = "COPY waited too long for its turn";
+	}
 	if (ret) {
 		rdfs__copy_req__free_unpacked(m, NULL);
 		fail(j, ret, why);
@@ -216,8 +269,11 @@ static int copy_fetch(struct copier *cp, struct copy_job *j)
 	rd.head = m->src->head;
 	rd.length = len;
 	ret = rpc_call_start(c, RDFS_OP_READ, &rd.base, NULL, 0, &pend);
-	if (!ret)
-		ret = rpc_call_wait(pend, COPY_READ_MS, &reply);
+	if (!ret) {
+		int64_t left = j->deadline_ms - mono_ms();
+
+		ret = rpc_call_wait(pend, left > 0 ? (int)left : 1, &reply);
+	}
 	if (ret) {
 		rdfs__copy_req__free_unpacked(m, NULL);
 		fail(j, -EIO, "the source I/O server did not answer");
@@ -246,6 +302,14 @@ static int copy_fetch(struct copier *cp, struct copy_job *j)
 	}
 	rpc_reply_data_copy(&reply, 0, data, len);
 	rpc_reply_release(&reply);
+	if (mono_ms() >= j->deadline_ms) {
+		/* its client may have written the range since it gave up: never write late */
+		rdfs__copy_req__free_unpacked(m, NULL);
+		xport_data_free(data, len);
+		free(body);
+		fail(j, -ETIMEDOUT, "COPY source came too late");
+		return -ETIMEDOUT;
+	}
 	rdfs__io_req__pack(m->dst, body);
 	rdfs__copy_req__free_unpacked(m, NULL);
 
@@ -312,8 +376,10 @@ int copier_create(const struct auth_secret *cap_key, const char *metaserver,
 	atomic_init(&cp->busy, 0);
 	cp->wake = wake;
 	cp->wake_arg = arg;
-	if (cap_key)
+	if (cap_key) {
 		auth_server_key(cap_key, &cp->server_key);
+		cp->cap_key = *cap_key;
+	}
 	if (pthread_create(&cp->thread, NULL, copy_main, cp)) {
 		pthread_cond_destroy(&cp->cv);
 		pthread_mutex_destroy(&cp->mu);
@@ -337,6 +403,7 @@ void copier_submit(struct copier *cp, const struct rpc_request *req)
 		return;
 	}
 	j->req = *req;
+	j->deadline_ms = mono_ms() + COPY_DEADLINE_MS;
 	atomic_fetch_add(&cp->busy, 1);
 	pthread_mutex_lock(&cp->mu);
 	if (cp->queue_tail)
@@ -393,6 +460,7 @@ void copier_destroy(struct copier *cp)
 		if (cp->conns[i].c)
 			rpc_client_close(cp->conns[i].c);
 	memset(&cp->server_key, 0, sizeof(cp->server_key));
+	memset(&cp->cap_key, 0, sizeof(cp->cap_key));
 	free(cp->metaserver);
 	pthread_cond_destroy(&cp->cv);
 	pthread_mutex_destroy(&cp->mu);

@@ -31,6 +31,7 @@
  * about 48 bytes per inode and two bits per volume block.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -264,6 +265,32 @@ static void own(struct fsck *f, struct fsck_vol *v, uint64_t ino, uint64_t block
 
 /* ---------------------------------------------------------------- the moment */
 
+/*
+ * Take blocks_rw exclusive without stalling the block path for long: a holder
+ * may be waiting on an I/O server (a fence, a ZERO), and while a writer waits
+ * the lock lets no new reader in. So wait in short turns and step back between
+ * them; only a server that is never quiet for 100 ms makes the last try block.
+ */
+static void blocks_exclusive(struct ms *ms)
+{
+	for (int i = 0; i < 50; i++) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_rwlock_timedwrlock(&ms->blocks_rw, &ts) == 0)
+			return;
+		/* let the readers that queued behind us through */
+		sched_yield();
+		nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000000 }, NULL);
+	}
+	pthread_rwlock_wrlock(&ms->blocks_rw);
+}
+
 /* Copy the maps, held extents and quarantine and take the snapshot, all at once. */
 static int take_moment(struct fsck *f)
 {
@@ -271,7 +298,7 @@ static int take_moment(struct fsck *f)
 	uint32_t ids[FSCK_MAX_VOLS];
 	int n, ret = 0;
 
-	pthread_rwlock_wrlock(&ms->blocks_rw);
+	blocks_exclusive(ms);
 	f->snap = leveldb_create_snapshot(ms->db);
 	n = alloc_ids(&ms->alloc, ids, FSCK_MAX_VOLS);
 	if (n > FSCK_MAX_VOLS)

@@ -103,9 +103,57 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 	return 0;
 }
 
+/* Whether source bytes [a0, a1) of segment @s read as zeros (a hole, or never written). */
+static int source_zeros(struct rdfs_file *src, const struct layout_seg *s, uint64_t a0,
+			uint64_t a1)
+{
+	int zeros = s->hole || !s->cap;
+
+	if (!zeros && s->unwritten) {
+		/* never written: zeros, unless the blocks are ours (not committed yet) */
+		pthread_mutex_lock(&src->in->lock);
+		zeros = !range_set_overlaps(&src->in->uncommitted, BLK_DOWN(a0), BLK_UP(a1)) &&
+			!range_set_overlaps(&src->in->committed, BLK_DOWN(a0), BLK_UP(a1));
+		pthread_mutex_unlock(&src->in->lock);
+	}
+	return zeros;
+}
+
 /*
- * One attempt at copying [off_in, off_in + len) to @off_out: 0, or the I/O
- * servers' error in *@io_err, or another error.
+ * Punch the destination where the source reads as zeros. First, and all of
+ * them: each punch fences the destination (its generation moves on), so a
+ * capability fetched before one would be refused.
+ */
+static int copy_holes(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *dst,
+		      uint64_t off_out, uint64_t len)
+{
+	struct layout_seg *ss;
+	uint64_t dst_size;
+	int nss, ret;
+
+	nss = layout_get(src->c, src->in, src, NULL, BLK_DOWN(off_in), BLK_UP(off_in + len),
+			 BLK_UP(off_in + len), 0, &ss);
+	if (nss < 0)
+		return nss;
+	ret = inode_current_size(dst->c, &dst->cred, dst->in, &dst_size);
+	for (int i = 0; i < nss && !ret; i++) {
+		uint64_t a0 = ss[i].start * BLK > off_in ? ss[i].start * BLK : off_in;
+		uint64_t a1 = ss[i].end * BLK < off_in + len ? ss[i].end * BLK : off_in + len;
+		uint64_t b0 = off_out + (a0 - off_in);
+
+		/* past the destination's end there is nothing to take away */
+		if (a0 >= a1 || b0 >= dst_size || !source_zeros(src, &ss[i], a0, a1))
+			continue;
+		ret = rdfs_fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, b0, a1 - a0);
+	}
+	layout_segs_put(ss, nss);
+	return ret;
+}
+
+/*
+ * One attempt at copying the source's data in [off_in, off_in + len) to
+ * @off_out (its holes are punched already): 0, or the I/O servers' error in
+ * *@io_err, or another error.
  */
 static int copy_once(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *dst,
 		     uint64_t off_out, uint64_t len, int *io_err)
@@ -116,37 +164,19 @@ static int copy_once(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *d
 	struct io_req *reqs = NULL;
 	size_t np = 0, cap = 0, nheld = 0;
 	int *nsegs = NULL, nss, ret = 0;
-	uint64_t dst_size;
 
 	*io_err = 0;
 	nss = layout_get(c, src->in, src, NULL, BLK_DOWN(off_in), BLK_UP(off_in + len),
 			 BLK_UP(off_in + len), 0, &ss);
 	if (nss < 0)
 		return nss;
-	ret = inode_current_size(c, &dst->cred, dst->in, &dst_size);
 	for (int i = 0; i < nss && !ret; i++) {
 		uint64_t a0 = ss[i].start * BLK > off_in ? ss[i].start * BLK : off_in;
 		uint64_t a1 = ss[i].end * BLK < off_in + len ? ss[i].end * BLK : off_in + len;
 		uint64_t b0 = off_out + (a0 - off_in);
-		int zeros;
 
-		if (a0 >= a1)
+		if (a0 >= a1 || source_zeros(src, &ss[i], a0, a1))
 			continue;
-		zeros = ss[i].hole || !ss[i].cap;
-		if (!zeros && ss[i].unwritten) {
-			/* never written: zeros, unless the blocks are ours (not committed yet) */
-			pthread_mutex_lock(&src->in->lock);
-			zeros = !range_set_overlaps(&src->in->uncommitted, BLK_DOWN(a0), BLK_UP(a1)) &&
-				!range_set_overlaps(&src->in->committed, BLK_DOWN(a0), BLK_UP(a1));
-			pthread_mutex_unlock(&src->in->lock);
-		}
-		if (zeros) {
-			/* a hole: whatever the destination holds there goes */
-			if (b0 < dst_size)
-				ret = rdfs_fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-						     b0, a1 - a0);
-			continue;
-		}
 		ret = copy_extent(dst, &ss[i], a0, b0, a1 - a0, &pieces, &np, &cap, &held, &nheld,
 				  &nsegs);
 	}
@@ -199,13 +229,10 @@ int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file
 	if ((src->flags & O_ACCMODE) == O_WRONLY || (dst->flags & O_ACCMODE) == O_RDONLY ||
 	    (dst->flags & O_APPEND))
 		return -EBADF;
-	if (off_in > INT64_MAX || off_out > INT64_MAX || len > (uint64_t)INT64_MAX - off_out ||
-	    len > (uint64_t)INT64_MAX - off_in)
-		return -EFBIG;
+	if (off_in > INT64_MAX || off_out > INT64_MAX)
+		return -EINVAL;
 	if (len > COPY_CALL_MAX)
 		len = COPY_CALL_MAX;
-	if (src->in == dst->in && off_in < off_out + len && off_out < off_in + len)
-		return -EINVAL;
 	/* our own writes first, and the source's size as it is with them */
 	ret = write_behind_drain(src->in, 1);
 	if (!ret && dst->in != src->in)
@@ -218,7 +245,15 @@ int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file
 		return 0;
 	if (len > size - off_in)
 		len = size - off_in;
+	/* as copy_file_range(2), once the count is what will be copied */
+	if (len > (uint64_t)INT64_MAX - off_out)
+		return -EFBIG;
+	if (src->in == dst->in && off_in < off_out + len && off_out < off_in + len)
+		return -EINVAL;
 
+	ret = copy_holes(src, off_in, dst, off_out, len);
+	if (ret)
+		return ret;
 	for (int attempt = 0; attempt < IO_TRIES; attempt++) {
 		ret = copy_once(src, off_in, dst, off_out, len, &io_err);
 		if (ret != io_err || !io_cap_error(ret))

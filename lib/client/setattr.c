@@ -238,6 +238,10 @@ int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 		layout_cache_forget(&in->layout, 0, UINT64_MAX);
 		inode_data_changed(in);
 		pthread_mutex_unlock(&in->lock);
+		/* ZERO_RANGE leaves the range allocated (later writes find room): unwritten again */
+		if ((mode & FALLOC_FL_ZERO_RANGE) && BLK_DOWN(end) > BLK_UP(off))
+			ret = allocate_range(f, BLK_UP(off) * BLK,
+					     (BLK_DOWN(end) - BLK_UP(off)) * BLK);
 		break;
 	default:
 		return -EOPNOTSUPP;	/* COLLAPSE_RANGE, INSERT_RANGE, UNSHARE_RANGE */

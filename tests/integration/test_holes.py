@@ -101,3 +101,26 @@ def test_keep_size_blocks_survive_the_last_close(cluster, workdir):
     finally:
         os.close(fd)
     assert os.stat(written).st_blocks * 512 == 12 * K    # 3 blocks, nothing ahead
+
+
+def test_zero_range_keeps_the_blocks(cluster, workdir):
+    """FALLOC_FL_ZERO_RANGE zeroes, and the range stays allocated (later writes
+    there find room, as fallocate(2) promises); PUNCH_HOLE frees it."""
+    path = workdir / "zeroed"
+    data = os.urandom(MiB)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+        full = os.fstat(fd).st_blocks
+        assert full * 512 == MiB, full
+        fallocate(fd, 0x10, 1000, MiB - 5000)              # FALLOC_FL_ZERO_RANGE
+        assert os.fstat(fd).st_blocks == full, os.fstat(fd).st_blocks
+        assert os.fstat(fd).st_size == MiB
+        fallocate(fd, PUNCH, 8 * K, 64 * K)
+        assert os.fstat(fd).st_blocks * 512 == MiB - 64 * K
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        got = f.read()
+    assert got == data[:1000] + bytes(MiB - 5000) + data[MiB - 4000:]
