@@ -10,6 +10,8 @@
 #   make bench-sweep  request-size sweep against one I/O server (QUICK=1: short)
 #   make bench-vm   RDMA benchmarks inside the qemu guest
 #   make soak       the random file-operation tester, long (tests/fsx; FSX_OPS=200000)
+#   make test-sanitize  the unit tests built with AddressSanitizer (leaks included) and
+#                   UndefinedBehaviorSanitizer into $(BUILD)-san; any report fails
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -57,7 +59,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
 .PHONY: all deps test test-unit test-integration test-vm demo install clean \
-        bench bench-sweep bench-vm lkm install-lkm soak
+        bench bench-sweep bench-vm lkm install-lkm soak test-sanitize
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -152,6 +154,7 @@ test: deps
 	@deploy/install-deps --vm
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) test-unit
+	$(MAKE) test-sanitize
 	$(MAKE) test-integration
 	$(MAKE) lkm
 	$(MAKE) test-vm
@@ -180,6 +183,19 @@ test-unit: $(UNIT_BINS)
 
 test-integration: all
 	python3 -m pytest -q tests/integration
+
+# The unit tests again under ASan + UBSan, in a build of their own: a leak, an
+# out-of-bounds access or undefined behaviour anywhere they reach fails the run.
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+             -fno-sanitize-recover=undefined
+test-sanitize:
+	$(MAKE) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" \
+		LDFLAGS="-fsanitize=address,undefined" \
+		$(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS))
+	@set -e; for t in $(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS)); do \
+		echo "== $$t (ASan, UBSan)"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t --gtest_brief=1; done
 
 # The model-based random tester (tests/fsx/rdfs_fsx.py) on real mounts, at length:
 # six runs of FSX_OPS operations each (make test runs them short).
@@ -215,6 +231,6 @@ install-lkm:
 	install -m 0755 client-lkm/mount.rdfs $(DESTDIR)/sbin/mount.rdfs
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -696,7 +696,8 @@ static int check_namespace(struct fsck *f)
 {
 	int ret = 0;
 
-	qsort(f->refs, f->nref, sizeof(*f->refs), cmp_u64);
+	if (f->nref)
+		qsort(f->refs, f->nref, sizeof(*f->refs), cmp_u64);
 	/* refs per inode: both sorted, one merge */
 	for (size_t i = 0, j = 0; i < f->nino; i++) {
 		while (j < f->nref && f->refs[j] < f->inos[i].ino)

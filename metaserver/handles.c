@@ -283,6 +283,20 @@ void ms_session_close(struct ms *ms, struct ms_session *s)
 	free(s);
 }
 
+void ms_session_discard(struct ms_session *s)
+{
+	struct ms_handle *h, *next;
+
+	if (!s)
+		return;
+	for (h = s->handles; h; h = next) {
+		next = h->next;
+		free(h);
+	}
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
 int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 		 uint32_t flags, struct ms_attr *out, uint64_t *handle)
 {

@@ -135,6 +135,11 @@ const struct ms_squash *ms_session_squash(const struct ms_session *s);
 const char *ms_session_identity(const struct ms_session *s);
 int ms_session_is_server(const struct ms_session *s);
 void ms_session_close(struct ms *ms, struct ms_session *s);
+/*
+ * Tests of crashes only: free what a process that died leaves of @s (its
+ * memory), releasing nothing; the metaserver it belonged to may be closed.
+ */
+void ms_session_discard(struct ms_session *s);
 
 int ms_lookup(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
 	      struct ms_attr *out);

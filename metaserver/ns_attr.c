@@ -61,7 +61,7 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
 	leveldb_writebatch_t *b = NULL;
-	uint32_t v = sa->valid, old_mode, old_uid, old_gid;
+	uint32_t v = sa->valid, old_mode = 0, old_uid = 0, old_gid = 0;
 	int64_t now = ns_now();
 	int ret;
 

@@ -296,7 +296,7 @@ TEST_F(MsAllocTest, BitmapRebuiltAfterReopenEqualsBefore)
 	struct ms_attr at;
 
 	for (int i = 0; i < 6; i++) {
-		char n[8];
+		char n[16];
 
 		snprintf(n, sizeof(n), "f%d", i);
 		uint64_t f = mkfile(1, n);

@@ -389,7 +389,9 @@ TEST_F(MsFenceTest, AfterACrashFreedBlocksAreFreeZeroedAtReuseAndEpochsMoveOn)
 
 	fences.fail.insert(id);		/* killed before the fence was answered */
 	ASSERT_EQ(truncate(sess, f, 0), 0);
-	other = nullptr;	/* dies with the process */
+	abandon(other);		/* dies with the process */
+	abandon(io);
+	other = nullptr;
 	io = nullptr;
 	crash_reopen();
 	ms_set_zeroer(ms, ZeroLog::fn, &zeros);

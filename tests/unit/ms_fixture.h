@@ -44,6 +44,9 @@ protected:
 	void TearDown() override
 	{
 		close_db();
+		for (struct ms_session *s : dead)
+			ms_session_discard(s);
+		dead.clear();
 		std::string cmd = "rm -rf '" + dir + "'";
 		(void)system(cmd.c_str());
 	}
@@ -78,10 +81,22 @@ protected:
 		open_db();
 	}
 
+	/* Sessions of a process that died: nothing released, freed at TearDown. */
+	std::vector<struct ms_session *> dead;
+
+	void abandon(struct ms_session *s)
+	{
+		if (s)
+			dead.push_back(s);
+	}
+
 	/* A crash: the process dies with open handles, nothing is released. */
 	void crash_reopen()
 	{
-		sess = nullptr;		/* leaked on purpose: a dead process releases nothing */
+		abandon(sess);
+		sess = nullptr;
+		for (struct ms_session *s : ioservers)
+			abandon(s);
 		ioservers.clear();
 		ms_close(ms);
 		ms = nullptr;

@@ -76,7 +76,10 @@ protected:
 
 		ms_close(ms);
 		ms = nullptr;
+		abandon(sess);
 		sess = nullptr;
+		for (struct ms_session *s : ioservers)
+			abandon(s);
 		ioservers.clear();
 		leveldb_options_t *o = leveldb_options_create();
 		leveldb_readoptions_t *ro = leveldb_readoptions_create();

@@ -167,8 +167,13 @@ TEST_F(MsStressTest, RandomOperationsKeepInvariants)
 					known.push_back(a.ino);
 				}
 			}
-			if (t % 2)
-				ms_session_close(ms, s);	/* the other half leave their handles */
+			if (t % 2) {
+				ms_session_close(ms, s);
+			} else {
+				/* the other half leave their handles, as a dead process would */
+				std::lock_guard<std::mutex> g(known_mu);
+				abandon(s);
+			}
 		});
 	}
 	for (auto &t : ts)
