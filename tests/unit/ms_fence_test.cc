@@ -17,23 +17,6 @@
 
 namespace {
 
-/* Stands in for the I/O servers: records the blocks it is asked to zero. */
-struct ZeroLog {
-	std::mutex mu;
-	std::set<uint64_t> blocks;
-
-	static int fn(void *arg, const struct ms_zero_range *r, size_t n)
-	{
-		ZeroLog *z = static_cast<ZeroLog *>(arg);
-		std::lock_guard<std::mutex> g(z->mu);
-
-		for (size_t i = 0; i < n; i++)
-			for (uint64_t b = r[i].block; b < r[i].block + r[i].count; b++)
-				z->blocks.insert(b);
-		return 0;
-	}
-};
-
 /*
  * Stands in for the I/O servers' FENCE: records each fence and what the
  * allocator had free when it came (blocks must not be free before it), and

@@ -94,23 +94,6 @@ struct ms_fsck_problem problem(uint32_t kind, uint64_t ino, uint64_t other, uint
 	return p;
 }
 
-/* Stands in for the I/O servers: records the blocks it is asked to zero. */
-struct ZeroLog {
-	std::mutex mu;
-	std::set<uint64_t> blocks;
-
-	static int fn(void *arg, const struct ms_zero_range *r, size_t n)
-	{
-		ZeroLog *z = static_cast<ZeroLog *>(arg);
-		std::lock_guard<std::mutex> g(z->mu);
-
-		for (size_t i = 0; i < n; i++)
-			for (uint64_t b = r[i].block; b < r[i].block + r[i].count; b++)
-				z->blocks.insert(b);
-		return 0;
-	}
-};
-
 /* The database itself, while the metaserver has it closed. */
 class Db {
 public:
