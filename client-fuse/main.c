@@ -128,7 +128,7 @@ static void help(void)
 "    " PROG " - mount an rdfs file system through FUSE\n"
 "\n"
 "SYNOPSIS\n"
-"    " PROG " [-f] [-d] [-s] [-o OPTION[,OPTION...]] [tcp://]HOST[:PORT] MOUNTPOINT\n"
+"    " PROG " [-f] [-d] [-s] [-o OPTION[,OPTION...]] [SCHEME://]HOST[:PORT] MOUNTPOINT\n"
 "    mount -t fuse.rdfs HOST:PORT MOUNTPOINT [-o OPTIONS]\n"
 "\n"
 "DESCRIPTION\n"
@@ -136,6 +136,11 @@ static void help(void)
 "    authenticates with the cluster secret and mounts the file system on\n"
 "    MOUNTPOINT. File data moves directly between this client and the I/O\n"
 "    servers; consistency between clients is close-to-open.\n"
+"\n"
+"    SCHEME is how the metaserver is reached: tcp (the default), tls (TCP\n"
+"    inside TLS 1.3, keyed by the same cluster secret or node key: no\n"
+"    certificates; for networks that are not private) or rdma. I/O servers\n"
+"    are reached by the URL each one advertises.\n"
 "\n"
 "    Unless -f is given, " PROG " returns once the mount is up and keeps serving\n"
 "    it in the background; startup errors are printed before it returns. The\n"
@@ -286,6 +291,9 @@ static int parse_spec(const char *spec, char **url, char **fsname)
 		hostport += 5;
 	if (strncmp(hostport, "tcp://", 6) == 0) {
 		hostport += 6;
+	} else if (strncmp(hostport, "tls://", 6) == 0) {
+		hostport += 6;
+		scheme = "tls://";
 	} else if (strncmp(hostport, "rdma://", 7) == 0) {
 		hostport += 7;
 		scheme = "rdma://";
@@ -663,7 +671,7 @@ int main(int argc, char *argv[])
 	}
 	if (parse_spec(spec, &url, &fsname) < 0) {
 		fprintf(stderr, PROG ": invalid metaserver address '%s': expected "
-			"[tcp://]HOST[:PORT]\n", spec);
+			"[tcp://|tls://|rdma://]HOST[:PORT]\n", spec);
 		status = EXIT_USAGE;
 		goto out_config;
 	}

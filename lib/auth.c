@@ -225,6 +225,7 @@ void auth_server_proof(const struct auth_secret *s, const uint8_t server_nonce[A
 
 static const char server_key_label[] = "rdfs-server-key-v1";
 static const char node_key_label[] = "rdfs-node-key-v1";
+static const char tls_psk_label[] = "rdfs-tls-psk-v1";
 static const char node_file_magic[] = "rdfs-node-key ";
 
 static void derive(const struct auth_secret *key, const char *label, struct auth_secret *out)
@@ -241,6 +242,14 @@ static void derive(const struct auth_secret *key, const char *label, struct auth
 void auth_server_key(const struct auth_secret *cap_key, struct auth_secret *out)
 {
 	derive(cap_key, server_key_label, out);
+}
+
+void auth_tls_psk(const struct auth_secret *key, uint8_t psk[AUTH_MAC_LEN])
+{
+	const void *parts[] = { tls_psk_label };
+	size_t lens[] = { strlen(tls_psk_label) };
+
+	auth_hmac(key, parts, lens, 1, psk);
 }
 
 void auth_node_key(const struct auth_secret *cap_key, const char *node_id,

@@ -72,6 +72,11 @@ void auth_server_key(const struct auth_secret *cap_key, struct auth_secret *out)
 /* The key of node identity @node_id ("NAME:GEN"), from the capability key. */
 void auth_node_key(const struct auth_secret *cap_key, const char *node_id,
 		   struct auth_secret *out);
+/*
+ * The TLS 1.3 pre-shared key of @key (tls:// connections, lib/xport_tls.h):
+ * HMAC(key, "rdfs-tls-psk-v1"), so the key itself never keys two protocols.
+ */
+void auth_tls_psk(const struct auth_secret *key, uint8_t psk[AUTH_MAC_LEN]);
 /* 0 if @name may name a node: 1..AUTH_NODE_NAME_MAX of [A-Za-z0-9._-]; else -EINVAL. */
 int auth_node_name_check(const char *name);
 /*

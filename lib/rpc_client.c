@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <openssl/crypto.h>
+
 #include "log.h"
 #include "rdfs.pb-c.h"
 #include "rpc_internal.h"
@@ -434,6 +436,7 @@ int rpc_client_connect(const char *url, const struct auth_secret *secret, const 
 		       int timeout_ms, struct rpc_client **out)
 {
 	int64_t deadline = timeout_ms >= 0 ? rpc_mono_ms() + timeout_ms : 0;
+	uint8_t psk[XPORT_TLS_PSK_LEN];
 	struct rpc_client *c;
 	int err;
 
@@ -450,6 +453,12 @@ int rpc_client_connect(const char *url, const struct auth_secret *secret, const 
 	err = xport_ctx_create(&c->ctx);
 	if (err)
 		goto err_free;
+	/* tls:// proves the same claim with the same key inside TLS (lib/xport_tls.h) */
+	auth_tls_psk(secret, psk);
+	err = xport_ctx_set_tls_client(c->ctx, role, psk);
+	OPENSSL_cleanse(psk, sizeof(psk));
+	if (err)
+		goto err_ctx;
 	err = xport_connect(c->ctx, url, timeout_ms, &c->conn);
 	if (err)
 		goto err_ctx;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "log.h"
 #include "rdfs.pb-c.h"
 #include "rpc_internal.h"
@@ -162,6 +164,25 @@ static void session_unlink(struct rpc_server *s, struct rpc_session *ss)
 	ss->prev = ss->next = NULL;
 }
 
+/*
+ * tls:// handshakes (progress thread): the PSK of the claim a peer names,
+ * from the same keys its AuthResponse is checked with.
+ */
+static int server_tls_psk(void *arg, const char *identity, uint8_t psk[XPORT_TLS_PSK_LEN])
+{
+	struct rpc_server *s = arg;
+	struct auth_secret key;
+	struct auth_peer peer;
+	int err;
+
+	err = auth_claim_key(&s->keys, identity, &key, &peer);
+	if (err)
+		return err;
+	auth_tls_psk(&key, psk);
+	OPENSSL_cleanse(&key, sizeof(key));
+	return 0;
+}
+
 int rpc_server_create(const char *const *urls, const struct auth_keys *keys,
 		      struct rpc_server **out)
 {
@@ -187,6 +208,7 @@ int rpc_server_create(const char *const *urls, const struct auth_keys *keys,
 	err = xport_ctx_create(&s->ctx);
 	if (err)
 		goto err_free;
+	xport_ctx_set_tls_server(s->ctx, server_tls_psk, s);
 	for (i = 0; i < n; i++) {
 		err = xport_listen(s->ctx, urls[i], &s->listeners[i]);
 		if (err)

@@ -21,8 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "log.h"
 #include "xport_module.h"
+#include "xport_tls.h"
 
 #define XPORT_EPOLL_BATCH	64
 
@@ -38,6 +41,9 @@ struct xport_ctx {
 	struct xport_conn *reap_head;		/* closes for the progress thread */
 	struct xport_conn *resume_head;		/* receive budgets with room again */
 	struct xport_listener *listeners;
+	/* tls:// credentials: set before connecting or listening, then read-only */
+	struct xport_tls_client tls_client;
+	struct xport_tls_server tls_server;
 
 	/* Progress thread only: references held for the events last returned. */
 	struct xport_conn **held;
@@ -46,6 +52,7 @@ struct xport_ctx {
 
 static const struct xport_ops *const xport_modules[] = {
 	&xport_tcp_ops,
+	&xport_tls_ops,
 	&xport_verbs_ops,
 };
 
@@ -279,9 +286,6 @@ void xport_rx_delivered(struct xport_conn *conn, struct xport_msg *m, uint64_t b
 /* Any thread: a budgeted message was freed; resume a starved connection at half. */
 static void rx_budget_release(struct xport_conn *conn, uint64_t bytes)
 {
-	struct xport_ctx *ctx = conn->ctx;
-	int kick = 0;
-
 	atomic_fetch_sub(&conn->rx_msgs, 1);
 	atomic_fetch_sub(&conn->rx_bytes, bytes);
 	/* a closed connection reads nothing more; its context may be gone already */
@@ -290,6 +294,14 @@ static void rx_budget_release(struct xport_conn *conn, uint64_t bytes)
 	if (!atomic_load(&conn->rx_starved) || !rx_budget_half(conn) ||
 	    !atomic_exchange(&conn->rx_starved, 0))
 		return;
+	xport_conn_kick(conn);
+}
+
+void xport_conn_kick(struct xport_conn *conn)
+{
+	struct xport_ctx *ctx = conn->ctx;
+	int kick = 0;
+
 	pthread_mutex_lock(&ctx->lock);
 	if (!conn->on_resume_list && !conn->reported) {
 		xport_conn_get(conn);
@@ -390,6 +402,7 @@ void xport_ctx_destroy(struct xport_ctx *ctx)
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx->held);
 	free(ctx->cq);
+	OPENSSL_cleanse(&ctx->tls_client, sizeof(ctx->tls_client));
 	free(ctx);
 }
 
@@ -535,6 +548,35 @@ int xport_test(struct xport_ctx *ctx, struct xport_event *ev, int max, int timeo
 				return 0;
 		}
 	}
+}
+
+int xport_ctx_set_tls_client(struct xport_ctx *ctx, const char *identity,
+			     const uint8_t psk[XPORT_TLS_PSK_LEN])
+{
+	if (!identity || !identity[0] || strlen(identity) >= XPORT_TLS_ID_MAX)
+		return -EINVAL;
+	snprintf(ctx->tls_client.identity, sizeof(ctx->tls_client.identity), "%s", identity);
+	memcpy(ctx->tls_client.psk, psk, XPORT_TLS_PSK_LEN);
+	return 0;
+}
+
+void xport_ctx_set_tls_server(struct xport_ctx *ctx,
+			      int (*psk_of)(void *arg, const char *identity,
+					    uint8_t psk[XPORT_TLS_PSK_LEN]),
+			      void *arg)
+{
+	ctx->tls_server.psk_of = psk_of;
+	ctx->tls_server.arg = arg;
+}
+
+const struct xport_tls_client *xport_ctx_tls_client(const struct xport_ctx *ctx)
+{
+	return &ctx->tls_client;
+}
+
+const struct xport_tls_server *xport_ctx_tls_server(const struct xport_ctx *ctx)
+{
+	return &ctx->tls_server;
 }
 
 /* The module for @url's scheme; NULL with *@err -EINVAL (no scheme) or -EPROTONOSUPPORT. */

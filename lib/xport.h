@@ -9,7 +9,8 @@
  * unbidden (requests on a server, replies on a client) are delivered as
  * XPORT_EV_RECV events; the caller matches replies to requests by frame tag.
  *
- * Modules are selected by URL scheme: "tcp://host:port", "rdma://host:port"
+ * Modules are selected by URL scheme: "tcp://host:port", "tls://host:port"
+ * (TCP inside TLS 1.3, below), "rdma://host:port"
  * (lib/xport_verbs.h: RC queue pairs over librdmacm/libibverbs). The module table (struct xport_ops in xport_module.h) is the only place a
  * new network plugs in; callers never change.
  *
@@ -90,6 +91,23 @@ void xport_ctx_destroy(struct xport_ctx *ctx);
 
 /* Wake the thread blocked in xport_test() with an XPORT_EV_WAKE event carrying @user. */
 int xport_ctx_wake(struct xport_ctx *ctx, void *user);
+
+/*
+ * tls:// is tcp:// inside TLS 1.3 with an external pre-shared key
+ * (lib/xport_tls.h). Before connecting to a tls:// URL, set the identity and
+ * PSK this context proves; before accepting on one, how to find the PSK of
+ * the identity a peer names (called on the progress thread during handshakes:
+ * 0, or -EACCES for an identity it has no key for). Without them, tls://
+ * connects fail with -EACCES and handshakes of accepted peers fail.
+ */
+#define XPORT_TLS_PSK_LEN	32
+#define XPORT_TLS_ID_MAX	64
+int xport_ctx_set_tls_client(struct xport_ctx *ctx, const char *identity,
+			     const uint8_t psk[XPORT_TLS_PSK_LEN]);
+void xport_ctx_set_tls_server(struct xport_ctx *ctx,
+			      int (*psk_of)(void *arg, const char *identity,
+					    uint8_t psk[XPORT_TLS_PSK_LEN]),
+			      void *arg);
 
 /*
  * Listen on @url ("tcp://0.0.0.0:7000"; port 0 picks one, see xport_listener_url()).

@@ -119,12 +119,24 @@ void xport_conn_reap_later(struct xport_conn *conn);
 int xport_rx_budget_ok(struct xport_conn *conn);
 void xport_rx_delivered(struct xport_conn *conn, struct xport_msg *m, uint64_t bytes);
 
+/*
+ * Any thread: have the progress thread call ops->conn_rx_resume(conn) soon,
+ * for input the module holds that epoll cannot see (bytes TLS buffered).
+ */
+void xport_conn_kick(struct xport_conn *conn);
+
 /* Queue an event for xport_test(); takes a reference on ev->conn when set. */
 void xport_cq_push(struct xport_ctx *ctx, const struct xport_event *ev);
 
 int xport_poll_add(struct xport_ctx *ctx, struct xport_poll *p, uint32_t events);
 int xport_poll_mod(struct xport_ctx *ctx, struct xport_poll *p, uint32_t events);
 void xport_poll_del(struct xport_ctx *ctx, struct xport_poll *p);
+
+/* A context's tls:// credentials (xport_ctx_set_tls_client/_server). */
+struct xport_tls_client;
+struct xport_tls_server;
+const struct xport_tls_client *xport_ctx_tls_client(const struct xport_ctx *ctx);
+const struct xport_tls_server *xport_ctx_tls_server(const struct xport_ctx *ctx);
 
 /* Split "host:port" / "[v6]:port" into its parts. 0 or -EINVAL. */
 int xport_split_hostport(const char *hostport, char *host, size_t hostlen, char *port,
@@ -138,6 +150,7 @@ void *xport_data_alloc(size_t len);
 void xport_data_free(void *buf, size_t len);
 
 extern const struct xport_ops xport_tcp_ops;
+extern const struct xport_ops xport_tls_ops;	/* "tls": xport_tcp.c with lib/xport_tls.h */
 extern const struct xport_ops xport_verbs_ops;	/* "rdma": lib/xport_verbs.h */
 
 #endif

@@ -15,6 +15,16 @@
  * read into directly, so bulk data is never copied and one readv() can move many
  * MiB. Each readv also offers the staging buffer, catching the next header in the
  * same system call.
+ *
+ * tls:// (xport_tls_ops) is this module with lib/xport_tls.h between the
+ * queues and the socket: sends are staged into TLS instead of sendmsg(),
+ * reads decrypt one record at a time into the same targets readv() fills.
+ * An accepted tls:// connection is reported at once and runs its handshake
+ * on the progress thread (sends posted meanwhile wait in the queue); a
+ * connect does the handshake before it returns. Bytes OpenSSL has read
+ * ahead are invisible to epoll: whenever reading stops with some of them
+ * left, or becomes allowed again, the connection is kicked
+ * (xport_conn_kick()) instead of waiting for the socket.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,6 +43,7 @@
 
 #include "log.h"
 #include "xport_module.h"
+#include "xport_tls.h"
 
 /* Staging buffer for headers and small messages. */
 #define TCP_RXBUF_LEN		(64 * 1024)
@@ -45,6 +56,8 @@
  * a connection can run ahead of xport_conn_pause_rx().
  */
 #define TCP_RX_BUDGET		16
+/* TLS reads return one record (16 KiB) each: more turns, the same bytes. */
+#define TLS_RX_BUDGET		256
 #define TCP_RX_BYTES_BUDGET	(4u << 20)
 #define TCP_ACCEPT_BUDGET	64
 /* iovecs gathered per sendmsg from the queue (IOV_MAX is 1024). */
@@ -72,6 +85,7 @@ enum tcp_rx_state { RX_HDR, RX_PAYLOAD };
 struct tcp_conn {
 	struct xport_conn base;
 	struct xport_poll poll;
+	struct xport_tls *tls;		/* tls:// only; its own lock */
 
 	pthread_mutex_t lock;		/* the send side and the fd's life */
 	struct tcp_tx *txq_head, *txq_tail;
@@ -103,9 +117,22 @@ static struct tcp_conn *tcp_conn_of(struct xport_conn *c)
 	return (struct tcp_conn *)c;
 }
 
+/* Whether sends may go to the socket: plain TCP, or TLS after its handshake. */
+static int tcp_open_for_data(struct tcp_conn *c)
+{
+	return !c->tls || xport_tls_is_open(c->tls);
+}
+
+/* Under c->lock: nothing queued and nothing staged in TLS. */
+static int tcp_tx_idle_locked(struct tcp_conn *c)
+{
+	return !c->txq_head && !(c->tls && xport_tls_tx_pending(c->tls));
+}
+
 /* ------------------------------------------------------------------ sockets */
 
-static void sockaddr_to_url(const struct sockaddr *sa, char *buf, size_t len)
+static void sockaddr_to_url(const struct sockaddr *sa, const char *scheme, char *buf,
+			    size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 	unsigned int port = 0;
@@ -115,15 +142,15 @@ static void sockaddr_to_url(const struct sockaddr *sa, char *buf, size_t len)
 
 		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
 		port = ntohs(in->sin_port);
-		snprintf(buf, len, "tcp://%s:%u", ip, port);
+		snprintf(buf, len, "%s://%s:%u", scheme, ip, port);
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
 
 		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
 		port = ntohs(in6->sin6_port);
-		snprintf(buf, len, "tcp://[%s]:%u", ip, port);
+		snprintf(buf, len, "%s://[%s]:%u", scheme, ip, port);
 	} else {
-		snprintf(buf, len, "tcp://?");
+		snprintf(buf, len, "%s://?", scheme);
 	}
 }
 
@@ -217,6 +244,14 @@ static ssize_t tcp_sendv(int fd, struct iovec *iov, int niov)
 	return n;
 }
 
+/* Under c->lock: tcp_sendv(), or staged into TLS on a tls:// connection. */
+static ssize_t conn_sendv(struct tcp_conn *c, struct iovec *iov, int niov)
+{
+	if (c->tls)
+		return xport_tls_sendv(c->tls, iov, niov);
+	return tcp_sendv(c->poll.fd, iov, niov);
+}
+
 static void tx_free(struct tcp_tx *tx)
 {
 	xport_data_free(tx->copy, tx->copy_len);
@@ -271,10 +306,19 @@ static void tcp_update_poll_locked(struct tcp_conn *c)
 
 	if (c->reaped)
 		return;
-	if (tcp_rx_allowed_locked(c))
-		want |= EPOLLIN;
-	if (c->txq_head)
-		want |= EPOLLOUT;
+	if (c->tls && !xport_tls_is_open(c->tls)) {
+		/* the handshake's own wait (set by tcp_tls_handshake()), nothing else */
+		want = c->poll_events;
+	} else {
+		if (tcp_rx_allowed_locked(c))
+			want |= EPOLLIN;
+		if (!tcp_tx_idle_locked(c))
+			want |= EPOLLOUT;
+		/* input TLS holds already: epoll will not say so when reading resumes */
+		if (c->tls && (want & EPOLLIN) && !(c->poll_events & EPOLLIN) &&
+		    xport_tls_rx_pending(c->tls))
+			xport_conn_kick(&c->base);
+	}
 	if (want != c->poll_events) {
 		c->poll_events = want;
 		xport_poll_mod(c->base.ctx, &c->poll, want);
@@ -300,6 +344,15 @@ static int tcp_flush_locked(struct tcp_conn *c)
 	ssize_t n;
 	int niov;
 
+	if (c->tls) {
+		if (!xport_tls_is_open(c->tls))
+			return 0;	/* the handshake first */
+		n = xport_tls_flush(c->tls);
+		if (n == -EAGAIN)
+			return 0;
+		if (n < 0)
+			return (int)n;
+	}
 	while (c->txq_head) {
 		niov = 0;
 		for (tx = c->txq_head; tx && niov < TCP_TX_IOV; tx = tx->next) {
@@ -308,7 +361,7 @@ static int tcp_flush_locked(struct tcp_conn *c)
 			for (i = tx->cur; i < tx->niov && niov < TCP_TX_IOV; i++)
 				iov[niov++] = tx->iov[i];
 		}
-		n = tcp_sendv(c->poll.fd, iov, niov);
+		n = conn_sendv(c, iov, niov);
 		if (n == -EAGAIN)
 			return 0;
 		if (n < 0)
@@ -343,7 +396,7 @@ static void tcp_flush(struct tcp_conn *c)
 	err = tcp_flush_locked(c);
 	if (err)
 		tcp_close_locked(c, err);
-	else if (!c->txq_head && c->close_when_sent)
+	else if (c->close_when_sent && tcp_tx_idle_locked(c))
 		tcp_close_locked(c, 0);
 	else
 		tcp_update_poll_locked(c);
@@ -435,9 +488,9 @@ static int tcp_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 		err = -EPIPE;
 		goto out;
 	}
-	if (!c->txq_head) {
+	if (!c->txq_head && tcp_open_for_data(c)) {
 		while (cur < n) {
-			w = tcp_sendv(c->poll.fd, iov + cur, n - cur);
+			w = conn_sendv(c, iov + cur, n - cur);
 			if (w == -EAGAIN)
 				break;
 			if (w < 0) {
@@ -449,6 +502,8 @@ static int tcp_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 			started = 1;
 		}
 		if (cur == n) {
+			if (c->tls)
+				tcp_update_poll_locked(c);	/* EPOLLOUT while TLS holds some */
 			if (user) {
 				struct xport_event ev = {
 					.type = XPORT_EV_SEND, .conn = conn, .user = user,
@@ -599,8 +654,11 @@ static void tcp_rx(struct tcp_conn *c)
 	size_t want, len, got, total = 0;
 	ssize_t n;
 	int niov, budget, err, may_read;
+	int turns = c->tls ? TLS_RX_BUDGET : TCP_RX_BUDGET;
 
-	for (budget = 0; budget < TCP_RX_BUDGET && total < TCP_RX_BYTES_BUDGET; budget++) {
+	if (!tcp_open_for_data(c))
+		return;
+	for (budget = 0; budget < turns && total < TCP_RX_BYTES_BUDGET; budget++) {
 		/* A reply to what we just read may have paused us from another thread. */
 		pthread_mutex_lock(&c->lock);
 		tcp_update_poll_locked(c);
@@ -623,14 +681,25 @@ static void tcp_rx(struct tcp_conn *c)
 		iov[niov++].iov_len = TCP_RXBUF_LEN - c->rx_end;
 		want = iov_total(iov, niov);
 
-		do {
-			n = readv(c->poll.fd, iov, niov);
-		} while (n < 0 && errno == EINTR);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+		if (c->tls) {
+			/* one record into the first target; the staging buffer waits its turn */
+			n = xport_tls_read(c->tls, iov[0].iov_base, iov[0].iov_len);
+			if (n == -EAGAIN)
 				return;
-			tcp_fail(c, -errno);
-			return;
+			if (n < 0) {
+				tcp_fail(c, (int)n);
+				return;
+			}
+		} else {
+			do {
+				n = readv(c->poll.fd, iov, niov);
+			} while (n < 0 && errno == EINTR);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return;
+				tcp_fail(c, -errno);
+				return;
+			}
 		}
 		if (n == 0) {
 			/* EOF between messages is a clean close; inside one, a broken stream. */
@@ -654,9 +723,12 @@ static void tcp_rx(struct tcp_conn *c)
 			rx_failed(c, err);
 			return;
 		}
-		if (got < want)
+		if (got < want && !c->tls)
 			return;	/* short read: the socket is drained */
 	}
+	/* stopped for the budget while TLS holds input epoll cannot see: come back */
+	if (c->tls && xport_tls_rx_pending(c->tls))
+		xport_conn_kick(&c->base);
 }
 
 /*
@@ -679,12 +751,44 @@ static void tcp_hangup(struct tcp_conn *c, uint32_t events)
 		tcp_fail(c, -ECONNRESET);
 }
 
+/*
+ * Progress thread: advance an accepted tls:// connection's handshake; once it
+ * is done, send what was posted meanwhile and read. 0 when open, -EAGAIN
+ * while it waits, -errno when it failed (the connection is closed).
+ */
+static int tcp_tls_handshake(struct tcp_conn *c)
+{
+	uint32_t ev = 0;
+	int err = xport_tls_handshake(c->tls, &ev);
+
+	if (err == -EAGAIN) {
+		pthread_mutex_lock(&c->lock);
+		if (!c->reaped && ev != c->poll_events) {
+			c->poll_events = ev;
+			xport_poll_mod(c->base.ctx, &c->poll, ev);
+		}
+		pthread_mutex_unlock(&c->lock);
+		return err;
+	}
+	if (err) {
+		tcp_fail(c, err);
+		return err;
+	}
+	tcp_flush(c);
+	tcp_rx(c);
+	return 0;
+}
+
 static void tcp_conn_handler(struct xport_poll *p, uint32_t events)
 {
 	struct tcp_conn *c = (struct tcp_conn *)((uint8_t *)p - offsetof(struct tcp_conn, poll));
 
 	if (c->reaped)
 		return;
+	if (c->tls && !xport_tls_is_open(c->tls)) {
+		tcp_tls_handshake(c);
+		return;
+	}
 	/* EPOLLIN is only reported while we asked for it, i.e. may read. */
 	if (events & EPOLLIN)
 		tcp_rx(c);
@@ -696,7 +800,9 @@ static void tcp_conn_handler(struct xport_poll *p, uint32_t events)
 
 /* ------------------------------------------------------------------ connections */
 
-static struct tcp_conn *tcp_conn_new(struct xport_ctx *ctx, int fd)
+/* A connection on @fd; @tls (taken) for tls://, @ops the module it belongs to. */
+static struct tcp_conn *tcp_conn_new(struct xport_ctx *ctx, int fd, struct xport_tls *tls,
+				     const struct xport_ops *ops)
 {
 	struct tcp_conn *c = calloc(1, sizeof(*c));
 	struct sockaddr_storage ss;
@@ -713,12 +819,14 @@ static struct tcp_conn *tcp_conn_new(struct xport_ctx *ctx, int fd)
 	c->poll.fd = fd;
 	c->poll.handler = tcp_conn_handler;
 	c->rx_state = RX_HDR;
+	c->tls = tls;
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-		sockaddr_to_url((struct sockaddr *)&ss, c->base.peer, sizeof(c->base.peer));
+		sockaddr_to_url((struct sockaddr *)&ss, ops->scheme, c->base.peer,
+				sizeof(c->base.peer));
 	else
-		snprintf(c->base.peer, sizeof(c->base.peer), "tcp://?");
+		snprintf(c->base.peer, sizeof(c->base.peer), "%s://?", ops->scheme);
 	tcp_tune_socket(fd);
-	xport_conn_init(&c->base, &xport_tcp_ops, ctx);
+	xport_conn_init(&c->base, ops, ctx);
 	c->poll_events = EPOLLIN;
 	if (xport_poll_add(ctx, &c->poll, EPOLLIN)) {
 		/* Not pollable: report it closed right away; the caller still gets it. */
@@ -740,7 +848,7 @@ static void tcp_conn_close(struct xport_conn *conn, int flush)
 	 * Only a flushing close waits for the queue: a hard close after an
 	 * earlier close_when_sent must not wait on a peer that stopped reading.
 	 */
-	if (flush && c->close_when_sent && c->txq_head)
+	if (flush && c->close_when_sent && !tcp_tx_idle_locked(c))
 		tcp_update_poll_locked(c);	/* tcp_flush() closes when done */
 	else
 		tcp_close_locked(c, 0);
@@ -777,7 +885,10 @@ static void tcp_conn_rx_resume(struct xport_conn *conn)
 	err = rx_parse(c);
 	if (err) {
 		rx_failed(c, err);
+		return;
 	}
+	if (c->tls)
+		tcp_rx(c);	/* a kick: input TLS holds */
 }
 
 static void tcp_conn_pause_rx(struct xport_conn *conn, int paused)
@@ -806,7 +917,7 @@ static size_t tcp_conn_queued_bytes(struct xport_conn *conn)
 	size_t n;
 
 	pthread_mutex_lock(&c->lock);
-	n = c->tx_queued;
+	n = c->tx_queued + (c->tls ? xport_tls_tx_pending(c->tls) : 0);
 	pthread_mutex_unlock(&c->lock);
 	return n;
 }
@@ -845,6 +956,7 @@ static void tcp_conn_free(struct xport_conn *conn)
 	if (c->poll.fd >= 0)
 		close(c->poll.fd);
 	xport_msg_free(c->rx_msg);
+	xport_tls_free(c->tls);
 	pthread_mutex_destroy(&c->lock);
 	free(c->rxbuf);
 	free(c);
@@ -916,12 +1028,13 @@ err:
 	return err;
 }
 
-static int tcp_connect(struct xport_ctx *ctx, const char *hostport, int timeout_ms,
-		       struct xport_conn **out)
+static int stream_connect(struct xport_ctx *ctx, const struct xport_ops *ops,
+			  const char *hostport, int timeout_ms, struct xport_conn **out)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
 	char host[256], port[16];
 	int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : 0;
+	struct xport_tls *tls = NULL;
 	struct tcp_conn *c;
 	int err, fd = -1;
 
@@ -939,13 +1052,36 @@ static int tcp_connect(struct xport_ctx *ctx, const char *hostport, int timeout_
 	freeaddrinfo(res);
 	if (err)
 		return err;
-	c = tcp_conn_new(ctx, fd);
+	if (ops == &xport_tls_ops) {
+		char peer[XPORT_URL_MAX];
+
+		snprintf(peer, sizeof(peer), "tls://%s", hostport);
+		err = xport_tls_connect(fd, xport_ctx_tls_client(ctx), deadline, peer, &tls);
+		if (err) {
+			close(fd);
+			return err;
+		}
+	}
+	c = tcp_conn_new(ctx, fd, tls, ops);
 	if (!c) {
+		xport_tls_free(tls);
 		close(fd);
 		return -ENOMEM;
 	}
 	*out = &c->base;
 	return 0;
+}
+
+static int tcp_connect(struct xport_ctx *ctx, const char *hostport, int timeout_ms,
+		       struct xport_conn **out)
+{
+	return stream_connect(ctx, &xport_tcp_ops, hostport, timeout_ms, out);
+}
+
+static int tls_connect(struct xport_ctx *ctx, const char *hostport, int timeout_ms,
+		       struct xport_conn **out)
+{
+	return stream_connect(ctx, &xport_tls_ops, hostport, timeout_ms, out);
 }
 
 /* ------------------------------------------------------------------ listeners */
@@ -985,19 +1121,24 @@ static void tcp_accept_handler(struct xport_poll *p, uint32_t events)
 				log_warn("%s: accept: %s", l->base.url, strerror(errno));
 			return;
 		}
-		c = tcp_conn_new(l->base.ctx, fd);
+		c = tcp_conn_new(l->base.ctx, fd, NULL, l->base.ops);
 		if (!c) {
 			log_warn("%s: out of memory for a new connection", l->base.url);
 			close(fd);
 			continue;
 		}
+		/* Nobody else knows c yet: its TLS state can still be attached. */
+		if (l->base.ops == &xport_tls_ops &&
+		    xport_tls_accept(fd, xport_ctx_tls_server(l->base.ctx), c->base.peer, &c->tls))
+			tcp_fail(c, -ENOMEM);	/* the caller gets it closed */
 		/* The connection's caller reference goes to whoever handles the event. */
 		ev.conn = &c->base;
 		xport_cq_push(l->base.ctx, &ev);
 	}
 }
 
-static int tcp_listen(struct xport_ctx *ctx, const char *hostport, struct xport_listener **out)
+static int stream_listen(struct xport_ctx *ctx, const struct xport_ops *ops,
+			 const char *hostport, struct xport_listener **out)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res, *ai;
 	struct sockaddr_storage ss;
@@ -1049,12 +1190,13 @@ static int tcp_listen(struct xport_ctx *ctx, const char *hostport, struct xport_
 		err = -ENOMEM;
 		goto err_close;
 	}
-	l->base.ops = &xport_tcp_ops;
+	l->base.ops = ops;
 	l->base.ctx = ctx;
 	if (strchr(host, ':'))
-		snprintf(l->base.url, sizeof(l->base.url), "tcp://[%s]:%u", host, bound_port);
+		snprintf(l->base.url, sizeof(l->base.url), "%s://[%s]:%u", ops->scheme, host,
+			 bound_port);
 	else
-		snprintf(l->base.url, sizeof(l->base.url), "tcp://%s:%u",
+		snprintf(l->base.url, sizeof(l->base.url), "%s://%s:%u", ops->scheme,
 			 node ? host : "0.0.0.0", bound_port);
 	l->poll.fd = fd;
 	l->poll.handler = tcp_accept_handler;
@@ -1073,6 +1215,16 @@ err_close:
 	return err;
 }
 
+static int tcp_listen(struct xport_ctx *ctx, const char *hostport, struct xport_listener **out)
+{
+	return stream_listen(ctx, &xport_tcp_ops, hostport, out);
+}
+
+static int tls_listen(struct xport_ctx *ctx, const char *hostport, struct xport_listener **out)
+{
+	return stream_listen(ctx, &xport_tls_ops, hostport, out);
+}
+
 static void tcp_listener_free(struct xport_listener *base)
 {
 	struct tcp_listener *l = (struct tcp_listener *)base;
@@ -1089,6 +1241,22 @@ const struct xport_ops xport_tcp_ops = {
 	.listen		= tcp_listen,
 	.listener_free	= tcp_listener_free,
 	.connect	= tcp_connect,
+	.post_send	= tcp_post_send,
+	.conn_close	= tcp_conn_close,
+	.conn_pause_rx	= tcp_conn_pause_rx,
+	.conn_rx_resume	= tcp_conn_rx_resume,
+	.conn_set_tx_limit = tcp_conn_set_tx_limit,
+	.conn_queued_bytes = tcp_conn_queued_bytes,
+	.conn_reap	= tcp_conn_reap,
+	.conn_free	= tcp_conn_free,
+};
+
+/* tls://: the same connections with TLS 1.3 between the queues and the socket. */
+const struct xport_ops xport_tls_ops = {
+	.scheme		= "tls",
+	.listen		= tls_listen,
+	.listener_free	= tcp_listener_free,
+	.connect	= tls_connect,
 	.post_send	= tcp_post_send,
 	.conn_close	= tcp_conn_close,
 	.conn_pause_rx	= tcp_conn_pause_rx,

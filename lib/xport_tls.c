@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: MIT
+/*
+ * xport_tls.c - TLS 1.3 with external PSKs on a TCP socket (see xport_tls.h).
+ *
+ * One SSL_CTX per side, made once: TLS 1.3 only, TLS_AES_128_GCM_SHA256 (the
+ * PSK's hash must be the suite's), no session tickets (a connection lives as
+ * long as its process needs it; resumption would only add state), partial
+ * writes (each SSL_write() returns after one record, so progress is visible),
+ * read-ahead with a large read buffer (one recv() takes many records).
+ * An unexpected EOF is an EOF: the rdfs framing above knows whether it cut a
+ * message, as on plain TCP.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "log.h"
+#include "xport_module.h"
+#include "xport_tls.h"
+
+/* What SSL_write() encrypts from; a bounded copy of the send queue's head. */
+#define XPORT_TLS_OUT_LEN	(256 * 1024)
+/* OpenSSL's read buffer with read-ahead: how much one recv() may take. */
+#define XPORT_TLS_READ_BUF	(256 * 1024)
+
+enum tls_state {
+	TLS_HANDSHAKE,	/* -> TLS_OPEN, TLS_FAILED */
+	TLS_OPEN,	/* -> TLS_FAILED */
+	TLS_FAILED,	/* final: every call fails */
+};
+
+struct xport_tls {
+	pthread_mutex_t lock;		/* the SSL object and everything below */
+	SSL *ssl;
+	enum tls_state state;
+	int server;
+	uint32_t want;			/* events the handshake waits for */
+	char peer[XPORT_URL_MAX];	/* for messages */
+	struct xport_tls_client client;	/* client side: what we prove */
+	struct xport_tls_server srv;	/* server side: how to find a PSK */
+	char peer_identity[XPORT_TLS_ID_MAX];
+	const char *why;		/* why the server refused the peer, for the log */
+	int alert;			/* the last failure was an alert the peer sent */
+	uint8_t *out;			/* staged plaintext [out_off, out_len) */
+	size_t out_off, out_len;
+};
+
+static SSL_CTX *tls_ctx[2];
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+
+/* TLS_AES_128_GCM_SHA256 */
+static const unsigned char tls_psk_suite[2] = { 0x13, 0x01 };
+
+static void tls_state_set(struct xport_tls *t, enum tls_state to)
+{
+	/* the transitions written in enum tls_state, and no other */
+	if (!((t->state == TLS_HANDSHAKE && (to == TLS_OPEN || to == TLS_FAILED)) ||
+	      (t->state == TLS_OPEN && to == TLS_FAILED) ||
+	      (t->state == TLS_FAILED && to == TLS_FAILED)))
+		abort();
+	t->state = to;
+}
+
+static SSL_SESSION *psk_session(SSL *ssl, const uint8_t psk[XPORT_TLS_PSK_LEN])
+{
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, tls_psk_suite);
+	SSL_SESSION *sess;
+
+	if (!cipher)
+		return NULL;
+	sess = SSL_SESSION_new();
+	if (!sess)
+		return NULL;
+	if (!SSL_SESSION_set1_master_key(sess, psk, XPORT_TLS_PSK_LEN) ||
+	    !SSL_SESSION_set_cipher(sess, cipher) ||
+	    !SSL_SESSION_set_protocol_version(sess, TLS1_3_VERSION)) {
+		SSL_SESSION_free(sess);
+		return NULL;
+	}
+	return sess;
+}
+
+/* Client: offer our identity with its PSK. */
+static int tls_use_psk(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+		       SSL_SESSION **sessp)
+{
+	struct xport_tls *t = SSL_get_app_data(ssl);
+	SSL_SESSION *sess;
+
+	*sessp = NULL;
+	sess = psk_session(ssl, t->client.psk);
+	if (!sess)
+		return 0;
+	if (md && md != SSL_CIPHER_get_handshake_digest(SSL_SESSION_get0_cipher(sess))) {
+		/* a HelloRetryRequest chose a suite our PSK cannot be used with */
+		SSL_SESSION_free(sess);
+		return 1;
+	}
+	*sessp = sess;
+	*id = (const unsigned char *)t->client.identity;
+	*idlen = strlen(t->client.identity);
+	return 1;
+}
+
+/* Server: the PSK of the identity the client names, or none (the handshake fails). */
+static int tls_find_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sessp)
+{
+	struct xport_tls *t = SSL_get_app_data(ssl);
+	uint8_t psk[XPORT_TLS_PSK_LEN];
+	char name[XPORT_TLS_ID_MAX];
+
+	*sessp = NULL;
+	if (idlen == 0 || idlen >= sizeof(name) || memchr(id, '\0', idlen)) {
+		t->why = "malformed PSK identity";
+		return 1;
+	}
+	memcpy(name, id, idlen);
+	name[idlen] = '\0';
+	if (!t->srv.psk_of || t->srv.psk_of(t->srv.arg, name, psk)) {
+		t->why = "no key for the PSK identity it named";
+		return 1;
+	}
+	*sessp = psk_session(ssl, psk);
+	OPENSSL_cleanse(psk, sizeof(psk));
+	if (!*sessp)
+		return 0;
+	/* Proved only once the handshake completes: a wrong key fails the Finished check. */
+	snprintf(t->peer_identity, sizeof(t->peer_identity), "%s", name);
+	t->why = "wrong key for the PSK identity it named";
+	return 1;
+}
+
+static SSL_CTX *tls_ctx_make(int server)
+{
+	SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+
+	if (!ctx)
+		return NULL;
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256")) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx, XPORT_TLS_READ_BUF);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (server) {
+		SSL_CTX_set_num_tickets(ctx, 0);
+		SSL_CTX_set_psk_find_session_callback(ctx, tls_find_psk);
+	} else {
+		SSL_CTX_set_psk_use_session_callback(ctx, tls_use_psk);
+	}
+	return ctx;
+}
+
+static void tls_init(void)
+{
+	tls_ctx[0] = tls_ctx_make(0);
+	tls_ctx[1] = tls_ctx_make(1);
+}
+
+static int tls_new(int fd, int server, const char *peer, struct xport_tls **out)
+{
+	struct xport_tls *t;
+
+	pthread_once(&tls_once, tls_init);
+	if (!tls_ctx[server])
+		return -ENOMEM;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->out = malloc(XPORT_TLS_OUT_LEN);
+	t->ssl = SSL_new(tls_ctx[server]);
+	if (!t->out || !t->ssl || !SSL_set_fd(t->ssl, fd)) {
+		SSL_free(t->ssl);
+		free(t->out);
+		free(t);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	SSL_set_app_data(t->ssl, t);
+	t->server = server;
+	t->state = TLS_HANDSHAKE;
+	snprintf(t->peer, sizeof(t->peer), "%s", peer);
+	*out = t;
+	return 0;
+}
+
+void xport_tls_free(struct xport_tls *t)
+{
+	if (!t)
+		return;
+	SSL_free(t->ssl);
+	OPENSSL_cleanse(&t->client, sizeof(t->client));
+	pthread_mutex_destroy(&t->lock);
+	free(t->out);
+	free(t);
+}
+
+/*
+ * The first OpenSSL error reason queued on this thread, clearing the queue;
+ * *@alert: whether it is an alert the peer sent (a refusal, not noise).
+ */
+static const char *tls_reason(int *alert)
+{
+	unsigned long e = ERR_peek_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+
+	*alert = e && ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET;
+	ERR_clear_error();
+	return r ? r : "connection closed";
+}
+
+/*
+ * Under t->lock: what an SSL call's result @ret means. 1: done; -EAGAIN with
+ * t->want set; 0: the peer closed; else -errno (state FAILED).
+ */
+static int tls_result(struct xport_tls *t, int ret, const char **why)
+{
+	int e = SSL_get_error(t->ssl, ret);
+
+	*why = NULL;
+	switch (e) {
+	case SSL_ERROR_NONE:
+		return 1;
+	case SSL_ERROR_WANT_READ:
+		t->want = EPOLLIN;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		t->want = EPOLLOUT;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		tls_state_set(t, TLS_FAILED);
+		if (errno == 0 || errno == EPIPE || errno == ECONNRESET) {
+			ERR_clear_error();
+			return errno == 0 ? 0 : -ECONNRESET;
+		}
+		*why = strerror(errno);
+		ERR_clear_error();
+		return -errno;
+	default:
+		tls_state_set(t, TLS_FAILED);
+		*why = tls_reason(&t->alert);
+		return -EPROTO;
+	}
+}
+
+/* Whether the first bytes waiting on @fd could be TLS (a handshake or an alert record). */
+static int peer_speaks_tls(int fd)
+{
+	uint8_t b[3];
+	ssize_t n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+
+	return n < 1 || b[0] == 0x16 || b[0] == 0x15;
+}
+
+int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
+		      const char *peer, struct xport_tls **out)
+{
+	struct xport_tls *t;
+	const char *why;
+	int err, ret;
+
+	if (!cred || !cred->identity[0])
+		return -EACCES;
+	err = tls_new(fd, 0, peer, &t);
+	if (err)
+		return err;
+	t->client = *cred;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd };
+		struct timespec ts;
+		int left = -1;
+
+		ERR_clear_error();
+		ret = SSL_connect(t->ssl);
+		err = tls_result(t, ret, &why);
+		if (err == 1)
+			break;
+		if (err != -EAGAIN) {
+			/* a server refuses a key with an alert, or hangs up */
+			if (err == 0 || err == -ECONNRESET || (err == -EPROTO && t->alert)) {
+				err = -EACCES;
+				log_warn("%s: TLS handshake failed: the server refused our key "
+					 "(identity %s): %s", peer, cred->identity,
+					 why ? why : "connection closed");
+			} else if (err == -EPROTO) {
+				log_warn("%s: TLS handshake failed: %s (is the server listening "
+					 "on tcp:// rather than tls://?)", peer, why);
+			} else {
+				log_warn("%s: TLS handshake failed: %s", peer,
+					 why ? why : strerror(-err));
+			}
+			goto fail;
+		}
+		if (deadline_ms) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			left = (int)(deadline_ms - (ts.tv_sec * 1000 + ts.tv_nsec / 1000000));
+			if (left <= 0) {
+				err = -ETIMEDOUT;
+				goto fail;
+			}
+		}
+		pfd.events = t->want == EPOLLOUT ? POLLOUT : POLLIN;
+		if (poll(&pfd, 1, left) < 0 && errno != EINTR) {
+			err = -errno;
+			goto fail;
+		}
+	}
+	tls_state_set(t, TLS_OPEN);
+	*out = t;
+	return 0;
+fail:
+	ERR_clear_error();
+	xport_tls_free(t);
+	return err;
+}
+
+int xport_tls_accept(int fd, const struct xport_tls_server *cred, const char *peer,
+		     struct xport_tls **out)
+{
+	struct xport_tls *t;
+	int err;
+
+	err = tls_new(fd, 1, peer, &t);
+	if (err)
+		return err;
+	if (cred)
+		t->srv = *cred;
+	t->want = EPOLLIN;
+	*out = t;
+	return 0;
+}
+
+int xport_tls_handshake(struct xport_tls *t, uint32_t *events)
+{
+	const char *why;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->state != TLS_HANDSHAKE) {
+		err = t->state == TLS_OPEN ? 0 : -EPROTO;
+		goto out;
+	}
+	ERR_clear_error();
+	err = tls_result(t, SSL_accept(t->ssl), &why);
+	if (err == 1) {
+		tls_state_set(t, TLS_OPEN);
+		err = 0;
+	} else if (err == -EAGAIN) {
+		*events = t->want;
+	} else {
+		int silent = err == 0 && !t->why;	/* connected, sent nothing, left */
+
+		tls_state_set(t, TLS_FAILED);
+		if (!silent && !peer_speaks_tls(SSL_get_fd(t->ssl)))
+			log_warn("%s: refused: it does not speak TLS on this tls:// listener",
+				 t->peer);
+		else if (!silent)
+			log_warn("%s: refused in the TLS handshake: %s", t->peer,
+				 t->why ? t->why : why ? why : "connection closed");
+		t->peer_identity[0] = '\0';
+		err = err ? err : -ECONNRESET;
+		if (err == -EPROTO && t->why)
+			err = -EACCES;
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+int xport_tls_is_open(struct xport_tls *t)
+{
+	int open;
+
+	pthread_mutex_lock(&t->lock);
+	open = t->state == TLS_OPEN;
+	pthread_mutex_unlock(&t->lock);
+	return open;
+}
+
+const char *xport_tls_peer_identity(struct xport_tls *t)
+{
+	return t->state == TLS_OPEN ? t->peer_identity : "";
+}
+
+ssize_t xport_tls_read(struct xport_tls *t, void *buf, size_t len)
+{
+	const char *why;
+	size_t got = 0;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->state != TLS_OPEN) {
+		pthread_mutex_unlock(&t->lock);
+		return -EPROTO;
+	}
+	ERR_clear_error();
+	err = tls_result(t, SSL_read_ex(t->ssl, buf, len, &got), &why);
+	if (err < 0 && err != -EAGAIN && why)
+		log_warn("%s: TLS stream broken: %s", t->peer, why);
+	pthread_mutex_unlock(&t->lock);
+	return err == 1 ? (ssize_t)got : err;
+}
+
+int xport_tls_rx_pending(struct xport_tls *t)
+{
+	int n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->state == TLS_OPEN && SSL_has_pending(t->ssl);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* Under t->lock: write staged bytes until none are left or the socket is full. */
+static int tls_flush_locked(struct xport_tls *t)
+{
+	const char *why;
+	size_t n;
+	int err;
+
+	while (t->out_off < t->out_len) {
+		if (t->state != TLS_OPEN)
+			return -EPIPE;
+		ERR_clear_error();
+		n = 0;
+		err = tls_result(t, SSL_write_ex(t->ssl, t->out + t->out_off,
+						  t->out_len - t->out_off, &n), &why);
+		if (err == -EAGAIN)
+			return -EAGAIN;
+		if (err != 1) {
+			if (why)
+				log_warn("%s: TLS stream broken: %s", t->peer, why);
+			if (t->state != TLS_FAILED)
+				tls_state_set(t, TLS_FAILED);
+			return err ? err : -EPIPE;
+		}
+		t->out_off += n;
+	}
+	t->out_off = t->out_len = 0;
+	return 0;
+}
+
+int xport_tls_flush(struct xport_tls *t)
+{
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	err = tls_flush_locked(t);
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+ssize_t xport_tls_sendv(struct xport_tls *t, const struct iovec *iov, int niov)
+{
+	size_t staged = 0, room, k;
+	int i, err;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->state != TLS_OPEN) {
+		pthread_mutex_unlock(&t->lock);
+		return -EPIPE;
+	}
+	/*
+	 * Bytes already handed to SSL_write() may move (ACCEPT_MOVING_WRITE_BUFFER):
+	 * a write it must retry is retried with the same bytes at a new address.
+	 */
+	if (t->out_off) {
+		memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
+		t->out_len -= t->out_off;
+		t->out_off = 0;
+	}
+	for (i = 0; i < niov && t->out_len < XPORT_TLS_OUT_LEN; i++) {
+		room = XPORT_TLS_OUT_LEN - t->out_len;
+		k = iov[i].iov_len < room ? iov[i].iov_len : room;
+		memcpy(t->out + t->out_len, iov[i].iov_base, k);
+		t->out_len += k;
+		staged += k;
+	}
+	err = tls_flush_locked(t);
+	pthread_mutex_unlock(&t->lock);
+	if (err && err != -EAGAIN)
+		return err;
+	return staged ? (ssize_t)staged : -EAGAIN;
+}
+
+size_t xport_tls_tx_pending(struct xport_tls *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->out_len - t->out_off;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
