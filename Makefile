@@ -58,7 +58,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(BUILD)/bin/rdfs $(BUILD)/bin/rdfs-bench \
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
-.PHONY: all deps test test-unit test-integration test-vm demo install clean \
+.PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
         bench bench-sweep bench-vm lkm install-lkm soak test-sanitize
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
@@ -156,6 +156,7 @@ test: deps
 	$(MAKE) test-unit
 	$(MAKE) test-sanitize
 	$(MAKE) test-integration
+	$(MAKE) test-integration-tls
 	$(MAKE) lkm
 	$(MAKE) test-vm
 
@@ -183,6 +184,12 @@ test-unit: $(UNIT_BINS)
 
 test-integration: all
 	python3 -m pytest -q tests/integration
+
+# The data tests again with every server listening only on tls:// (TLS 1.3):
+# mounts, tools, registration and COPY between I/O servers inside TLS.
+TLS_SUITE := test_data.py test_copy.py test_multimount.py test_fsx.py
+test-integration-tls: all
+	RDFS_TEST_TRANSPORT=tls python3 -m pytest -q $(addprefix tests/integration/,$(TLS_SUITE))
 
 # The unit tests again under ASan + UBSan, in a build of their own: a leak, an
 # out-of-bounds access or undefined behaviour anywhere they reach fails the run.

@@ -258,6 +258,9 @@ int ioconn_connect(const char *url, const struct auth_secret *secret, const char
 
 	if (!strncmp(url, "rdma://", 7))
 		return rdma_authenticator(url, secret, claim, timeout_ms);
+	/* the module's socket would need kernel TLS; until then say so, not EINVAL */
+	if (!strncmp(url, "tls://", 6))
+		return -EPROTONOSUPPORT;
 	if (strncmp(url, "tcp://", 6))
 		return -EINVAL;
 	err = resolve_url(url, 6, &ai);

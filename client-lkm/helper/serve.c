@@ -421,7 +421,9 @@ static int op_connect(struct msg *m)
 		return -EHOSTUNREACH;
 	fd = ioconn_connect(url, &c->opts.secret, c->opts.role, m->h->timeout_ms);
 	if (fd < 0) {
-		log_msg(LOG_LVL_WARN, "I/O server %u (%s): %s", cr->server_id, url, strerror(-fd));
+		log_msg(LOG_LVL_WARN, "I/O server %u (%s): %s", cr->server_id, url,
+			fd == -EPROTONOSUPPORT ? "the kernel client cannot reach tls:// I/O "
+			"servers (no TLS in its data path); use rdfs-fuse" : strerror(-fd));
 		return -EIO;
 	}
 	m->rep->fd = fd;

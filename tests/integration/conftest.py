@@ -17,6 +17,13 @@ data go over RDMA; extra mounts (mount_second) use the rdma:// URL too. The
 servers keep their tcp listeners, so the tests that speak the wire protocol
 themselves (rdfswire.py, Cluster.url) are unchanged.
 
+RDFS_TEST_TRANSPORT=tls starts every cluster with `--transport tls`: the
+servers listen only on tls:// (TCP inside TLS 1.3), so the mounts, the tools,
+the I/O servers' registration and COPY between I/O servers all run inside
+TLS. Tests that speak the plain wire protocol themselves cannot reach such a
+cluster: they are marked `plain_wire` and skipped then. `make test` runs a
+data subset this way (test-integration-tls).
+
 RDFS_TEST_CLIENT=lkm (default fuse) mounts the kernel client instead of
 rdfs-fuse (`local-cluster up --client lkm`; root, a kernel that loads
 RDFS_LKM_DIR/rdfs.ko, default RDFS_BIN/../lkm: the qemu guest), extra mounts
@@ -48,10 +55,12 @@ BIN = Path(os.environ["RDFS_BIN"]).resolve() if os.environ.get("RDFS_BIN") else 
 LOCAL_CLUSTER = REPO / "deploy" / "local-cluster"
 
 TRANSPORT = os.environ.get("RDFS_TEST_TRANSPORT") or "tcp"
-if TRANSPORT not in ("tcp", "rdma"):
-    raise RuntimeError("RDFS_TEST_TRANSPORT=%s: expected tcp or rdma" % TRANSPORT)
+if TRANSPORT not in ("tcp", "tls", "rdma"):
+    raise RuntimeError("RDFS_TEST_TRANSPORT=%s: expected tcp, tls or rdma" % TRANSPORT)
 # The options every `local-cluster up` of the tests takes for the transport.
 LC_TRANSPORT_OPTS = []
+if TRANSPORT == "tls":
+    LC_TRANSPORT_OPTS = ["--transport", "tls"]
 if TRANSPORT == "rdma":
     LC_TRANSPORT_OPTS = ["--transport", "rdma"]
     if os.environ.get("RDFS_TEST_RDMA_ADDR"):
@@ -83,6 +92,12 @@ def fallocate(fd, mode, off, length):
 def fuse_only(reason):
     """Mark a test of something only rdfs-fuse has: skipped on the kernel client."""
     return pytest.mark.skipif(CLIENT != "fuse", reason="rdfs-fuse only: " + reason)
+
+
+def plain_wire(reason):
+    """Mark a test that speaks the plain wire protocol (rdfswire.py) to the
+    cluster's ports itself: skipped when the cluster speaks only TLS."""
+    return pytest.mark.skipif(TRANSPORT == "tls", reason="speaks plain frames: " + reason)
 
 
 def lkm_xfail(reason):
@@ -228,9 +243,10 @@ def assert_bytes_equal(expected, got, what="data"):
 class Cluster:
     """A cluster started with deploy/local-cluster, plus what tests do to it."""
 
-    def __init__(self, root, n_io=2):
+    def __init__(self, root, n_io=2, transport=None):
         self.dir = Path(root)
         self.n_io = n_io
+        self.transport = transport or TRANSPORT
         self.port = allocate_port_base(n_io)
         self.mnt = self.dir / "mnt"
         self.extra_mounts = []
@@ -241,15 +257,17 @@ class Cluster:
     # -------------------------------------------------------------- facts
     @property
     def url(self):
-        return "tcp://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("tls" if self.transport == "tls" else "tcp", self.port)
 
     @property
     def mount_spec(self):
         """The metaserver as rdfs-fuse is given it: HOST:PORT, or the rdma:// URL."""
-        if TRANSPORT == "rdma":
+        if self.transport == "rdma":
             with open(self.dir / "state.json") as f:
                 addr = json.load(f)["rdma_addr"]
             return "rdma://%s:%d" % (addr, self.port)
+        if self.transport == "tls":
+            return "tls://127.0.0.1:%d" % self.port
         return "127.0.0.1:%d" % self.port
 
     @property
@@ -273,11 +291,12 @@ class Cluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
-             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN] + LC_TRANSPORT_OPTS
+             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN]
+            + (LC_TRANSPORT_OPTS if self.transport == TRANSPORT else ["--transport", self.transport])
             + LC_CLIENT_OPTS,
             timeout=180)
         assert os.path.ismount(self.mnt), "local-cluster up returned but %s is not a mount" % self.mnt
-        if TRANSPORT == "rdma":
+        if self.transport == "rdma":
             # Proof the data goes over RDMA: clients get the I/O servers' rdma:// URLs.
             out = self.rdfs("status").stdout
             assert out.count("rdma://") > self.n_io, "not an RDMA cluster:\n" + out
@@ -345,7 +364,7 @@ class Cluster:
         path.mkdir(parents=True, exist_ok=True)
         o = "secret_file=%s" % self.secret + ("," + opts if opts else "")
         if OTHER_CLIENT == "lkm":
-            if TRANSPORT == "rdma":
+            if self.transport == "rdma":
                 o += ",transport=rdma"
             run([LKM_DIR / "rdfs-lkm-helper", "-o", o, "127.0.0.1:%d" % self.port, path],
                 timeout=120)
@@ -428,8 +447,8 @@ def _cluster_root(kind):
     return root
 
 
-def _start(kind, n_io):
-    c = Cluster(_cluster_root(kind), n_io)
+def _start(kind, n_io, transport=None):
+    c = Cluster(_cluster_root(kind), n_io, transport)
     try:
         c.up()
     except BaseException:

@@ -51,7 +51,7 @@ import time
 import pytest
 
 import rdfswire as w
-from conftest import MiB, assert_bytes_equal, drop_cache, fallocate, fuse_only
+from conftest import MiB, assert_bytes_equal, drop_cache, fallocate, fuse_only, plain_wire
 from test_trust import (cap_fields, client_secret, connect, first, ino_of, io_read_req,
                         ioserver_ports, layout, mount_node, node_add, node_name, write_file)
 
@@ -118,14 +118,26 @@ def check_both_mounts(path, want, other_mount, mnt, what):
 
 
 def servers_of(c, path, length):
-    """The set of I/O server ids that hold @path's bytes [0, length) (raw LAYOUT)."""
-    ms = connect(c.port, client_secret(c))
-    try:
-        status, lay = layout(ms, ino_of(ms, c, path), length, ROOT)
-    finally:
-        ms.close()
-    assert status == 0, "LAYOUT of %s: %d" % (path, status)
-    return {e["server"] for e in lay["extents"] if not e["unwritten"]}
+    """The set of I/O server ids that hold @path's bytes [0, length): `rdfs layout`,
+    which also works on a cluster that speaks only TLS."""
+    rel = "/" + os.path.relpath(path, c.mnt)
+    servers = set()
+    for line in c.rdfs("layout", rel).stdout.splitlines():
+        f = line.split()
+        if len(f) == 5 and f[0].isdigit() and f[4] == "written" and int(f[0]) < length:
+            servers.add(int(f[2]))
+    return servers
+
+
+def server_ids(c):
+    """The registered I/O servers' ids, from `rdfs status` (any transport)."""
+    ids = set()
+    for line in c.rdfs("status").stdout.splitlines():
+        f = line.split()
+        if len(f) > 3 and f[0].isdigit() and "://" in f[2]:
+            ids.add(int(f[0]))
+    assert len(ids) == c.n_io, "rdfs status lists %s" % sorted(ids)
+    return ids
 
 
 def fsck_clean(c, what):
@@ -195,10 +207,10 @@ def test_striped_copy_spans_both_ioservers(cluster, workdir, other_mount):
     data = os.urandom(9 * MiB + 1234)
     src, dst = workdir / "src", workdir / "dst"
     write_file(src, data)
-    assert servers_of(c, src, len(data)) == set(ioserver_ports(c)), \
+    assert servers_of(c, src, len(data)) == server_ids(c), \
         "the source is not striped over every I/O server"
     assert copy_file(src, dst, len(data), 0, 0) == len(data)
-    assert servers_of(c, dst, len(data)) == set(ioserver_ports(c))
+    assert servers_of(c, dst, len(data)) == server_ids(c)
     check_both_mounts(dst, data, other_mount, c.mnt, "striped copy")
 
 
@@ -720,6 +732,7 @@ class Wire:
         assert_bytes_equal(self.dst_data, read_all(self.dst)[:MiB], what + ": through the mount")
 
 
+@plain_wire("a hostile client's own frames")
 def test_wire_copy_with_own_capabilities_copies(cluster, workdir):
     """The control: a COPY naming the client's own capabilities copies (answered as the
     WRITE: status 0, IoReply length), and the next READ on the connection works."""
@@ -741,6 +754,7 @@ def test_wire_copy_with_own_capabilities_copies(cluster, workdir):
         assert_bytes_equal(x.dst_data, got, "destination after a wire COPY")
 
 
+@plain_wire("a hostile client's own frames")
 def test_wire_copy_with_another_nodes_source_capability_is_eacces(cluster, workdir):
     """(a) Node B names node A's source capability: EACCES, and nothing is written.
     The same capability with its holder rewritten to B (MAC now wrong): EACCES."""
@@ -775,6 +789,7 @@ def test_wire_copy_with_another_nodes_source_capability_is_eacces(cluster, workd
     assert x.dst_bytes()[:5000] == x.src_data[:5000]
 
 
+@plain_wire("a hostile client's own frames")
 def test_wire_copy_into_a_read_only_destination_capability_is_eacces(cluster, workdir):
     """(b) uid 2000 may read the 0644 destination but not write it: COPY gets EACCES."""
     c = cluster
@@ -788,6 +803,7 @@ def test_wire_copy_into_a_read_only_destination_capability_is_eacces(cluster, wo
     x.unchanged("COPY without WRITE rights")
 
 
+@plain_wire("a hostile client's own frames")
 def test_wire_copy_with_a_stale_source_capability_is_estale(cluster, workdir):
     """(c) A source capability from before the source was truncated: ESTALE."""
     c = cluster
@@ -818,6 +834,7 @@ MALFORMED = {
 }
 
 
+@plain_wire("a hostile client's own frames")
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_wire_malformed_copy_gets_an_error_and_the_server_goes_on(cluster, workdir, case):
     """(d) Each malformed CopyReq gets an error status (not a hang, not a closed
@@ -833,6 +850,7 @@ def test_wire_malformed_copy_gets_an_error_and_the_server_goes_on(cluster, workd
 
 
 # ------------------------------------------------------------------ no client-named login
+@plain_wire("a hostile client's own frames")
 def test_wire_copy_never_logs_in_where_the_client_says(fresh_cluster):
     """A client (cluster secret only) puts its own listener in the request as the
     source URL (field 5, the field a source URL once had) and stands ready to relay
