@@ -653,7 +653,7 @@ static void tcp_rx(struct tcp_conn *c)
 	struct iovec iov[2];
 	size_t want, len, got, total = 0;
 	ssize_t n;
-	int niov, budget, err, may_read;
+	int niov, budget, err, may_read, drained = 0;
 	int turns = c->tls ? TLS_RX_BUDGET : TCP_RX_BUDGET;
 
 	if (!tcp_open_for_data(c))
@@ -690,6 +690,12 @@ static void tcp_rx(struct tcp_conn *c)
 				tcp_fail(c, (int)n);
 				return;
 			}
+			/*
+			 * Nothing left inside OpenSSL: its last recv() asked for far more
+			 * than it got, so the socket is drained (TCP's short read). If
+			 * not, epoll (level-triggered) says so.
+			 */
+			drained = !xport_tls_rx_pending(c->tls);
 		} else {
 			do {
 				n = readv(c->poll.fd, iov, niov);
@@ -723,7 +729,7 @@ static void tcp_rx(struct tcp_conn *c)
 			rx_failed(c, err);
 			return;
 		}
-		if (got < want && !c->tls)
+		if (c->tls ? drained : got < want)
 			return;	/* short read: the socket is drained */
 	}
 	/* stopped for the budget while TLS holds input epoll cannot see: come back */

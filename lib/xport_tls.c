@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ enum tls_state {
 struct xport_tls {
 	pthread_mutex_t lock;		/* the SSL object and everything below */
 	SSL *ssl;
-	enum tls_state state;
+	/* changed under lock; read without it (an open connection stays open or fails) */
+	_Atomic enum tls_state state;
 	int server;
 	uint32_t want;			/* events the handshake waits for */
 	char peer[XPORT_URL_MAX];	/* for messages */
@@ -49,7 +51,12 @@ struct xport_tls {
 	char peer_identity[XPORT_TLS_ID_MAX];
 	const char *why;		/* why the server refused the peer, for the log */
 	int alert;			/* the last failure was an alert the peer sent */
-	uint8_t *out;			/* staged plaintext [out_off, out_len) */
+	/*
+	 * Staged plaintext [out_off, out_len): changed under lock by callers that
+	 * hold the connection's lock too (xport_tls_sendv/_flush), so holders of
+	 * that lock may read it without this one.
+	 */
+	uint8_t *out;
 	size_t out_off, out_len;
 };
 
@@ -383,12 +390,7 @@ out:
 
 int xport_tls_is_open(struct xport_tls *t)
 {
-	int open;
-
-	pthread_mutex_lock(&t->lock);
-	open = t->state == TLS_OPEN;
-	pthread_mutex_unlock(&t->lock);
-	return open;
+	return atomic_load(&t->state) == TLS_OPEN;
 }
 
 const char *xport_tls_peer_identity(struct xport_tls *t)
@@ -499,10 +501,5 @@ ssize_t xport_tls_sendv(struct xport_tls *t, const struct iovec *iov, int niov)
 
 size_t xport_tls_tx_pending(struct xport_tls *t)
 {
-	size_t n;
-
-	pthread_mutex_lock(&t->lock);
-	n = t->out_len - t->out_off;
-	pthread_mutex_unlock(&t->lock);
-	return n;
+	return t->out_len - t->out_off;
 }

@@ -82,7 +82,7 @@ int xport_tls_rx_pending(struct xport_tls *t);
 ssize_t xport_tls_sendv(struct xport_tls *t, const struct iovec *iov, int niov);
 /* Write staged bytes: 0 when none are left, -EAGAIN, or -errno. */
 int xport_tls_flush(struct xport_tls *t);
-/* Staged bytes not yet written to the socket. */
+/* Staged bytes not yet written to the socket (call with the connection's lock held). */
 size_t xport_tls_tx_pending(struct xport_tls *t);
 
 /* The identity the peer proved (server side), "" before the handshake is done. */

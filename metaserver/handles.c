@@ -113,12 +113,16 @@ struct ms_session *ms_session_new(struct ms *ms, const char *identity)
 
 void ms_session_set_squash(struct ms_session *s, const struct ms_squash *sq)
 {
+	pthread_mutex_lock(&s->mu);
 	s->squash = *sq;
+	pthread_mutex_unlock(&s->mu);
 }
 
-const struct ms_squash *ms_session_squash(const struct ms_session *s)
+void ms_session_squash(struct ms_session *s, struct ms_squash *out)
 {
-	return &s->squash;
+	pthread_mutex_lock(&s->mu);
+	*out = s->squash;
+	pthread_mutex_unlock(&s->mu);
 }
 
 void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *ngroups)

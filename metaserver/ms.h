@@ -128,9 +128,12 @@ void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, u
  * that still name them (ms_set_fencer).
  */
 struct ms_session *ms_session_new(struct ms *ms, const char *identity);
-/* The squash every request of @s gets (default none); set before its first request. */
+/*
+ * The squash every request of @s gets (default none). Any thread: a node's
+ * policy change reaches its live sessions (the requests that start after it).
+ */
 void ms_session_set_squash(struct ms_session *s, const struct ms_squash *sq);
-const struct ms_squash *ms_session_squash(const struct ms_session *s);
+void ms_session_squash(struct ms_session *s, struct ms_squash *out);
 /* The identity @s was opened with, and whether it is a server's. */
 const char *ms_session_identity(const struct ms_session *s);
 int ms_session_is_server(const struct ms_session *s);

@@ -225,7 +225,7 @@ struct ms_handle {
 
 struct ms_session {
 	pthread_mutex_t mu;
-	struct ms_squash squash;	/* set once, before the session's first request */
+	struct ms_squash squash;	/* under mu: a node's policy changes it live */
 	char identity[64];		/* AUTH_ID_MAX */
 	struct ms_handle *handles;
 };

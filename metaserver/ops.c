@@ -46,6 +46,8 @@ static void reply_bad(struct op_call *c, const char *what)
 
 static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
 {
+	struct ms_squash sq;
+
 	if (!pc) {
 		rpc_server_reply_error(c->req, -EINVAL, "request without cred");
 		return -EINVAL;
@@ -55,7 +57,8 @@ static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
 	cr->ngroups = (uint32_t)pc->n_groups;
 	cr->groups = pc->groups;
 	/* the session's squash, from its key: whatever the request says (server.c) */
-	ms_squash_apply(ms_session_squash(c->s), &cr->uid, &cr->gid, &cr->ngroups);
+	ms_session_squash(c->s, &sq);
+	ms_squash_apply(&sq, &cr->uid, &cr->gid, &cr->ngroups);
 	return 0;
 }
 

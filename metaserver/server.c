@@ -151,6 +151,27 @@ static int session_squash(struct ms_server *srv, const struct auth_peer *peer,
 	return 0;
 }
 
+/*
+ * Main loop, after an admin request: every live node session takes its node's
+ * policy as it is now (`rdfs node set --squash` holds at once, not only for
+ * the node's next connection). A session of a revoked key keeps its policy:
+ * rpc_server_readmit() has closed its connection already.
+ */
+static void refresh_node_squash(struct ms_server *srv)
+{
+	struct conn_state *cs;
+	struct ms_squash sq;
+	const char *id;
+
+	pthread_mutex_lock(&srv->mu);
+	for (cs = srv->conns; cs; cs = cs->next) {
+		id = ms_session_identity(cs->sess);
+		if (!strncmp(id, "node:", 5) && ms_node_admit(srv->ms, id + 5, &sq) == 0)
+			ms_session_set_squash(cs->sess, &sq);
+	}
+	pthread_mutex_unlock(&srv->mu);
+}
+
 int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_server **out)
 {
 	struct ms_server *srv = calloc(1, sizeof(*srv));
@@ -277,6 +298,8 @@ int ms_server_run(struct ms_server *srv)
 				rpc_request_done(&req);
 				/* a revoked node or an older key of it is cut off now */
 				rpc_server_readmit(srv->rpc);
+				/* and a changed policy holds from the next request on */
+				refresh_node_squash(srv);
 				break;
 			}
 			atomic_fetch_add(&cs->refs, 1);

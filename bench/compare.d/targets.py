@@ -195,6 +195,8 @@ class RdfsFuseTarget(Target):
     name = "rdfs-fuse"
     description = "rdfs: 1 metaserver + 2 I/O servers (deploy/local-cluster), rdfs-fuse mount"
 
+    transport = "tcp"
+
     def setup(self):
         lc = self.opts.repo / "deploy" / "local-cluster"
         for prog in ("rdfs-metaserver", "rdfs-ioserver", "rdfs-fuse"):
@@ -211,14 +213,23 @@ class RdfsFuseTarget(Target):
             sh([lc, "down", "--dir", self.root], self.logf, timeout=120, check=False),
             unmount(str(mnt), self.logf)))
         sh([lc, "up", "--dir", self.root, "--ioservers", self.opts.ioservers, "--port-base", base,
-            "--mount", mnt, "--bin", self.opts.bin, "--volume-size", self.opts.volume_size],
+            "--mount", mnt, "--bin", self.opts.bin, "--volume-size", self.opts.volume_size,
+            "--transport", self.transport],
            self.logf, timeout=300)
         if not is_mount(mnt):
             raise SetupError("local-cluster up returned but %s is not mounted" % mnt)
         self.path = mnt / "bench"
         self.path.mkdir(exist_ok=True)
-        self.description = ("rdfs: metaserver + %d I/O servers on 127.0.0.1:%d (local-cluster), "
-                            "rdfs-fuse" % (self.opts.ioservers, base))
+        self.description = ("rdfs: metaserver + %d I/O servers on %s://127.0.0.1:%d "
+                            "(local-cluster), rdfs-fuse" % (self.opts.ioservers, self.transport,
+                                                            base))
+
+
+class RdfsFuseTlsTarget(RdfsFuseTarget):
+    """The same cluster with every server listening only on tls:// (TLS 1.3,
+    AES-128-GCM): beside rdfs-fuse, what TLS costs."""
+    name = "rdfs-fuse-tls"
+    transport = "tls"
 
 
 class RdfsLibTarget(RdfsFuseTarget):
@@ -419,9 +430,9 @@ class GlusterFSTarget(Target):
                 pass
 
 
-TARGETS = {t.name: t for t in (LocalTarget, RdfsFuseTarget, MooseFSTarget, GlusterFSTarget,
-                                RdfsLibTarget)}
-DEFAULT_TARGETS = ["local", "rdfs-fuse", "moosefs", "glusterfs"]
+TARGETS = {t.name: t for t in (LocalTarget, RdfsFuseTarget, RdfsFuseTlsTarget, MooseFSTarget,
+                                GlusterFSTarget, RdfsLibTarget)}
+DEFAULT_TARGETS = ["local", "rdfs-fuse", "rdfs-fuse-tls", "moosefs", "glusterfs"]
 
 
 def _ancestors():
@@ -448,7 +459,7 @@ def cleanup_stale(scratch, repo, logf):
     for m in sorted(stale, key=len, reverse=True):
         unmount(m, logf)
         done.append("unmounted " + m)
-    for name in (RdfsFuseTarget.name, RdfsLibTarget.name):
+    for name in (RdfsFuseTarget.name, RdfsFuseTlsTarget.name, RdfsLibTarget.name):
         lc_dir = Path(scratch) / name
         if (lc_dir / "state.json").exists():
             sh([repo / "deploy" / "local-cluster", "down", "--dir", lc_dir], logf, timeout=120,

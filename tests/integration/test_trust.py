@@ -892,6 +892,33 @@ def test_node_squash_all_owns_files_as_anon(cluster, workdir):
         c.unmount(mnt)
 
 
+@fuse_only("mounts rdfs-fuse with -o secret_file=NODE.key")
+def test_node_policy_change_holds_on_live_connections(cluster, workdir):
+    """`rdfs node set --squash` changes what the node's mounted, connected client
+    gets from its next request on, not only after it reconnects: root creates
+    as 0:0 under --squash none, then as 2345:5432 once the policy is all, then
+    as 0:0 again, through one mount that never reconnects."""
+    c = cluster
+    name = node_name("live")
+    key_file, _, _ = node_add(c, name, "--squash", "none")
+    os.chmod(workdir, 0o1777)
+    mnt = mount_node(c, name, key_file)
+    try:
+        sub = mnt / workdir.relative_to(c.mnt)
+        write_file(sub / "before", b"x")
+        c.rdfs("node", "set", name, "--squash", "all", "--anonuid", "2345",
+               "--anongid", "5432")
+        write_file(sub / "during", b"x")
+        c.rdfs("node", "set", name, "--squash", "none")
+        write_file(sub / "after", b"x")
+        owners = {f: (os.stat(workdir / f).st_uid, os.stat(workdir / f).st_gid)
+                  for f in ("before", "during", "after")}
+        assert owners == {"before": (0, 0), "during": (2345, 5432), "after": (0, 0)}, owners
+        assert node_list(c)[name]["generation"] == 1, "the key did not change"
+    finally:
+        c.unmount(mnt)
+
+
 def test_node_revoke_and_new_generation(cluster):
     """Client nodes: `rdfs node revoke NAME` refuses new handshakes with the
     node's key at the metaserver (-EACCES or closed) and closes the node's
