@@ -264,6 +264,7 @@ int verbs_post_write(struct xport_conn *conn, const struct xport_sink *sink, uin
 		     const void *body, void *user);
 void verbs_conn_close(struct xport_conn *conn, int flush);
 void verbs_conn_pause_rx(struct xport_conn *conn, int paused);
+void verbs_conn_rx_resume(struct xport_conn *conn);
 void verbs_conn_set_tx_limit(struct xport_conn *conn, size_t max);
 size_t verbs_conn_queued_bytes(struct xport_conn *conn);
 

@@ -884,6 +884,7 @@ const struct xport_ops xport_verbs_ops = {
 	.post_send	= verbs_post_send,
 	.conn_close	= verbs_conn_close,
 	.conn_pause_rx	= verbs_conn_pause_rx,
+	.conn_rx_resume	= verbs_conn_rx_resume,
 	.conn_set_tx_limit = verbs_conn_set_tx_limit,
 	.conn_queued_bytes = verbs_conn_queued_bytes,
 	.conn_reap	= verbs_conn_reap,

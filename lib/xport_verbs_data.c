@@ -839,6 +839,9 @@ static int rx_start(struct verbs_conn *c, struct verbs_rx *rx)
 		return -ENOMEM;
 	rx->msg = msg;
 	msg->hdr = m.fh;
+	/* counted from here: a message being read (RDMA READ) is memory held too */
+	xport_rx_delivered(&c->base, msg, RDFS_FRAME_HDR_LEN + (uint64_t)m.fh.body_len +
+			   m.fh.data_len);
 	if (m.fh.body_len && !(msg->body = malloc(m.fh.body_len)))
 		return -ENOMEM;
 	if (m.fh.data_len && !(msg->data = xport_data_alloc(m.fh.data_len)))
@@ -1019,6 +1022,13 @@ static void progress_locked(struct verbs_conn *c)
 			if (rx->state != RX_HELD)
 				continue;
 			if (c->reading >= VERBS_MAX_READING)
+				break;
+			/*
+			 * The receive budget, before the message leaves its receive
+			 * buffer: a held buffer returns no credit, so the peer stops.
+			 * verbs_conn_rx_resume() goes on once the application frees.
+			 */
+			if (!xport_rx_budget_ok(&c->base))
 				break;
 			err = rx_start(c, rx);
 			if (err) {
@@ -1244,6 +1254,15 @@ void verbs_conn_close(struct xport_conn *conn, int flush)
 	} else {
 		verbs_fail_locked(c, 0);
 	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void verbs_conn_rx_resume(struct xport_conn *conn)
+{
+	struct verbs_conn *c = (struct verbs_conn *)conn;
+
+	pthread_mutex_lock(&c->lock);
+	progress_locked(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
