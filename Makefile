@@ -29,7 +29,7 @@ CFLAGS   ?= -O2 -g
 CXXFLAGS ?= -O1 -g
 RDFS_CFLAGS   := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) -fno-strict-aliasing
 RDFS_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wno-unused-parameter
-CPPFLAGS += -Ilib -Ilib/client -I$(BUILD)/gen $(PKG_CFLAGS)
+CPPFLAGS += -Ilib -Ilib/client -Iwire -I$(BUILD)/gen $(PKG_CFLAGS)
 
 GEN      := $(BUILD)/gen
 PROTO    := proto/rdfs.proto

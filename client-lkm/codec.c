@@ -10,39 +10,6 @@
 
 #include "codec.h"
 
-void rdfs_frame_encode(const struct rdfs_frame *f, u8 *buf)
-{
-	put_unaligned_le32(f->magic, buf);
-	buf[4] = f->version;
-	buf[5] = f->flags;
-	put_unaligned_le16(f->opcode, buf + 6);
-	put_unaligned_le32((u32)f->status, buf + 8);
-	put_unaligned_le32(f->tag, buf + 12);
-	put_unaligned_le32(f->body_len, buf + 16);
-	put_unaligned_le32(f->data_len, buf + 20);
-}
-
-int rdfs_frame_decode(const u8 *buf, struct rdfs_frame *f)
-{
-	f->magic = get_unaligned_le32(buf);
-	f->version = buf[4];
-	f->flags = buf[5];
-	f->opcode = get_unaligned_le16(buf + 6);
-	f->status = (s32)get_unaligned_le32(buf + 8);
-	f->tag = get_unaligned_le32(buf + 12);
-	f->body_len = get_unaligned_le32(buf + 16);
-	f->data_len = get_unaligned_le32(buf + 20);
-	if (f->magic != RDFS_FRAME_MAGIC || f->version != RDFS_FRAME_VERSION ||
-	    f->opcode >= 128 || (f->flags & ~(RDFS_FRAME_REPLY | RDFS_FRAME_MORE)))
-		return -EPROTO;
-	if ((f->flags & RDFS_FRAME_MORE) &&
-	    (!(f->flags & RDFS_FRAME_REPLY) || f->status || f->body_len))
-		return -EPROTO;
-	if (f->body_len > RDFS_MAX_BODY || f->data_len > RDFS_MAX_DATA)
-		return -EMSGSIZE;
-	return 0;
-}
-
 static size_t varint_size(u64 v)
 {
 	size_t n = 1;

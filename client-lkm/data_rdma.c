@@ -246,12 +246,12 @@ int rr_send_msg_locked(struct rr_conn *c, const void *msg, size_t len, bool expl
 
 void rr_frame_put(u8 *p, u16 op, u8 flags, u32 tag, u32 body_len, u32 data_len)
 {
-	struct rdfs_frame f = {
+	struct rdfs_frame_hdr f = {
 		.magic = RDFS_FRAME_MAGIC, .version = RDFS_FRAME_VERSION, .flags = flags,
 		.opcode = op, .tag = tag, .body_len = body_len, .data_len = data_len,
 	};
 
-	rdfs_frame_encode(&f, p);
+	rdfs_frame_hdr_encode(&f, p);
 }
 
 /*
@@ -537,7 +537,7 @@ static int rr_copy_to_req(struct rdfs_rdma_req *req, const u8 *data, u32 len)
 }
 
 /* The final frame of @req: its status, and for a good one the IoReply. */
-static int rr_req_reply(struct rdfs_rdma_req *req, const struct rdfs_frame *f, const u8 *body)
+static int rr_req_reply(struct rdfs_rdma_req *req, const struct rdfs_frame_hdr *f, const u8 *body)
 {
 	struct rdfs_ioreply rep;
 
@@ -563,7 +563,7 @@ static int rr_handle_msg(struct rr_conn *c, const u8 *buf, u32 len)
 	u16 credits, ndesc;
 	u32 cookie, hdr_end, i;
 	s32 vstatus;
-	struct rdfs_frame f;
+	struct rdfs_frame_hdr f;
 	struct rdfs_rdma_req *req;
 	const u8 *p, *body;
 	int err;
@@ -609,7 +609,7 @@ static int rr_handle_msg(struct rr_conn *c, const u8 *buf, u32 len)
 	hdr_end = VERBS_HDR_LEN + ndesc * VERBS_DESC_LEN;
 	if (len < hdr_end + RDFS_FRAME_HDR_LEN)
 		return -EPROTO;
-	err = rdfs_frame_decode(buf + hdr_end, &f);
+	err = rdfs_frame_hdr_decode(buf + hdr_end, &f);
 	if (err)
 		return -EPROTO;
 	p = buf + hdr_end + RDFS_FRAME_HDR_LEN;

@@ -30,10 +30,6 @@
 
 enum { MSG_EAGER = 1, MSG_RNDV = 2, MSG_DONE = 3, MSG_CREDIT = 4, MSG_SINK = 5, MSG_PLACED = 6 };
 
-#define RDFS_OP_AUTH_CHALLENGE	1
-#define RDFS_OP_AUTH_RESPONSE	2
-#define RDFS_OP_AUTH_RESULT	3
-
 /* ---------------------------------------------------------------- limits */
 
 /*
@@ -158,7 +154,7 @@ struct rr_conn {
 	u32 done_head, done_n;
 	/* handshake: the one frame the connection is waiting for */
 	bool hs_ready;
-	struct rdfs_frame hs_frame;
+	struct rdfs_frame_hdr hs_frame;
 	u8 hs_body[256];
 };
 

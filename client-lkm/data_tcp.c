@@ -182,7 +182,7 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 		.length = len, .stable = op == RDFS_OP_WRITE,
 	};
 	struct rdfs_conn *cn;
-	struct rdfs_frame f;
+	struct rdfs_frame_hdr f;
 	int err;
 
 	if (sbi->rdma) {
@@ -208,12 +208,12 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 	err = rdfs_conn_get(sbi, cn, server_id);
 	if (err)
 		goto out_free;
-	f = (struct rdfs_frame){
+	f = (struct rdfs_frame_hdr){
 		.magic = RDFS_FRAME_MAGIC, .version = RDFS_FRAME_VERSION, .opcode = op,
 		.tag = ++cn->tag, .body_len = rdfs_ioreq_encode(&r, p->buf + RDFS_FRAME_HDR_LEN),
 		.data_len = op == RDFS_OP_WRITE ? len : 0,
 	};
-	rdfs_frame_encode(&f, p->buf);
+	rdfs_frame_hdr_encode(&f, p->buf);
 	err = rdfs_sock_send(cn->sock, p->buf, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
 			     op == RDFS_OP_WRITE ? len : 0);
 	if (err) {
@@ -243,7 +243,7 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 {
 	struct rdfs_conn *cn = p->cn;
 	struct rdfs_ioreply rep;
-	struct rdfs_frame f;
+	struct rdfs_frame_hdr f;
 	size_t got = 0;
 	int err;
 
@@ -253,7 +253,7 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 		err = rdfs_sock_recv_kvec(cn->sock, p->buf, RDFS_FRAME_HDR_LEN);
 		if (err)
 			goto broken;
-		err = rdfs_frame_decode(p->buf, &f);
+		err = rdfs_frame_hdr_decode(p->buf, &f);
 		if (err || !(f.flags & RDFS_FRAME_REPLY) || f.tag != cn->tag ||
 		    f.body_len > RDFS_IO_MAX_BODY || got + f.data_len > p->data_len) {
 			err = -EIO;

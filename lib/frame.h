@@ -1,20 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * frame.h - the fixed header in front of every rdfs message.
- *
- * Wire layout, all integers little-endian:
- *
- *   0  u32 magic      RDFS_FRAME_MAGIC
- *   4  u8  version    RDFS_FRAME_VERSION
- *   5  u8  flags      RDFS_FRAME_REPLY for replies, | RDFS_FRAME_MORE for parts
- *   6  u16 opcode     enum rdfs_op
- *   8  i32 status     0 or -errno (replies)
- *  12  u32 tag        chosen by the requester, echoed in the reply
- *  16  u32 body_len   length of the protobuf body that follows
- *  20  u32 data_len   length of raw bulk data after the body
- *
- * The hard limits below are checked before any allocation, so a peer cannot make
- * us allocate more than RDFS_MAX_BODY + RDFS_MAX_DATA for one message.
+ * frame.h - the fixed header in front of every rdfs message: defined once, for
+ * user space and the kernel client alike, in wire/rdfs_frame.h (layout,
+ * opcodes, limits, rdfs_frame_hdr_encode/_decode); what only user space has
+ * is here.
  */
 #ifndef RDFS_FRAME_H
 #define RDFS_FRAME_H
@@ -22,105 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDFS_FRAME_MAGIC	0x53464452u	/* "RDFS" */
-#define RDFS_FRAME_VERSION	1
-#define RDFS_FRAME_HDR_LEN	24
-#define RDFS_FRAME_REPLY	0x01
-/*
- * A partial reply (only with RDFS_FRAME_REPLY): it carries bulk data only
- * (body_len 0, status 0) and more frames with the same tag follow; the frame
- * without this flag ends the reply and carries its status and body. This is how
- * an I/O server puts each unit of a READ on the wire the moment the disk has
- * it (gmblock's synchronized send), and how a failure after some units were
- * sent still reaches the client as a status. Partial frames of one reply are in
- * order; frames of different replies may interleave. The data of all frames of
- * one reply together is bounded by RDFS_MAX_DATA.
- */
-#define RDFS_FRAME_MORE		0x02
-
-/* Largest protobuf body: a readdir page or a 64 KiB xattr value, with margin. */
-#define RDFS_MAX_BODY		(1u << 20)
-/* Largest bulk payload of one READ/WRITE. */
-#define RDFS_MAX_DATA		(16u << 20)
-
-#define RDFS_BLOCK_SIZE		4096u
-#define RDFS_NAME_MAX		255u
-#define RDFS_SYMLINK_MAX	4095u
-#define RDFS_XATTR_NAME_MAX	255u
-#define RDFS_XATTR_SIZE_MAX	65536u
-
-#define RDFS_CAP_READ		1u
-#define RDFS_CAP_WRITE		2u
-
-enum rdfs_op {
-	RDFS_OP_AUTH_CHALLENGE	= 1,
-	RDFS_OP_AUTH_RESPONSE	= 2,
-	RDFS_OP_AUTH_RESULT	= 3,
-	RDFS_OP_PING		= 4,
-
-	/* metaserver */
-	RDFS_OP_LOOKUP		= 16,
-	RDFS_OP_GETATTR		= 17,
-	RDFS_OP_SETATTR		= 18,
-	RDFS_OP_MKNOD		= 19,
-	RDFS_OP_MKDIR		= 20,
-	RDFS_OP_UNLINK		= 21,
-	RDFS_OP_RMDIR		= 22,
-	RDFS_OP_RENAME		= 23,
-	RDFS_OP_LINK		= 24,
-	RDFS_OP_SYMLINK		= 25,
-	RDFS_OP_READLINK	= 26,
-	RDFS_OP_READDIR		= 27,
-	RDFS_OP_STATFS		= 28,
-	RDFS_OP_GETXATTR	= 29,
-	RDFS_OP_SETXATTR	= 30,
-	RDFS_OP_LISTXATTR	= 31,
-	RDFS_OP_REMOVEXATTR	= 32,
-	RDFS_OP_OPEN		= 33,
-	RDFS_OP_RELEASE		= 34,
-	RDFS_OP_LAYOUT		= 35,
-	RDFS_OP_COMMIT		= 36,
-	RDFS_OP_REGISTER	= 37,
-	RDFS_OP_SERVER_LIST	= 38,
-	RDFS_OP_NODE_SET	= 39,	/* servers only: add a client node or change its policy */
-	RDFS_OP_NODE_REVOKE	= 40,	/* servers only: refuse a node's key from now on */
-	RDFS_OP_NODE_LIST	= 41,	/* servers only */
-	RDFS_OP_PUNCH		= 42,	/* fallocate PUNCH_HOLE: whole blocks leave a file */
-	RDFS_OP_FSCK		= 43,	/* servers only: check (and repair) layouts vs maps */
-
-	/* I/O server */
-	RDFS_OP_READ		= 64,
-	RDFS_OP_WRITE		= 65,
-	RDFS_OP_IO_COMMIT	= 66,	/* make every earlier unstable WRITE durable */
-	RDFS_OP_VOLUME_INFO	= 67,
-	RDFS_OP_ZERO		= 68,	/* metaserver: make newly allocated blocks read as zeros */
-	RDFS_OP_FENCE		= 69,	/* metaserver: refuse older capabilities of a file */
-	RDFS_OP_COPY		= 70,	/* copy_file_range: fetch source bytes, then WRITE */
-
-	RDFS_OP_MAX		= 128,
-};
-
-struct rdfs_frame_hdr {
-	uint32_t magic;
-	uint8_t  version;
-	uint8_t  flags;
-	uint16_t opcode;
-	int32_t  status;
-	uint32_t tag;
-	uint32_t body_len;
-	uint32_t data_len;
-};
-
-/* Encode @h into exactly RDFS_FRAME_HDR_LEN bytes at @buf. */
-void frame_hdr_encode(const struct rdfs_frame_hdr *h, uint8_t *buf);
-
-/*
- * Decode and validate RDFS_FRAME_HDR_LEN bytes at @buf.
- * Returns 0, -EPROTO for a bad magic/version/opcode/flags (RDFS_FRAME_MORE is
- * valid only with RDFS_FRAME_REPLY, status 0 and no body), -EMSGSIZE for a body
- * or data length over the limits.
- */
-int frame_hdr_decode(const uint8_t *buf, struct rdfs_frame_hdr *h);
+#include "../wire/rdfs_frame.h"
 
 /* Short name of an opcode for logs ("lookup"), "unknown" otherwise. */
 const char *frame_op_name(unsigned int op);

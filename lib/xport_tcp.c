@@ -472,7 +472,7 @@ static int tcp_post_send(struct xport_conn *conn, const struct rdfs_frame_hdr *h
 	int n = 0, cur = 0, i, err = 0, started = 0;
 	ssize_t w;
 
-	frame_hdr_encode(hdr, hdrbuf);
+	rdfs_frame_hdr_encode(hdr, hdrbuf);
 	iov[n].iov_base = hdrbuf;
 	iov[n++].iov_len = RDFS_FRAME_HDR_LEN;
 	if (hdr->body_len) {
@@ -608,7 +608,7 @@ static int rx_parse(struct tcp_conn *c)
 			/* the budget is checked here, before a message leaves the buffer */
 			if (!xport_rx_budget_ok(&c->base))
 				return 0;
-			err = frame_hdr_decode(c->rxbuf + c->rx_start, &h);
+			err = rdfs_frame_hdr_decode(c->rxbuf + c->rx_start, &h);
 			if (err)
 				return err;
 			if (h.body_len > c->base.max_body || h.data_len > c->base.max_data)

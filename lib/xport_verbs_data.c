@@ -438,7 +438,7 @@ static int send_frame(struct verbs_conn *c, struct verbs_tx *tx)
 	}
 	verbs_credit_take(&c->cr, 0, &vh.credits);
 	verbs_hdr_encode(&vh, slot->buf);
-	frame_hdr_encode(&tx->fh, p);
+	rdfs_frame_hdr_encode(&tx->fh, p);
 	p += RDFS_FRAME_HDR_LEN;
 	if (tx->fh.body_len && !tx->body_remote) {
 		memcpy(p, tx->body, tx->fh.body_len);

@@ -142,7 +142,7 @@ static int parse_frame(const uint8_t *p, size_t avail, uint32_t max_body, uint32
 
 	if (avail < RDFS_FRAME_HDR_LEN)
 		return -EPROTO;
-	err = frame_hdr_decode(p, &m->fh);
+	err = rdfs_frame_hdr_decode(p, &m->fh);
 	if (err)
 		return err;
 	if (m->fh.body_len > max_body || m->fh.data_len > max_data)

@@ -60,7 +60,7 @@ static int send_msg(int fd, uint16_t op, const ProtobufCMessage *m, int timeout_
 	if (len > sizeof(buf) - RDFS_FRAME_HDR_LEN)
 		return -EMSGSIZE;
 	h.body_len = protobuf_c_message_pack(m, buf + RDFS_FRAME_HDR_LEN);
-	frame_hdr_encode(&h, buf);
+	rdfs_frame_hdr_encode(&h, buf);
 	return io_full(fd, buf, RDFS_FRAME_HDR_LEN + h.body_len, 0, timeout_ms);
 }
 
@@ -74,7 +74,7 @@ static int recv_msg(int fd, uint16_t op, uint8_t *body, size_t size, size_t *len
 	err = io_full(fd, hb, sizeof(hb), 1, timeout_ms);
 	if (err)
 		return err;
-	err = frame_hdr_decode(hb, &h);
+	err = rdfs_frame_hdr_decode(hb, &h);
 	if (err)
 		return err;
 	if (h.status)

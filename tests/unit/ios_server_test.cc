@@ -498,7 +498,7 @@ TEST_F(IoServerTest, GarbageAndWrongSecretLeaveTheServerServing)
 	h.body_len = 0xffffffffu;
 	h.data_len = 0xffffffffu;
 	uint8_t hb[RDFS_FRAME_HDR_LEN];
-	frame_hdr_encode(&h, hb);
+	rdfs_frame_hdr_encode(&h, hb);
 	EXPECT_EQ(send(fd2, hb, sizeof(hb), MSG_NOSIGNAL), (ssize_t)sizeof(hb));
 	/* A truncated header, then silence (connection left open). */
 	int fd3 = raw_connect(url);

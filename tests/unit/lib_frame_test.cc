@@ -43,7 +43,7 @@ TEST(Frame, EncodesLittleEndianAtDocumentedOffsets)
 		0, 0x10, 0, 0,			/* data_len */
 	};
 
-	frame_hdr_encode(&h, buf);
+	rdfs_frame_hdr_encode(&h, buf);
 	EXPECT_EQ(0, memcmp(buf, expect, sizeof(buf)));
 }
 
@@ -52,8 +52,8 @@ TEST(Frame, RoundTrips)
 	struct rdfs_frame_hdr h = good_hdr(), d;
 	uint8_t buf[RDFS_FRAME_HDR_LEN];
 
-	frame_hdr_encode(&h, buf);
-	ASSERT_EQ(0, frame_hdr_decode(buf, &d));
+	rdfs_frame_hdr_encode(&h, buf);
+	ASSERT_EQ(0, rdfs_frame_hdr_decode(buf, &d));
 	EXPECT_EQ(h.magic, d.magic);
 	EXPECT_EQ(h.version, d.version);
 	EXPECT_EQ(h.flags, d.flags);
@@ -70,8 +70,8 @@ int decode_modified(void (*modify)(struct rdfs_frame_hdr *h))
 	uint8_t buf[RDFS_FRAME_HDR_LEN];
 
 	modify(&h);
-	frame_hdr_encode(&h, buf);
-	return frame_hdr_decode(buf, &d);
+	rdfs_frame_hdr_encode(&h, buf);
+	return rdfs_frame_hdr_decode(buf, &d);
 }
 
 TEST(Frame, RejectsBadMagic)
@@ -124,7 +124,7 @@ TEST(Frame, MagicIsCheckedBeforeLengths)
 	struct rdfs_frame_hdr d;
 
 	memset(buf, 0xff, sizeof(buf));
-	EXPECT_EQ(-EPROTO, frame_hdr_decode(buf, &d));
+	EXPECT_EQ(-EPROTO, rdfs_frame_hdr_decode(buf, &d));
 }
 
 TEST(Frame, PartialReplyFlagOnlyWithReply)

@@ -1179,7 +1179,7 @@ std::vector<uint8_t> raw_rndv(const std::vector<struct verbs_desc> &d, uint32_t 
 		verbs_desc_put(p, &x);
 		p += VERBS_DESC_LEN;
 	}
-	frame_hdr_encode(&fh, p);
+	rdfs_frame_hdr_encode(&fh, p);
 	return b;
 }
 
@@ -1191,7 +1191,7 @@ std::vector<uint8_t> raw_eager(uint32_t tag)
 
 	vh.type = VERBS_MSG_EAGER;
 	verbs_hdr_encode(&vh, b.data());
-	frame_hdr_encode(&fh, b.data() + VERBS_HDR_LEN);
+	rdfs_frame_hdr_encode(&fh, b.data() + VERBS_HDR_LEN);
 	return b;
 }
 

@@ -528,7 +528,7 @@ std::vector<uint8_t> wire_msg(uint8_t type, const std::vector<struct verbs_desc>
 	verbs_hdr_encode(&vh, b.data());
 	for (size_t i = 0; i < descs.size(); i++)
 		verbs_desc_put(b.data() + VERBS_HDR_LEN + i * VERBS_DESC_LEN, &descs[i]);
-	frame_hdr_encode(&fh, b.data() + VERBS_HDR_LEN + descs.size() * VERBS_DESC_LEN);
+	rdfs_frame_hdr_encode(&fh, b.data() + VERBS_HDR_LEN + descs.size() * VERBS_DESC_LEN);
 	return b;
 }
 

@@ -40,7 +40,7 @@ std::vector<uint8_t> eager(uint32_t body_len, uint32_t data_len, uint16_t credit
 	vh.type = VERBS_MSG_EAGER;
 	vh.credits = credits;
 	verbs_hdr_encode(&vh, b.data());
-	frame_hdr_encode(&fh, b.data() + VERBS_HDR_LEN);
+	rdfs_frame_hdr_encode(&fh, b.data() + VERBS_HDR_LEN);
 	for (size_t i = VERBS_HDR_LEN + RDFS_FRAME_HDR_LEN; i < b.size(); i++)
 		b[i] = (uint8_t)(i * 7);
 	return b;
@@ -65,7 +65,7 @@ std::vector<uint8_t> rndv(const std::vector<struct verbs_desc> &d, uint32_t body
 		verbs_desc_put(p, &x);
 		p += VERBS_DESC_LEN;
 	}
-	frame_hdr_encode(&fh, p);
+	rdfs_frame_hdr_encode(&fh, p);
 	return b;
 }
 
@@ -161,7 +161,7 @@ TEST(VerbsWire, FrameOverTheReceiveLimitsIsEmsgsizeBeforeLengthChecks)
 	/* A rendezvous announcing 16 MiB to a peer that allows none: refused unread. */
 	auto r = rndv({ desc(0x1000, 16u << 20) }, 0, 16u << 20);
 	EXPECT_EQ(-EMSGSIZE, verbs_msg_parse(r.data(), r.size(), RDFS_MAX_BODY, 1u << 20, &m));
-	/* Over the protocol's own limit: frame_hdr_decode refuses it. */
+	/* Over the protocol's own limit: rdfs_frame_hdr_decode refuses it. */
 	r = rndv({ desc(0x1000, 1) }, 0, RDFS_MAX_DATA + 1);
 	EXPECT_EQ(-EMSGSIZE, parse(r));
 }

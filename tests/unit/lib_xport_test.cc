@@ -467,7 +467,7 @@ TEST(Xport, TruncatedFrameThenCloseKeepsServerServing)
 	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, 1, 100, 0);
 
 	/* A header announcing 100 body bytes, then only 10 of them. */
-	frame_hdr_encode(&h, buf);
+	rdfs_frame_hdr_encode(&h, buf);
 	memset(buf + RDFS_FRAME_HDR_LEN, 'b', 10);
 	int fd = raw_connect(srv.port());
 	ASSERT_EQ((ssize_t)sizeof(buf), write(fd, buf, sizeof(buf)));
@@ -519,7 +519,7 @@ TEST(Xport, OversizedHeaderClosesWithEmsgsize)
 	int fd = raw_connect(srv.port());
 	char c;
 
-	frame_hdr_encode(&h, buf);
+	rdfs_frame_hdr_encode(&h, buf);
 	ASSERT_EQ((ssize_t)sizeof(buf), write(fd, buf, sizeof(buf)));
 	EXPECT_LE(read(fd, &c, 1), 0);
 	close(fd);

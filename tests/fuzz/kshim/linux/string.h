@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* kshim (see linux/types.h). */
+#include <string.h>
