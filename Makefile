@@ -59,7 +59,8 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
 .PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
-        bench bench-sweep bench-vm lkm install-lkm soak test-sanitize
+        bench bench-sweep bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
+        test-fuzz
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -155,6 +156,7 @@ test: deps
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) test-unit
 	$(MAKE) test-sanitize
+	$(MAKE) test-fuzz
 	$(MAKE) test-integration
 	$(MAKE) test-integration-tls
 	$(MAKE) lkm
@@ -203,6 +205,61 @@ test-sanitize:
 		echo "== $$t (ASan, UBSan)"; \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t --gtest_brief=1; done
+
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets (tests/fuzz/fuzz_*.c) for every decoder of network bytes,
+# built with clang under ASan + UBSan in build-fuzz/ (the libraries too, with
+# coverage). `make test-fuzz` (in make test) runs each on its seed corpus and
+# regression inputs, then FUZZ_RUNS new inputs; `make fuzz FUZZ_SECONDS=N`
+# runs each for N seconds (default 60), keeping what it finds in
+# build-fuzz/corpus/NAME (new coverage) and build-fuzz/crash-NAME-* (findings:
+# fix, then copy the input to tests/fuzz/regressions/NAME/).
+FUZZ_BUILD   := build-fuzz
+FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
+                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/fuzz/,$(FUZZ_NAMES))
+FUZZ_RUNS    ?= 500000
+FUZZ_SECONDS ?= 60
+# The kernel client's codec is built unchanged over these stand-ins for its headers.
+KSHIM        := -Itests/fuzz/kshim -Iclient-lkm
+
+$(BUILD)/fuzz/kcodec.o: client-lkm/codec.c wire/rdfs_frame.h
+	@mkdir -p $(dir $@)
+	$(CC) $(KSHIM) -Iwire $(CFLAGS) -w -c $< -o $@
+$(BUILD)/fuzz/fuzz_lkm_codec: tests/fuzz/fuzz_lkm_codec.c $(BUILD)/fuzz/kcodec.o $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) $(KSHIM) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(LIBMS) $(LIBIOS) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(RDFS_CFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< \
+		$(LIBMS) $(LIBIOS) $(LIBRDFS) $(PKG_LIBS)
+
+fuzz-build:
+	@deploy/install-deps --fuzz
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CXX=clang++ CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
+
+# Seeds and regressions first (every one must pass), then FUZZ_RUNS new inputs.
+test-fuzz: fuzz-build
+	@set -e; for n in $(FUZZ_NAMES); do \
+		echo "== $$n"; rm -rf $(FUZZ_BUILD)/run/$$n; mkdir -p $(FUZZ_BUILD)/run/$$n; \
+		seeds=""; for d in tests/fuzz/corpus/$$n tests/fuzz/regressions/$$n; do \
+			[ -d $$d ] && seeds="$$seeds $$d"; done; \
+		if ! UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+			$(FUZZ_BUILD)/fuzz/$$n -runs=$(FUZZ_RUNS) -seed=1 -max_len=65536 \
+			-artifact_prefix=$(FUZZ_BUILD)/crash-$$n- \
+			$(FUZZ_BUILD)/run/$$n $$seeds > $(FUZZ_BUILD)/run/$$n.log 2>&1; then \
+			tail -n 60 $(FUZZ_BUILD)/run/$$n.log; exit 1; fi; \
+		tail -n 1 $(FUZZ_BUILD)/run/$$n.log; done
+
+fuzz: fuzz-build
+	@set -e; for n in $(FUZZ_NAMES); do \
+		echo "== $$n: $(FUZZ_SECONDS) s"; mkdir -p $(FUZZ_BUILD)/corpus/$$n; \
+		seeds=""; for d in tests/fuzz/corpus/$$n tests/fuzz/regressions/$$n; do \
+			[ -d $$d ] && seeds="$$seeds $$d"; done; \
+		$(FUZZ_BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			-artifact_prefix=$(FUZZ_BUILD)/crash-$$n- \
+			$(FUZZ_BUILD)/corpus/$$n $$seeds; done
 
 # The model-based random tester (tests/fsx/rdfs_fsx.py) on real mounts, at length:
 # six runs of FSX_OPS operations each (make test runs them short).

@@ -47,6 +47,20 @@ static int get_varint(const u8 **p, const u8 *end, u64 *v)
 	return -EBADMSG;
 }
 
+/*
+ * A field's key: at most 5 bytes, field number 1..2^29-1, as protobuf (and
+ * protobuf-c, which the servers use) defines it; 0 or -EBADMSG.
+ */
+static int get_key(const u8 **p, const u8 *end, u64 *key)
+{
+	const u8 *start = *p;
+
+	if (get_varint(p, end, key) || *p - start > 5 || !(*key >> 3) ||
+	    (*key >> 3) > 0x1fffffff)
+		return -EBADMSG;
+	return 0;
+}
+
 /* Skip a field of wire type @wt; 0 or -EBADMSG. */
 static int skip_field(const u8 **p, const u8 *end, unsigned int wt)
 {
@@ -135,7 +149,7 @@ int rdfs_ioreq_decode(const u8 *buf, size_t len, struct rdfs_ioreq *r)
 
 	memset(r, 0, sizeof(*r));
 	while (p < end) {
-		if (get_varint(&p, end, &key))
+		if (get_key(&p, end, &key))
 			return -EBADMSG;
 		if (key == KEY(1, 2)) {
 			if (get_varint(&p, end, &v) || v > (u64)(end - p))
@@ -145,7 +159,10 @@ int rdfs_ioreq_decode(const u8 *buf, size_t len, struct rdfs_ioreq *r)
 			p += v;
 			continue;
 		}
-		if ((key & 7) != 0 || (key >> 3) < 2 || (key >> 3) > 6) {
+		/* one of ours with another wire type is malformed, as protobuf-c says */
+		if ((key >> 3) <= 6 && (key & 7) != 0)
+			return -EBADMSG;
+		if ((key >> 3) > 6) {
 			if (skip_field(&p, end, key & 7))
 				return -EBADMSG;
 			continue;
@@ -196,7 +213,7 @@ int rdfs_ioreply_decode(const u8 *buf, size_t len, struct rdfs_ioreply *r)
 
 	memset(r, 0, sizeof(*r));
 	while (p < end) {
-		if (get_varint(&p, end, &key))
+		if (get_key(&p, end, &key))
 			return -EBADMSG;
 		if (key == KEY(1, 0)) {
 			if (get_varint(&p, end, &v))
@@ -207,8 +224,8 @@ int rdfs_ioreply_decode(const u8 *buf, size_t len, struct rdfs_ioreply *r)
 				return -EBADMSG;
 			r->verifier = get_unaligned_le64(p);
 			p += 8;
-		} else if (skip_field(&p, end, key & 7)) {
-			return -EBADMSG;
+		} else if ((key >> 3) <= 2 || skip_field(&p, end, key & 7)) {
+			return -EBADMSG;	/* ours with another wire type, or malformed */
 		}
 	}
 	return 0;
