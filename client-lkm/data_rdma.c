@@ -157,22 +157,11 @@ static bool rr_may_send_locked(struct rr_conn *c, bool explicit_credit)
 
 void rr_hdr_encode(u8 *p, u8 type, u16 credits, u32 cookie, u16 ndesc)
 {
-	put_unaligned_le32(VERBS_MAGIC, p);
-	p[4] = VERBS_VERSION;
-	p[5] = type;
-	put_unaligned_le16(credits, p + 6);
-	put_unaligned_le32(cookie, p + 8);
-	put_unaligned_le32(0, p + 12);
-	put_unaligned_le16(ndesc, p + 16);
-	p[18] = 0;
-	p[19] = 0;
-}
+	struct verbs_hdr vh = {
+		.type = type, .credits = credits, .cookie = cookie, .ndesc = ndesc,
+	};
 
-static void rr_desc_put(u8 *p, u64 addr, u32 len, u32 rkey)
-{
-	put_unaligned_le64(addr, p);
-	put_unaligned_le32(len, p + 8);
-	put_unaligned_le32(rkey, p + 12);
+	verbs_hdr_encode(&vh, p);
 }
 
 void rr_send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -262,7 +251,7 @@ static int rr_send_req_locked(struct rr_conn *c, struct rdfs_rdma_req *req)
 {
 	struct rr_slot *s = c->free_slots;
 	struct ib_reg_wr reg = {};
-	u8 *p = s->buf, type = MSG_EAGER;
+	u8 *p = s->buf, type = VERBS_MSG_EAGER;
 	u32 cookie = 0;
 	u16 ndesc = 0;
 
@@ -277,14 +266,18 @@ static int rr_send_req_locked(struct rr_conn *c, struct rdfs_rdma_req *req)
 			     IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE :
 			     IB_ACCESS_REMOTE_READ;
 		ndesc = 1;
-		type = req->op == RDFS_OP_READ ? MSG_SINK : MSG_RNDV;
-		if (type == MSG_RNDV)
+		type = req->op == RDFS_OP_READ ? VERBS_MSG_SINK : VERBS_MSG_RNDV;
+		if (type == VERBS_MSG_RNDV)
 			cookie = req->tag;
 	}
 	rr_hdr_encode(p, type, 0, cookie, ndesc);
 	p += VERBS_HDR_LEN;
 	if (ndesc) {
-		rr_desc_put(p, req->mr->iova, req->len, req->mr->rkey);
+		struct verbs_desc d = {
+			.addr = req->mr->iova, .len = req->len, .rkey = req->mr->rkey,
+		};
+
+		verbs_desc_put(p, &d);
 		p += VERBS_DESC_LEN;
 	}
 	rr_frame_put(p, req->op, 0, req->tag, req->body_len,
@@ -304,7 +297,7 @@ static void rr_flush_locked(struct rr_conn *c)
 	if (c->dead || !c->slots)
 		return;
 	while (c->done_n && rr_may_send_locked(c, false)) {
-		rr_hdr_encode(msg, MSG_DONE, 0, c->done_q[c->done_head], 0);
+		rr_hdr_encode(msg, VERBS_MSG_DONE, 0, c->done_q[c->done_head], 0);
 		c->done_head = (c->done_head + 1) % RR_DONE_RING;
 		c->done_n--;
 		if (rr_send_msg_locked(c, msg, sizeof(msg), false))
@@ -318,7 +311,7 @@ static void rr_flush_locked(struct rr_conn *c)
 	}
 	if (c->owed >= c->threshold && list_empty(&c->txq) && !c->done_n &&
 	    rr_may_send_locked(c, true)) {
-		rr_hdr_encode(msg, MSG_CREDIT, 0, 0, 0);
+		rr_hdr_encode(msg, VERBS_MSG_CREDIT, 0, 0, 0);
 		rr_send_msg_locked(c, msg, sizeof(msg), true);
 	}
 }
@@ -460,7 +453,7 @@ static void rr_post_pulls_locked(struct rr_conn *c)
 
 	while (!c->dead && (p = list_first_entry_or_null(&c->pulls, struct rr_pull, link))) {
 		while (c->reads_out < RR_MAX_READS && p->idx < p->ndesc) {
-			struct rr_desc *d = &p->desc[p->idx];
+			struct verbs_desc *d = &p->desc[p->idx];
 
 			want = min(d->len - p->idx_done, RR_READ_CHUNK);
 			got = rr_req_sges(c, p->req, p->dst, want, sge, &nsge);
@@ -559,71 +552,46 @@ static int rr_req_reply(struct rdfs_rdma_req *req, const struct rdfs_frame_hdr *
  */
 static int rr_handle_msg(struct rr_conn *c, const u8 *buf, u32 len)
 {
-	u8 type, flags;
-	u16 credits, ndesc;
-	u32 cookie, hdr_end, i;
-	s32 vstatus;
+	struct verbs_msg m;
 	struct rdfs_frame_hdr f;
 	struct rdfs_rdma_req *req;
-	const u8 *p, *body;
+	const u8 *body;
+	u32 i;
 	int err;
 
-	if (len < VERBS_HDR_LEN || get_unaligned_le32(buf) != VERBS_MAGIC ||
-	    buf[4] != VERBS_VERSION || buf[19])
+	/* The layout, lengths and descriptors: wire/rdfs_verbs.h, as user space checks them. */
+	if (verbs_msg_parse(buf, len, RDFS_MAX_BODY, RDFS_MAX_DATA, &m))
 		return -EPROTO;
-	type = buf[5];
-	credits = get_unaligned_le16(buf + 6);
-	cookie = get_unaligned_le32(buf + 8);
-	vstatus = (s32)get_unaligned_le32(buf + 12);
-	ndesc = get_unaligned_le16(buf + 16);
-	flags = buf[18];
-	if (credits > c->peer_credits - c->avail)
+	if (m.vh.credits > c->peer_credits - c->avail)
 		return -EPROTO;		/* more returned than we spent */
-	c->avail += credits;
+	c->avail += m.vh.credits;
 
-	switch (type) {
-	case MSG_CREDIT:
-		return len == VERBS_HDR_LEN && !ndesc && !flags && !cookie && !vstatus ? 0 : -EPROTO;
-	case MSG_DONE:
+	switch (m.vh.type) {
+	case VERBS_MSG_CREDIT:
+		return 0;
+	case VERBS_MSG_DONE:
 		/*
 		 * The server has read a WRITE's pages (cookie = its tag). Nothing
 		 * to do: their key dies at the reply, which comes after.
 		 */
-		return len == VERBS_HDR_LEN && !ndesc && !flags && vstatus <= 0 ? 0 : -EPROTO;
-	case MSG_EAGER:
-		if (ndesc || flags || cookie || vstatus)
-			return -EPROTO;
+		return 0;
+	case VERBS_MSG_EAGER:
+	case VERBS_MSG_PLACED:
 		break;
-	case MSG_RNDV:
+	case VERBS_MSG_RNDV:
 		/* Only data is ever remote in a reply to us (VERBS_F_BODY_REMOTE: never). */
-		if (flags || vstatus || !ndesc || ndesc > VERBS_MAX_DESC)
-			return -EPROTO;
-		break;
-	case MSG_PLACED:
-		if (flags || vstatus || cookie || ndesc != 1)
+		if (m.vh.flags)
 			return -EPROTO;
 		break;
 	default:
-		return -EPROTO;
+		return -EPROTO;		/* SINK: the server never sends us requests */
 	}
-	hdr_end = VERBS_HDR_LEN + ndesc * VERBS_DESC_LEN;
-	if (len < hdr_end + RDFS_FRAME_HDR_LEN)
-		return -EPROTO;
-	err = rdfs_frame_hdr_decode(buf + hdr_end, &f);
-	if (err)
-		return -EPROTO;
-	p = buf + hdr_end + RDFS_FRAME_HDR_LEN;
-	if (type == MSG_RNDV) {
-		if (len != hdr_end + RDFS_FRAME_HDR_LEN + f.body_len || !f.data_len)
-			return -EPROTO;
-	} else if (len != hdr_end + RDFS_FRAME_HDR_LEN + f.body_len + f.data_len) {
-		return -EPROTO;
-	}
-	body = f.body_len ? p : NULL;
+	f = m.fh;
+	body = m.body;
 
 	if (!c->authed) {
 		/* The handshake: one frame at a time, no data. */
-		if (type != MSG_EAGER || f.data_len || f.body_len > sizeof(c->hs_body) ||
+		if (m.vh.type != VERBS_MSG_EAGER || f.data_len || f.body_len > sizeof(c->hs_body) ||
 		    (f.flags & RDFS_FRAME_MORE) || c->hs_ready)
 			return -EPROTO;
 		c->hs_frame = f;
@@ -638,50 +606,37 @@ static int rr_handle_msg(struct rr_conn *c, const u8 *buf, u32 len)
 	if (!req || req->final)
 		return -EPROTO;
 
-	if (type == MSG_PLACED) {
-		u64 off = get_unaligned_le64(buf + VERBS_HDR_LEN);
-		u32 plen = get_unaligned_le32(buf + VERBS_HDR_LEN + 8);
+	if (m.vh.type == VERBS_MSG_PLACED) {
+		struct verbs_desc d;
 
 		/* RC ordering: the server's WRITEs of these bytes landed before this SEND. */
-		if (!req->sink || f.data_len || off != req->got || !plen ||
-		    plen > req->len - req->got)
+		verbs_desc_get(m.desc, &d);
+		if (!req->sink || d.addr != req->got || d.len > req->len - req->got)
 			return -EPROTO;
-		req->got += plen;
-		atomic64_add(plen, &rdfs_stats.rdma_read_bytes);
-	} else if (type == MSG_RNDV) {
+		req->got += d.len;
+		atomic64_add(d.len, &rdfs_stats.rdma_read_bytes);
+	} else if (m.vh.type == VERBS_MSG_RNDV) {
 		struct rr_pull *pl;
-		u64 sum = 0;
 
 		if (req->op != RDFS_OP_READ || f.data_len > req->len - req->got)
 			return -EPROTO;
-		pl = kzalloc(struct_size(pl, desc, ndesc), GFP_ATOMIC);
+		pl = kzalloc(struct_size(pl, desc, m.vh.ndesc), GFP_ATOMIC);
 		if (!pl)
 			return -ENOMEM;
-		for (i = 0; i < ndesc; i++) {
-			const u8 *d = buf + VERBS_HDR_LEN + i * VERBS_DESC_LEN;
-
-			pl->desc[i].addr = get_unaligned_le64(d);
-			pl->desc[i].len = get_unaligned_le32(d + 8);
-			pl->desc[i].rkey = get_unaligned_le32(d + 12);
-			if (!pl->desc[i].len || pl->desc[i].len > RDFS_MAX_DATA)
-				break;
-			sum += pl->desc[i].len;
-		}
-		if (i < ndesc || sum != f.data_len) {
-			kfree(pl);
-			return -EPROTO;
-		}
+		/* verbs_msg_parse() checked them: none empty, summing to f.data_len */
+		for (i = 0; i < m.vh.ndesc; i++)
+			verbs_desc_get(m.desc + i * VERBS_DESC_LEN, &pl->desc[i]);
 		pl->cqe.done = rr_pull_done;
 		pl->req = req;
-		pl->cookie = cookie;
-		pl->ndesc = ndesc;
+		pl->cookie = m.vh.cookie;
+		pl->ndesc = m.vh.ndesc;
 		pl->dst = req->got;
 		pl->bytes = f.data_len;
 		req->got += f.data_len;
 		req->pulls++;
 		list_add_tail(&pl->link, &c->pulls);
 	} else if (f.data_len) {
-		err = rr_copy_to_req(req, p + f.body_len, f.data_len);
+		err = rr_copy_to_req(req, m.data, f.data_len);
 		if (err)
 			return err;
 	}

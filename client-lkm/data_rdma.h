@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * data_rdma.h - the RDMA data path's private interfaces: the verbs wire
- * constants (lib/xport_verbs_wire.h), the limits, the connection and request
+ * layout (wire/rdfs_verbs.h), the limits, the connection and request
  * structures, shared by data_rdma.c (requests, completions, the protocol)
  * and data_rdma_conn.c (connection setup, the handshake, teardown).
  */
@@ -16,19 +16,10 @@
 
 #include "rdfs.h"
 
-/* ---------------------------------------------------------------- wire (xport_verbs_wire.h) */
+/* ---------------------------------------------------------------- wire */
 
-#define VERBS_MAGIC		0x42564452u
-#define VERBS_VERSION		1
-#define VERBS_HDR_LEN		20
-#define VERBS_DESC_LEN		16
-#define VERBS_PRIV_LEN		12
-#define VERBS_MAX_DESC		65
-#define VERBS_MIN_CREDITS	4
-#define VERBS_MIN_RECV_SIZE	4096u
-#define VERBS_MAX_RECV_SIZE	(1u << 20)
-
-enum { MSG_EAGER = 1, MSG_RNDV = 2, MSG_DONE = 3, MSG_CREDIT = 4, MSG_SINK = 5, MSG_PLACED = 6 };
+/* The SEND layout and its parser: one definition with user space. */
+#include "rdfs_verbs.h"
 
 /* ---------------------------------------------------------------- limits */
 
@@ -72,12 +63,6 @@ struct rr_slot {
 	struct rr_slot *next_free;
 };
 
-struct rr_desc {
-	u64 addr;
-	u32 len;
-	u32 rkey;
-};
-
 /* One rendezvous message of the server being RDMA-READ into a request's pages. */
 struct rr_pull {
 	struct ib_cqe cqe;
@@ -89,7 +74,7 @@ struct rr_pull {
 	u32 ndesc, idx, idx_done;	/* planning: descriptor, bytes of it posted */
 	u32 outstanding;
 	bool planned;
-	struct rr_desc desc[];
+	struct verbs_desc desc[];
 };
 
 struct rdfs_rdma_req {

@@ -172,16 +172,13 @@ static int rr_setup_qp(struct rr_conn *c)
 /* Send slots sized for the server's receive buffers; the credit window. */
 static int rr_setup_send(struct rr_conn *c)
 {
-	const u8 *pp = c->peer_priv;
+	struct verbs_conn_params pp;
 	u32 i, credits;
 
-	if (get_unaligned_le32(pp) != VERBS_MAGIC || pp[4] != VERBS_VERSION)
+	if (verbs_params_decode(c->peer_priv, VERBS_PRIV_LEN, &pp))
 		return -EPROTO;
-	credits = get_unaligned_le16(pp + 6);
-	c->peer_recv_size = get_unaligned_le32(pp + 8);
-	if (credits < VERBS_MIN_CREDITS || c->peer_recv_size < VERBS_MIN_RECV_SIZE ||
-	    c->peer_recv_size > VERBS_MAX_RECV_SIZE)
-		return -EPROTO;
+	credits = pp.credits;
+	c->peer_recv_size = pp.recv_size;
 	c->slot_size = min(c->peer_recv_size, RR_SLOT_SIZE);
 	c->nslots = min(credits + 4, RR_MAX_SLOTS);
 	c->slots = kcalloc(c->nslots, sizeof(*c->slots), GFP_KERNEL);
@@ -324,7 +321,7 @@ static int rr_authenticate(struct rr_conn *c, struct socket *auth)
 	p = rr_pb_put_bytes(p, 1, pr.client_mac, RDFS_DEV_MAC_LEN);
 	p = rr_pb_put_bytes(p, 2, pr.client_nonce, RDFS_DEV_NONCE_LEN);
 	p = rr_pb_put_bytes(p, 3, pr.role, strlen(pr.role));
-	rr_hdr_encode(msg, MSG_EAGER, 0, 0, 0);
+	rr_hdr_encode(msg, VERBS_MSG_EAGER, 0, 0, 0);
 	rr_frame_put(msg + VERBS_HDR_LEN, RDFS_OP_AUTH_RESPONSE, 0, 0,
 		     p - msg - VERBS_HDR_LEN - RDFS_FRAME_HDR_LEN, 0);
 	spin_lock_bh(&c->lock);
@@ -414,11 +411,8 @@ static struct rr_conn *rr_connect(struct rdfs_sb_info *sbi, u32 server_id)
 	err = rr_setup_qp(c);
 	if (err)
 		goto fail;
-	put_unaligned_le32(VERBS_MAGIC, priv);
-	priv[4] = VERBS_VERSION;
-	priv[5] = 0;
-	put_unaligned_le16(RR_RECV_COUNT, priv + 6);
-	put_unaligned_le32(RR_RECV_SIZE, priv + 8);
+	verbs_params_encode(&(struct verbs_conn_params){ .credits = RR_RECV_COUNT,
+						       .recv_size = RR_RECV_SIZE }, priv);
 	cp.private_data = priv;
 	cp.private_data_len = sizeof(priv);
 	/* READs we issue (figure 3) and the server issues on us (writes). */

@@ -207,7 +207,7 @@ struct io_pool {
 	const struct server_id *id;
 	struct fence_table *fences;
 	atomic_uint_fast64_t verifier;	/* changes when an acknowledged write-back write fails */
-	enum io_send_mode send_mode;
+	enum ios_send_mode send_mode;
 	uint32_t unit_size;
 	int depth;
 	struct bufpool *bufs;
@@ -992,7 +992,7 @@ static void read_start(struct io_job *j)
 		job_finish(j);
 		return;
 	}
-	ub = p->send_mode == IO_SEND_WHOLE ? n : p->unit_size / RDFS_BLOCK_SIZE;
+	ub = p->send_mode == IOS_SEND_WHOLE ? n : p->unit_size / RDFS_BLOCK_SIZE;
 	j->nunits = (int)((n + ub - 1) / ub);
 	j->units = calloc((size_t)j->nunits, sizeof(*j->units));
 	if (!j->units) {
@@ -1651,8 +1651,8 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 		goto err;
 	/* a quarter each, but always room for one whole buffer of the send mode */
 	p->conn_share = budget / 4;
-	if (p->conn_share < (p->send_mode == IO_SEND_WHOLE ? RDFS_MAX_DATA : p->unit_size))
-		p->conn_share = p->send_mode == IO_SEND_WHOLE ? RDFS_MAX_DATA : p->unit_size;
+	if (p->conn_share < (p->send_mode == IOS_SEND_WHOLE ? RDFS_MAX_DATA : p->unit_size))
+		p->conn_share = p->send_mode == IOS_SEND_WHOLE ? RDFS_MAX_DATA : p->unit_size;
 	if (o->readahead_bytes) {
 		ret = ra_create(o->readahead_bytes, volume_capacity(o->vol), &p->ra);
 		if (ret)

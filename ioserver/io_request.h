@@ -36,17 +36,13 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "ios.h"
 #include "rpc.h"
 #include "server_id.h"
 
 struct volume;
 struct io_pool;
 struct fence_table;
-
-enum io_send_mode {
-	IO_SEND_OVERLAP = 0,	/* each unit on the wire as soon as it is read */
-	IO_SEND_WHOLE,		/* read the whole request, then one reply */
-};
 
 struct io_pool_opts {
 	struct volume *vol;
@@ -55,7 +51,7 @@ struct io_pool_opts {
 	struct fence_table *fences;	/* capabilities the metaserver took back */
 	int threads;			/* ring threads, >= 1 */
 	uint64_t verifier;		/* boot verifier carried by every IoReply */
-	enum io_send_mode send_mode;
+	enum ios_send_mode send_mode;
 	uint32_t unit_size;		/* bytes, a multiple of 4096 */
 	int pipeline_depth;		/* unit reads in flight per request, >= 1 */
 	uint64_t readahead_bytes;	/* read-ahead cache; 0: off */

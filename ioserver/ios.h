@@ -42,9 +42,9 @@ struct ios_server;
 /* ios_options.readahead_cache_mb for no server read-ahead (0 means the default). */
 #define IOS_READAHEAD_OFF		(-1)
 
+/* How a READ goes on the wire; the I/O pool (io_request.h) takes it as is. */
 enum ios_send_mode {
-	IOS_SEND_DEFAULT = 0,		/* IOS_SEND_OVERLAP */
-	IOS_SEND_OVERLAP,		/* each READ unit on the wire as soon as it is read */
+	IOS_SEND_OVERLAP = 0,		/* each unit on the wire as soon as it is read (default) */
 	IOS_SEND_WHOLE,			/* read the whole request, then reply in one frame */
 };
 

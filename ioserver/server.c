@@ -365,7 +365,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	po.id = &s->id;
 	po.fences = s->fences;
 	po.threads = o->io_threads > 0 ? o->io_threads : IOS_DEFAULT_IO_THREADS;
-	po.send_mode = o->send_mode == IOS_SEND_WHOLE ? IO_SEND_WHOLE : IO_SEND_OVERLAP;
+	po.send_mode = o->send_mode;
 	po.unit_size = o->unit_size ? o->unit_size : IOS_DEFAULT_UNIT_SIZE;
 	po.pipeline_depth = o->pipeline_depth > 0 ? o->pipeline_depth : IOS_DEFAULT_PIPELINE_DEPTH;
 	if (o->readahead_cache_mb != IOS_READAHEAD_OFF)

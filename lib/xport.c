@@ -297,6 +297,17 @@ static void rx_budget_release(struct xport_conn *conn, uint64_t bytes)
 	xport_conn_kick(conn);
 }
 
+int xport_tx_throttle(struct xport_conn *conn, int *throttled, size_t queued, size_t limit)
+{
+	if (limit && !*throttled && queued > limit) {
+		*throttled = 1;
+		log_debug("%s: %zu bytes unsent; pausing its input", conn->peer, queued);
+	} else if (*throttled && (!limit || queued <= limit / 2)) {
+		*throttled = 0;
+	}
+	return *throttled;
+}
+
 void xport_conn_kick(struct xport_conn *conn)
 {
 	struct xport_ctx *ctx = conn->ctx;

@@ -125,6 +125,14 @@ void xport_rx_delivered(struct xport_conn *conn, struct xport_msg *m, uint64_t b
  */
 void xport_conn_kick(struct xport_conn *conn);
 
+/*
+ * A connection whose peer does not read our replies (xport_conn_set_tx_limit()):
+ * once @queued unsent bytes exceed @limit it stops reading the peer's requests,
+ * and reads again when the queue has drained to half (hysteresis: no flapping
+ * at the bound). Updates *@throttled; returns it. Under the connection's lock.
+ */
+int xport_tx_throttle(struct xport_conn *conn, int *throttled, size_t queued, size_t limit);
+
 /* Queue an event for xport_test(); takes a reference on ev->conn when set. */
 void xport_cq_push(struct xport_ctx *ctx, const struct xport_event *ev);
 

@@ -290,12 +290,7 @@ static void tx_cancel_all_locked(struct tcp_conn *c, int status)
  */
 static int tcp_rx_allowed_locked(struct tcp_conn *c)
 {
-	if (c->tx_limit && !c->tx_throttled && c->tx_queued > c->tx_limit) {
-		c->tx_throttled = 1;
-		log_debug("%s: %zu bytes unsent; pausing its input", c->base.peer, c->tx_queued);
-	} else if (c->tx_throttled && (!c->tx_limit || c->tx_queued <= c->tx_limit / 2)) {
-		c->tx_throttled = 0;
-	}
+	xport_tx_throttle(&c->base, &c->tx_throttled, c->tx_queued, c->tx_limit);
 	return !atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused &&
 	       !c->tx_throttled && !atomic_load(&c->base.rx_starved);
 }
@@ -1242,33 +1237,29 @@ static void tcp_listener_free(struct xport_listener *base)
 	free(l);
 }
 
+/* What tcp:// and tls:// share: everything but making connections. */
+#define STREAM_CONN_OPS						\
+	.listener_free	= tcp_listener_free,			\
+	.post_send	= tcp_post_send,			\
+	.conn_close	= tcp_conn_close,			\
+	.conn_pause_rx	= tcp_conn_pause_rx,			\
+	.conn_rx_resume	= tcp_conn_rx_resume,			\
+	.conn_set_tx_limit = tcp_conn_set_tx_limit,		\
+	.conn_queued_bytes = tcp_conn_queued_bytes,		\
+	.conn_reap	= tcp_conn_reap,			\
+	.conn_free	= tcp_conn_free
+
 const struct xport_ops xport_tcp_ops = {
 	.scheme		= "tcp",
 	.listen		= tcp_listen,
-	.listener_free	= tcp_listener_free,
 	.connect	= tcp_connect,
-	.post_send	= tcp_post_send,
-	.conn_close	= tcp_conn_close,
-	.conn_pause_rx	= tcp_conn_pause_rx,
-	.conn_rx_resume	= tcp_conn_rx_resume,
-	.conn_set_tx_limit = tcp_conn_set_tx_limit,
-	.conn_queued_bytes = tcp_conn_queued_bytes,
-	.conn_reap	= tcp_conn_reap,
-	.conn_free	= tcp_conn_free,
+	STREAM_CONN_OPS,
 };
 
 /* tls://: the same connections with TLS 1.3 between the queues and the socket. */
 const struct xport_ops xport_tls_ops = {
 	.scheme		= "tls",
 	.listen		= tls_listen,
-	.listener_free	= tcp_listener_free,
 	.connect	= tls_connect,
-	.post_send	= tcp_post_send,
-	.conn_close	= tcp_conn_close,
-	.conn_pause_rx	= tcp_conn_pause_rx,
-	.conn_rx_resume	= tcp_conn_rx_resume,
-	.conn_set_tx_limit = tcp_conn_set_tx_limit,
-	.conn_queued_bytes = tcp_conn_queued_bytes,
-	.conn_reap	= tcp_conn_reap,
-	.conn_free	= tcp_conn_free,
+	STREAM_CONN_OPS,
 };

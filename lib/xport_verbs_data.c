@@ -999,12 +999,7 @@ static void read_done(struct verbs_conn *c, struct verbs_rx *rx)
 
 static int rx_allowed(struct verbs_conn *c)
 {
-	if (c->tx_limit && !c->tx_throttled && c->tx_queued > c->tx_limit) {
-		c->tx_throttled = 1;
-		log_debug("%s: %zu bytes unsent; pausing its input", c->base.peer, c->tx_queued);
-	} else if (c->tx_throttled && (!c->tx_limit || c->tx_queued <= c->tx_limit / 2)) {
-		c->tx_throttled = 0;
-	}
+	xport_tx_throttle(&c->base, &c->tx_throttled, c->tx_queued, c->tx_limit);
 	return !atomic_load(&c->base.closing) && !c->close_when_sent && !c->rx_paused &&
 	       !c->tx_throttled && !c->reaped;
 }

@@ -583,10 +583,7 @@ static int inode_recheck(struct fsck *f, uint32_t kind, uint64_t ino, uint64_t *
 	*fixed = 0;
 	if (!in)
 		return -ENOMEM;
-	lockset_init(&ls);
-	lockset_add(&ls, ino);
-	lockset_lock(&ms->locks, &ls);
-	ret = ns_inode_get(ms, ino, in);
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret && ret != -ENOENT)
 		goto out;
 	has_inode = ret == 0;

@@ -308,10 +308,7 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 	struct ms_inode in;
 	int ret;
 
-	lockset_init(&ls);
-	lockset_add(&ls, ino);
-	lockset_lock(&ms->locks, &ls);
-	ret = ns_inode_get(ms, ino, &in);
+	ret = ns_inode_lock_get(ms, &ls, ino, &in);
 	if (ret)
 		goto out;
 	ret = perm_open(&in, cr, flags);

@@ -976,10 +976,7 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	in = malloc(sizeof(*in));
 	if (!in)
 		return -ENOMEM;
-	lockset_init(&ls);
-	lockset_add(&ls, ino);
-	lockset_lock(&ms->locks, &ls);
-	ret = ns_inode_get(ms, ino, in);
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret)
 		goto out;
 	ret = file_access(in, s, cr, handle, 1, &rights);
@@ -1054,10 +1051,7 @@ int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 	/* whole blocks only: the caller zeroes the bytes of partial ones */
 	lo = (off + BLK - 1) / BLK;
 	hi = (off + len) / BLK;
-	lockset_init(&ls);
-	lockset_add(&ls, ino);
-	lockset_lock(&ms->locks, &ls);
-	ret = ns_inode_get(ms, ino, in);
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (!ret)
 		ret = file_access(in, s, cr, handle, 1, &rights);
 	if (ret)

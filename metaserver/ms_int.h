@@ -310,6 +310,12 @@ int64_t ns_now(void);
 /* 0, -ENOENT, -EIO */
 int ns_get(struct ms *ms, const uint8_t *key, size_t klen, char **val, size_t *vlen);
 int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out);
+/*
+ * The opening of an operation on one inode: lock @ino exclusively in a fresh
+ * @ls, then load it. Returns ns_inode_get()'s result; the lock is held either
+ * way, for the caller's exit path to lockset_unlock().
+ */
+int ns_inode_lock_get(struct ms *ms, struct ms_lockset *ls, uint64_t ino, struct ms_inode *in);
 void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in);
 int ns_dirent_get(struct ms *ms, uint64_t parent, const char *name, uint64_t *ino,
 		  uint32_t *type);

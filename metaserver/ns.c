@@ -46,6 +46,14 @@ int ns_get(struct ms *ms, const uint8_t *key, size_t klen, char **val, size_t *v
 	return *val ? 0 : -ENOENT;
 }
 
+int ns_inode_lock_get(struct ms *ms, struct ms_lockset *ls, uint64_t ino, struct ms_inode *in)
+{
+	lockset_init(ls);
+	lockset_add(ls, ino);
+	lockset_lock(&ms->locks, ls);
+	return ns_inode_get(ms, ino, in);
+}
+
 int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out)
 {
 	uint8_t k[MS_KEY_MAX];

@@ -67,10 +67,7 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 
 	if (!in)
 		return -ENOMEM;
-	lockset_init(&ls);
-	lockset_add(&ls, ino);
-	lockset_lock(&ms->locks, &ls);
-	ret = ns_inode_get(ms, ino, in);
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret)
 		goto out;
 	ret = setattr_check(in, s, cr, sa);

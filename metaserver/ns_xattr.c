@@ -116,10 +116,7 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 	in = malloc(sizeof(*in));
 	if (!in)
 		return -ENOMEM;
-	lockset_init(&ls);
-	lockset_add(&ls, ino);
-	lockset_lock(&ms->locks, &ls);
-	ret = ns_inode_get(ms, ino, in);
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret)
 		goto out;
 	ret = xattr_permission(in, cr, ns, 1);
