@@ -12,8 +12,9 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -51,6 +52,7 @@ struct xport_tls {
 	char peer_identity[XPORT_TLS_ID_MAX];
 	const char *why;		/* why the server refused the peer, for the log */
 	int alert;			/* the last failure was an alert the peer sent */
+	int not_tls;			/* ... or bytes that are no TLS at all */
 	/*
 	 * Staged plaintext [out_off, out_len): changed under lock by callers that
 	 * hold the connection's lock too (xport_tls_sendv/_flush), so holders of
@@ -61,6 +63,7 @@ struct xport_tls {
 };
 
 static SSL_CTX *tls_ctx[2];
+static BIO_METHOD *tls_wbio_method;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 
 /* TLS_AES_128_GCM_SHA256 */
@@ -170,8 +173,57 @@ static SSL_CTX *tls_ctx_make(int server)
 	return ctx;
 }
 
+/*
+ * OpenSSL's socket BIO write()s, which raises SIGPIPE once the peer is gone
+ * and kills a program that does not ignore it (the tools, rdfs-fuse before it
+ * is up, tests). Writes go through send(MSG_NOSIGNAL) instead, as tcp://'s
+ * do: a gone peer costs an EPIPE. Reads keep the socket BIO.
+ */
+static int tls_wbio_write(BIO *b, const char *buf, int len)
+{
+	ssize_t n;
+
+	BIO_clear_retry_flags(b);
+	do {
+		n = send((int)(intptr_t)BIO_get_data(b), buf, (size_t)len,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		BIO_set_retry_write(b);
+	return (int)n;
+}
+
+static long tls_wbio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	int fd = (int)(intptr_t)BIO_get_data(b);
+
+	(void)num;
+	switch (cmd) {
+	case BIO_CTRL_FLUSH:
+		return 1;
+	case BIO_C_GET_FD:
+		if (ptr)
+			*(int *)ptr = fd;
+		return fd;
+	default:
+		return 0;
+	}
+}
+
+static int tls_wbio_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
 static void tls_init(void)
 {
+	tls_wbio_method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
+				       "rdfs socket write");
+	if (!tls_wbio_method || !BIO_meth_set_write(tls_wbio_method, tls_wbio_write) ||
+	    !BIO_meth_set_ctrl(tls_wbio_method, tls_wbio_ctrl) ||
+	    !BIO_meth_set_create(tls_wbio_method, tls_wbio_create))
+		return;		/* no contexts: every tls:// connection fails -ENOMEM */
 	tls_ctx[0] = tls_ctx_make(0);
 	tls_ctx[1] = tls_ctx_make(1);
 }
@@ -179,6 +231,7 @@ static void tls_init(void)
 static int tls_new(int fd, int server, const char *peer, struct xport_tls **out)
 {
 	struct xport_tls *t;
+	BIO *rbio, *wbio;
 
 	pthread_once(&tls_once, tls_init);
 	if (!tls_ctx[server])
@@ -188,12 +241,18 @@ static int tls_new(int fd, int server, const char *peer, struct xport_tls **out)
 		return -ENOMEM;
 	t->out = malloc(XPORT_TLS_OUT_LEN);
 	t->ssl = SSL_new(tls_ctx[server]);
-	if (!t->out || !t->ssl || !SSL_set_fd(t->ssl, fd)) {
+	rbio = BIO_new_socket(fd, BIO_NOCLOSE);
+	wbio = BIO_new(tls_wbio_method);
+	if (!t->out || !t->ssl || !rbio || !wbio) {
+		BIO_free(rbio);
+		BIO_free(wbio);
 		SSL_free(t->ssl);
 		free(t->out);
 		free(t);
 		return -ENOMEM;
 	}
+	BIO_set_data(wbio, (void *)(intptr_t)fd);
+	SSL_set_bio(t->ssl, rbio, wbio);
 	pthread_mutex_init(&t->lock, NULL);
 	SSL_set_app_data(t->ssl, t);
 	t->server = server;
@@ -216,14 +275,19 @@ void xport_tls_free(struct xport_tls *t)
 
 /*
  * The first OpenSSL error reason queued on this thread, clearing the queue;
- * *@alert: whether it is an alert the peer sent (a refusal, not noise).
+ * t->alert: it is an alert the peer sent (a refusal, not noise); t->not_tls:
+ * the peer's bytes are not TLS records at all (rdfs in clear, HTTP, ...).
  */
-static const char *tls_reason(int *alert)
+static const char *tls_reason(struct xport_tls *t)
 {
 	unsigned long e = ERR_peek_error();
 	const char *r = e ? ERR_reason_error_string(e) : NULL;
+	int reason = e && ERR_GET_LIB(e) == ERR_LIB_SSL ? ERR_GET_REASON(e) : 0;
 
-	*alert = e && ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET;
+	t->alert = reason >= SSL_AD_REASON_OFFSET;
+	t->not_tls = reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_HTTP_REQUEST ||
+		     reason == SSL_R_HTTPS_PROXY_REQUEST || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
+		     reason == SSL_R_UNEXPECTED_RECORD;
 	ERR_clear_error();
 	return r ? r : "connection closed";
 }
@@ -259,18 +323,9 @@ static int tls_result(struct xport_tls *t, int ret, const char **why)
 		return -errno;
 	default:
 		tls_state_set(t, TLS_FAILED);
-		*why = tls_reason(&t->alert);
+		*why = tls_reason(t);
 		return -EPROTO;
 	}
-}
-
-/* Whether the first bytes waiting on @fd could be TLS (a handshake or an alert record). */
-static int peer_speaks_tls(int fd)
-{
-	uint8_t b[3];
-	ssize_t n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-
-	return n < 1 || b[0] == 0x16 || b[0] == 0x15;
 }
 
 int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
@@ -297,8 +352,15 @@ int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadl
 		if (err == 1)
 			break;
 		if (err != -EAGAIN) {
-			/* a server refuses a key with an alert, or hangs up */
-			if (err == 0 || err == -ECONNRESET || (err == -EPROTO && t->alert)) {
+			if ((err == 0 || err == -ECONNRESET) &&
+			    BIO_number_read(SSL_get_rbio(t->ssl)) == 0) {
+				/* no word from it: no refusal, and worth another try */
+				err = -ECONNRESET;
+				log_warn("%s: TLS handshake failed: the server hung up without "
+					 "answering (is it listening on tcp:// rather than "
+					 "tls://?)", peer);
+			} else if (err == 0 || err == -ECONNRESET || (err == -EPROTO && t->alert)) {
+				/* a server refuses a key with an alert, or hangs up after */
 				err = -EACCES;
 				log_warn("%s: TLS handshake failed: the server refused our key "
 					 "(identity %s): %s", peer, cred->identity,
@@ -372,7 +434,7 @@ int xport_tls_handshake(struct xport_tls *t, uint32_t *events)
 		int silent = err == 0 && !t->why;	/* connected, sent nothing, left */
 
 		tls_state_set(t, TLS_FAILED);
-		if (!silent && !peer_speaks_tls(SSL_get_fd(t->ssl)))
+		if (!silent && t->not_tls)
 			log_warn("%s: refused: it does not speak TLS on this tls:// listener",
 				 t->peer);
 		else if (!silent)

@@ -51,7 +51,8 @@ struct xport_tls_server {
  * Client side: run the whole handshake on the connected non-blocking socket
  * @fd, waiting until @deadline_ms (monotonic ms; 0: no deadline). 0 with *@out
  * set; -ETIMEDOUT; -EACCES when the server refused our key or proved another;
- * -EPROTO when the server does not speak TLS; -ENOMEM.
+ * -EPROTO when the server does not speak TLS; -ECONNRESET when it hung up
+ * without a word (as a tcp:// server does, or one at its fd limit); -ENOMEM.
  */
 int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
 		      const char *peer, struct xport_tls **out);

@@ -927,7 +927,7 @@ TEST(XportTls, ConnectToPeerNotSpeakingTls)
 		int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
 
 		EXPECT_GT(recv(fd, buf, sizeof(buf), 0), 0);	/* the ClientHello */
-		frame_hdr_encode(&h, frame);
+		rdfs_frame_hdr_encode(&h, frame);
 		EXPECT_TRUE(write_all(fd, frame, sizeof(frame)));
 		/* stay connected until the client hangs up: it must judge by the bytes */
 		while (recv(fd, buf, sizeof(buf), 0) > 0)
@@ -960,7 +960,7 @@ TEST(XportTls, PlainBytesAtTlsListenerGetNoReply)
 	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_PING, 1, 4, 0);
 	const char http[] = "GET / HTTP/1.1\r\nHost: example\r\n\r\n";
 
-	frame_hdr_encode(&h, frame);
+	rdfs_frame_hdr_encode(&h, frame);
 	memcpy(frame + RDFS_FRAME_HDR_LEN, "ping", 4);
 	std::vector<std::vector<uint8_t>> inputs = {
 		std::vector<uint8_t>(frame, frame + sizeof(frame)),
