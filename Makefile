@@ -60,7 +60,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
 
 .PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
         bench bench-sweep bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
-        test-fuzz
+        test-fuzz test-integration-san
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -159,6 +159,7 @@ test: deps
 	$(MAKE) test-fuzz
 	$(MAKE) test-integration
 	$(MAKE) test-integration-tls
+	$(MAKE) test-integration-san
 	$(MAKE) lkm
 	$(MAKE) test-vm
 
@@ -205,6 +206,26 @@ test-sanitize:
 		echo "== $$t (ASan, UBSan)"; \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t --gtest_brief=1; done
+
+# The servers, rdfs-fuse and the tools under ASan + UBSan (build-san/bin), in a
+# short integration run of the suites that throw hostile and malformed input
+# at them. Every report is written to a file; any file fails the run. The
+# memory-bound checks are left out: ASan's own memory is not the servers'.
+SAN_IT_SUITE := test_frames.py test_trust.py test_data.py test_fsck.py test_copy.py
+SAN_IT_LOGS  := $(BUILD)-san/it-reports
+test-integration-san:
+	$(MAKE) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" \
+		LDFLAGS="-fsanitize=address,undefined" all
+	rm -rf $(SAN_IT_LOGS) && mkdir -p $(SAN_IT_LOGS)
+	ASAN_OPTIONS=log_path=$(abspath $(SAN_IT_LOGS))/asan:detect_leaks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(SAN_IT_LOGS))/ubsan \
+	RDFS_BIN=$(abspath $(BUILD)-san/bin) python3 -m pytest -q \
+		$(addprefix tests/integration/,$(SAN_IT_SUITE)) -k "not stays_bounded"; \
+	status=$$?; \
+	if [ -n "$$(ls $(SAN_IT_LOGS))" ]; then \
+		echo "sanitizer reports from the servers and clients:"; \
+		head -n 40 $(SAN_IT_LOGS)/*; exit 1; fi; \
+	exit $$status
 
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer targets (tests/fuzz/fuzz_*.c) for every decoder of network bytes,

@@ -251,6 +251,22 @@ static void help(void)
 	       DEFAULT_TIMEOUT_MS, DEFAULT_MAX_THREADS);
 }
 
+/* What fuse_opt_parse() and cmdline_proc() strdup'ed into @cl. */
+static void cmdline_free(struct cmdline *cl)
+{
+	char **strs[] = {
+		&cl->attr_timeout, &cl->entry_timeout, &cl->secret_file, &cl->config,
+		&cl->log_level, &cl->log_file, &cl->timeout, &cl->max_threads, &cl->readahead,
+		&cl->write_behind, &cl->rdma_mode, &cl->spec, &cl->mountpoint,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		free(*strs[i]);
+		*strs[i] = NULL;
+	}
+}
+
 static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct cmdline *cl = data;
@@ -771,6 +787,7 @@ out_config:
 	/* The waiting parent takes a closed pipe as failure and reports our status. */
 	config_free(cfg);
 	fuse_opt_free_args(&args);
+	cmdline_free(&cl);
 	free(url);
 	free(fsname);
 	return status;

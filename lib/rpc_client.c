@@ -465,7 +465,8 @@ int rpc_client_connect(const char *url, const struct auth_secret *secret, const 
 	err = client_handshake(c, secret, role, deadline ? deadline : 0);
 	if ((err == -ECONNRESET || err == -ETIMEDOUT) && !strncmp(url, "tcp://", 6))
 		/* a tls:// server waits for a ClientHello and hangs up at its handshake timeout */
-		log_warn("%s: closed before its challenge; does it listen on tls:// only?", url);
+		log_warn("%s: closed before its challenge (a server that went away, or one "
+			 "that listens on tls:// only)", url);
 	if (err)
 		goto err_conn;
 	err = -pthread_create(&c->thread, NULL, client_progress, c);

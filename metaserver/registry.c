@@ -400,6 +400,9 @@ int registry_copy_held(struct ms_registry *r, struct ms_ext **out, size_t *n)
 			return -ENOMEM;
 		}
 		for (int i = 0; i < r->n; i++) {
+			/* a server holding nothing may have no array at all */
+			if (!r->servers[i].nheld)
+				continue;
 			memcpy(*out + k, r->servers[i].held,
 			       r->servers[i].nheld * sizeof(**out));
 			k += r->servers[i].nheld;
