@@ -60,7 +60,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
 
 .PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
         bench bench-sweep bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
-        test-fuzz test-integration-san
+        test-fuzz test-integration-san test-tsan
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -156,6 +156,7 @@ test: deps
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) test-unit
 	$(MAKE) test-sanitize
+	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	$(MAKE) test-integration
 	$(MAKE) test-integration-tls
@@ -206,6 +207,16 @@ test-sanitize:
 		echo "== $$t (ASan, UBSan)"; \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t --gtest_brief=1; done
+
+# The transport and client unit tests under ThreadSanitizer (build-tsan/):
+# their threads share connections, queues and caches; any data race fails.
+TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+TSAN_BINS  := $(BUILD)-tsan/tests/test_lib $(BUILD)-tsan/tests/test_client
+test-tsan:
+	$(MAKE) BUILD=$(BUILD)-tsan CFLAGS="$(TSAN_FLAGS)" CXXFLAGS="$(TSAN_FLAGS)" \
+		LDFLAGS="-fsanitize=thread" $(TSAN_BINS)
+	@set -e; for t in $(TSAN_BINS); do echo "== $$t (TSan)"; \
+		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $$t --gtest_brief=1; done
 
 # The servers, rdfs-fuse and the tools under ASan + UBSan (build-san/bin), in a
 # short integration run of the suites that throw hostile and malformed input
