@@ -60,7 +60,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
 
 .PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
         bench bench-sweep bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
-        test-fuzz test-integration-san test-tsan check-format
+        test-fuzz test-integration-san test-tsan check-format check-lkm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
 $(PB_C) $(PB_H): $(PROTO)
@@ -163,6 +163,7 @@ test: deps
 	$(MAKE) test-integration-tls
 	$(MAKE) test-integration-san
 	$(MAKE) lkm
+	$(MAKE) check-lkm
 	$(MAKE) test-vm
 
 test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
@@ -246,6 +247,27 @@ test-integration-san:
 check-format:
 	@deploy/install-deps --fuzz
 	clang-format --dry-run --Werror $$(grep -v '^#' tests/format-checked.txt)
+
+# The kernel client against the kernel's own checks: checkpatch.pl (from
+# Debian's linux-source, unpacked into $(BUILD)/checkpatch) on its sources and
+# wire/, and a W=1 build of the module; any warning fails.
+LINUX_SRC := /usr/src/linux-source-6.1.tar.xz
+CHECKPATCH := $(BUILD)/checkpatch/scripts/checkpatch.pl
+$(CHECKPATCH):
+	@deploy/install-deps --vm
+	@mkdir -p $(BUILD)/checkpatch
+	tar -xJf $(LINUX_SRC) -C $(BUILD)/checkpatch --strip-components=1 \
+		--wildcards '*/scripts/checkpatch.pl' '*/scripts/spelling.txt' \
+		'*/scripts/const_structs.checkpatch'
+	@touch $@
+check-lkm: lkm $(CHECKPATCH)
+	@set -e; out=$$(for f in client-lkm/*.[ch] wire/*.h; do \
+		$(CHECKPATCH) --no-tree --terse --max-line-length=100 -f $$f | grep -v '^total' || true; \
+		done); if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "checkpatch: clean"
+	@set -e; kver=$(if $(KVER),$(KVER),$$(tests/vm/run --print-kver)); \
+	out=$$($(MAKE) -s -C /lib/modules/$$kver/build M=$(abspath $(BUILD)/lkm) W=1 \
+		modules 2>&1 | grep -E 'warning:|error:' || true); \
+	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "W=1: no warnings"
 
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer targets (tests/fuzz/fuzz_*.c) for every decoder of network bytes,

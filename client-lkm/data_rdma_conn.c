@@ -379,8 +379,8 @@ static struct rr_conn *rr_connect(struct rdfs_sb_info *sbi, u32 server_id)
 		goto fail;
 	auth = call.sock;
 	if (auth->sk->sk_family != AF_UNIX) {
-		pr_warn_ratelimited("rdfs: I/O server %u is not advertised on rdma:// "
-				    "(transport=rdma needs an RDMA cluster)\n", server_id);
+		pr_warn_ratelimited("rdfs: I/O server %u is not advertised on rdma:// (transport=rdma needs an RDMA cluster)\n",
+				    server_id);
 		err = -EPROTONOSUPPORT;
 		goto fail;
 	}

@@ -39,9 +39,8 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 
 static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
 module_param_cb(stats, &rdfs_stats_ops, NULL, 0444);
-MODULE_PARM_DESC(stats, "counters of the data path (read-only): bytes copied by the CPU, "
-		 "bytes moved by RDMA, per-request registrations and invalidations, "
-		 "RDMA connections and requests alive");
+MODULE_PARM_DESC(stats,
+		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive");
 
 struct rdfs_mount_opts {
 	int fd;
