@@ -21,7 +21,11 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <linux/tls.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
+#include <openssl/hmac.h>
 #include <openssl/ssl.h>
 
 #include "log.h"
@@ -60,6 +64,10 @@ struct xport_tls {
 	 */
 	uint8_t *out;
 	size_t out_off, out_len;
+	/* xport_tls_connect_ktls(): the traffic secrets, from the key log */
+	int ktls;
+	uint8_t secret[2][32];		/* [0] ours (client), [1] the server's */
+	int have_secret[2];
 };
 
 static SSL_CTX *tls_ctx[2];
@@ -148,6 +156,44 @@ static int tls_find_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SES
 	return 1;
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/*
+ * OpenSSL's key log ("LABEL client_random secret", hex): the only way it
+ * gives out TLS 1.3 traffic secrets, which kernel TLS needs. Kept only for a
+ * connection that asked (xport_tls_connect_ktls()).
+ */
+static void tls_keylog(const SSL *ssl, const char *line)
+{
+	struct xport_tls *t = SSL_get_app_data(ssl);
+	const char *hex = strrchr(line, ' ');
+	int dir, i;
+
+	if (!t || !t->ktls || !hex)
+		return;
+	if (!strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24))
+		dir = 0;
+	else if (!strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24))
+		dir = 1;
+	else
+		return;
+	hex++;
+	if (strlen(hex) != 2 * sizeof(t->secret[dir]))
+		return;
+	for (i = 0; i < (int)sizeof(t->secret[dir]); i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return;
+		t->secret[dir][i] = (uint8_t)(hi << 4 | lo);
+	}
+	t->have_secret[dir] = 1;
+}
+
 static SSL_CTX *tls_ctx_make(int server)
 {
 	SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
@@ -169,6 +215,7 @@ static SSL_CTX *tls_ctx_make(int server)
 		SSL_CTX_set_psk_find_session_callback(ctx, tls_find_psk);
 	} else {
 		SSL_CTX_set_psk_use_session_callback(ctx, tls_use_psk);
+		SSL_CTX_set_keylog_callback(ctx, tls_keylog);
 	}
 	return ctx;
 }
@@ -328,8 +375,9 @@ static int tls_result(struct xport_tls *t, int ret, const char **why)
 	}
 }
 
-int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
-		      const char *peer, struct xport_tls **out)
+static int tls_client_handshake(int fd, const struct xport_tls_client *cred,
+				int64_t deadline_ms, const char *peer, int ktls,
+				struct xport_tls **out)
 {
 	struct xport_tls *t;
 	const char *why;
@@ -341,6 +389,11 @@ int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadl
 	if (err)
 		return err;
 	t->client = *cred;
+	if (ktls) {
+		/* record by record: nothing past the handshake may stay inside OpenSSL */
+		t->ktls = 1;
+		SSL_set_read_ahead(t->ssl, 0);
+	}
 	for (;;) {
 		struct pollfd pfd = { .fd = fd };
 		struct timespec ts;
@@ -394,6 +447,90 @@ int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadl
 fail:
 	ERR_clear_error();
 	xport_tls_free(t);
+	return err;
+}
+
+int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
+		      const char *peer, struct xport_tls **out)
+{
+	return tls_client_handshake(fd, cred, deadline_ms, peer, 0, out);
+}
+
+/* RFC 8446 7.1 HKDF-Expand-Label(secret, label, "", len) for len <= 32: one HMAC. */
+static void tls13_expand_label(const uint8_t secret[32], const char *label, uint8_t *out,
+			       size_t len)
+{
+	uint8_t info[2 + 1 + 6 + 16 + 1 + 1], mac[32];
+	size_t n = 0, l = strlen(label);
+	unsigned int maclen = sizeof(mac);
+
+	info[n++] = 0;
+	info[n++] = (uint8_t)len;
+	info[n++] = (uint8_t)(6 + l);
+	memcpy(info + n, "tls13 ", 6);
+	n += 6;
+	memcpy(info + n, label, l);
+	n += l;
+	info[n++] = 0;		/* empty context */
+	info[n++] = 1;		/* T(1) */
+	HMAC(EVP_sha256(), secret, 32, info, n, mac, &maclen);
+	memcpy(out, mac, len);
+	OPENSSL_cleanse(mac, sizeof(mac));
+}
+
+#ifndef SOL_TLS
+#define SOL_TLS 282
+#endif
+
+static int ktls_set(int fd, int dir_opt, const uint8_t secret[32])
+{
+	struct tls12_crypto_info_aes_gcm_128 ci;
+	uint8_t iv[12];
+	int err = 0;
+
+	memset(&ci, 0, sizeof(ci));
+	ci.info.version = TLS_1_3_VERSION;
+	ci.info.cipher_type = TLS_CIPHER_AES_GCM_128;
+	tls13_expand_label(secret, "key", ci.key, sizeof(ci.key));
+	tls13_expand_label(secret, "iv", iv, sizeof(iv));
+	memcpy(ci.salt, iv, sizeof(ci.salt));
+	memcpy(ci.iv, iv + sizeof(ci.salt), sizeof(ci.iv));
+	/* rec_seq 0: nothing was sent or received under the traffic keys yet */
+	if (setsockopt(fd, SOL_TLS, dir_opt, &ci, sizeof(ci)) < 0)
+		err = -errno;
+	OPENSSL_cleanse(&ci, sizeof(ci));
+	OPENSSL_cleanse(iv, sizeof(iv));
+	return err;
+}
+
+int xport_tls_connect_ktls(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
+			   const char *peer)
+{
+	struct xport_tls *t;
+	int err;
+
+	err = tls_client_handshake(fd, cred, deadline_ms, peer, 1, &t);
+	if (err)
+		return err;
+	if (!t->have_secret[0] || !t->have_secret[1] || SSL_has_pending(t->ssl)) {
+		log_warn("%s: TLS: no traffic keys for kernel TLS", peer);
+		err = -EPROTO;
+		goto out;
+	}
+	if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) < 0) {
+		err = errno == ENOENT || errno == ENOPROTOOPT ? -EPROTONOSUPPORT : -errno;
+		log_warn("%s: kernel TLS: %s", peer, err == -EPROTONOSUPPORT ?
+			 "this kernel has no tls module" : strerror(-err));
+		goto out;
+	}
+	err = ktls_set(fd, TLS_TX, t->secret[0]);
+	if (!err)
+		err = ktls_set(fd, TLS_RX, t->secret[1]);
+	if (err)
+		log_warn("%s: kernel TLS keys refused: %s", peer, strerror(-err));
+out:
+	OPENSSL_cleanse(t->secret, sizeof(t->secret));
+	xport_tls_free(t);	/* SSL_free() sends nothing: the socket is the kernel's now */
 	return err;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xport_tls.h - TLS 1.3 on one TCP connection, for the tls:// scheme of
- * xport_tcp.c (internal to lib/).
+ * xport_tcp.c (internal to lib/, and the kernel client's helper, which hands
+ * its tls:// sockets to kernel TLS: xport_tls_connect_ktls()).
  *
  * Peers authenticate with external pre-shared keys, not certificates: the PSK
  * identity is the rdfs claim ("server", "node:NAME:GEN", "client", ...) and the
@@ -56,6 +57,17 @@ struct xport_tls_server {
  */
 int xport_tls_connect(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
 		      const char *peer, struct xport_tls **out);
+
+/*
+ * Client side, for a socket the kernel will own (the kernel client's tls://
+ * data path): run the handshake as xport_tls_connect() does, then hand the
+ * traffic keys to kernel TLS (TCP_ULP "tls", TLS_TX and TLS_RX), so plain
+ * read()/write() and the kernel's own sendmsg()/recvmsg() on @fd are TLS
+ * records from then on; no OpenSSL state is left. Errors as
+ * xport_tls_connect(), and -EPROTONOSUPPORT when this kernel has no kTLS.
+ */
+int xport_tls_connect_ktls(int fd, const struct xport_tls_client *cred, int64_t deadline_ms,
+			   const char *peer);
 
 /* Server side: a new connection on @fd whose handshake xport_tls_handshake() runs. */
 int xport_tls_accept(int fd, const struct xport_tls_server *cred, const char *peer,

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * ioconn.c - what RDFS_DEV_CONNECT hands the kernel module for an I/O server:
- * for tcp:// an authenticated TCP socket; for rdma:// an authenticator, one
+ * for tcp:// an authenticated TCP socket; for tls:// the same inside kernel
+ * TLS (the handshake here, the records in the kernel); for rdma:// an authenticator, one
  * end of a socket pair whose other end answers the one challenge of the
  * module's own RDMA connection (rdfs_dev_abi.h). Either way the cluster secret
  * stays in user space while file data flows in the kernel.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -26,6 +29,7 @@
 #include "log.h"
 #include "rdfs_dev_abi.h"
 #include "rdfs.pb-c.h"
+#include "xport_tls.h"
 
 static int io_full(int fd, void *buf, size_t len, int rd, int timeout_ms)
 {
@@ -250,18 +254,44 @@ fail:
 	return err;
 }
 
+/*
+ * tls://: TLS 1.3 with the claim's PSK, then the traffic keys go to kernel TLS
+ * (lib/xport_tls.h), so the module's sendmsg()/recvmsg() on the socket are
+ * TLS records and the key stays here; the rdfs handshake then runs inside.
+ */
+static int ktls_handshake(int fd, const char *url, const struct auth_secret *secret,
+			  const char *claim, int timeout_ms)
+{
+	struct xport_tls_client cred;
+	struct timespec ts;
+	int64_t deadline;
+	int flags, err;
+
+	memset(&cred, 0, sizeof(cred));
+	if (snprintf(cred.identity, sizeof(cred.identity), "%s", claim) >=
+	    (int)sizeof(cred.identity))
+		return -EINVAL;
+	auth_tls_psk(secret, cred.psk);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
+	flags = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	err = xport_tls_connect_ktls(fd, &cred, deadline, url);
+	fcntl(fd, F_SETFL, flags);
+	OPENSSL_cleanse(&cred, sizeof(cred));
+	return err;
+}
+
 int ioconn_connect(const char *url, const struct auth_secret *secret, const char *claim,
 		   int timeout_ms)
 {
 	struct addrinfo *ai;
-	int fd, err, one = 1;
+	int fd, err, one = 1, tls;
 
 	if (!strncmp(url, "rdma://", 7))
 		return rdma_authenticator(url, secret, claim, timeout_ms);
-	/* the module's socket would need kernel TLS; until then say so, not EINVAL */
-	if (!strncmp(url, "tls://", 6))
-		return -EPROTONOSUPPORT;
-	if (strncmp(url, "tcp://", 6))
+	tls = !strncmp(url, "tls://", 6);
+	if (strncmp(url, "tcp://", 6) && !tls)
 		return -EINVAL;
 	err = resolve_url(url, 6, &ai);
 	if (err)
@@ -276,7 +306,10 @@ int ioconn_connect(const char *url, const struct auth_secret *secret, const char
 	freeaddrinfo(ai);
 	if (!err) {
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		err = handshake(fd, secret, claim, timeout_ms);
+		if (tls)
+			err = ktls_handshake(fd, url, secret, claim, timeout_ms);
+		if (!err)
+			err = handshake(fd, secret, claim, timeout_ms);
 	}
 	if (err) {
 		close(fd);

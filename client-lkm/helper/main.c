@@ -32,7 +32,7 @@ static const char usage_text[] =
 "    " PROG " - the user-space helper of the rdfs kernel client\n"
 "\n"
 "SYNOPSIS\n"
-"    " PROG " [-f] [-o OPTION[,OPTION...]] [tcp://]HOST[:PORT] MOUNTPOINT\n"
+"    " PROG " [-f] [-o OPTION[,OPTION...]] [tcp://|tls://]HOST[:PORT] MOUNTPOINT\n"
 "    mount.rdfs HOST:PORT MOUNTPOINT [-o OPTIONS]   (what mount -t rdfs runs)\n"
 "\n"
 "DESCRIPTION\n"
@@ -42,7 +42,10 @@ static const char usage_text[] =
 "    file descriptor in the mount data. It then answers the module's namespace,\n"
 "    layout and connect requests until the file system is unmounted, and exits.\n"
 "    File data does not pass through it: the module moves it between the page\n"
-"    cache and the I/O servers on sockets this helper authenticated.\n"
+"    cache and the I/O servers on sockets this helper authenticated. With\n"
+"    tls:// (the metaserver's, and I/O servers that advertise tls://), the\n"
+"    helper runs the TLS 1.3 handshake and hands the traffic keys to kernel TLS\n"
+"    (the tls module): the module's data is encrypted, the key stays here.\n"
 "    Unless -f is given it returns once the mount is up (errors are printed\n"
 "    first). If the helper dies, the mount's operations fail with EIO and\n"
 "    umount still works.\n"
@@ -173,10 +176,12 @@ static int parse_o(struct cmdline *cl, char *opts)
 	return 0;
 }
 
-/* [tcp://]HOST[:PORT] -> tcp://HOST:PORT */
+/* [tcp://|tls://]HOST[:PORT] -> SCHEME://HOST:PORT (tcp by default) */
 static int spec_to_url(const char *spec, char *url, size_t size)
 {
-	const char *host = strncmp(spec, "tcp://", 6) ? spec : spec + 6;
+	const char *scheme = !strncmp(spec, "tls://", 6) ? "tls" : "tcp";
+	const char *host = strncmp(spec, "tcp://", 6) && strncmp(spec, "tls://", 6) ? spec :
+			   spec + 6;
 	const char *colon = strrchr(host, ':');
 	int n;
 
@@ -184,7 +189,7 @@ static int spec_to_url(const char *spec, char *url, size_t size)
 		return -1;
 	if (colon && !strchr(host, ']') && strchr(host, ':') != colon)
 		colon = NULL;	/* a bare IPv6 address */
-	n = snprintf(url, size, "tcp://%s%s", host, colon ? "" : ":" DEFAULT_PORT);
+	n = snprintf(url, size, "%s://%s%s", scheme, host, colon ? "" : ":" DEFAULT_PORT);
 	return n > 0 && (size_t)n < size ? 0 : -1;
 }
 

@@ -422,8 +422,8 @@ static int op_connect(struct msg *m)
 	fd = ioconn_connect(url, &c->opts.secret, c->opts.role, m->h->timeout_ms);
 	if (fd < 0) {
 		log_msg(LOG_LVL_WARN, "I/O server %u (%s): %s", cr->server_id, url,
-			fd == -EPROTONOSUPPORT ? "the kernel client cannot reach tls:// I/O "
-			"servers (no TLS in its data path); use rdfs-fuse" : strerror(-fd));
+			fd == -EPROTONOSUPPORT ? "tls:// needs kernel TLS (the tls module), "
+			"which this kernel does not have" : strerror(-fd));
 		return -EIO;
 	}
 	m->rep->fd = fd;

@@ -27,7 +27,8 @@ from conftest import (BIN, MiB, _start, _stop, assert_bytes_equal, drop_cache, f
                       fuse_only, run)
 from test_trust import node_add
 
-pytestmark = fuse_only("the kernel client's data path does not speak TLS")
+pytestmark = fuse_only("openssl s_client and rdfs-fuse here; the kernel client over tls:// "
+                       "is tests/vm/suite.d/lkm-tls")
 
 SUITE = "TLS_AES_128_GCM_SHA256"
 
