@@ -20,16 +20,15 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "xport_test_server.h"
 
 extern "C" {
 #include "rpc.h"
@@ -45,27 +44,13 @@ extern char **environ;
 
 namespace {
 
-/* Liveness bound for waits: TCG + Soft-RoCE moves ~10 MB/s. Never a speed test. */
-const int kWaitMs = 120000;
-
-const char *test_rdma_addr()
-{
-	const char *a = getenv("RDFS_TEST_RDMA_ADDR");
-
-	return a && *a ? a : nullptr;
-}
-
-#define NEED_RDMA()                                                                  \
-	do {                                                                         \
-		if (!test_rdma_addr())                                                    \
-			GTEST_SKIP() << "RDFS_TEST_RDMA_ADDR unset: no RDMA device "  \
-					"(run in tests/vm/run --rdma)";              \
-	} while (0)
-
-std::string rdma_url(int port)
-{
-	return std::string("rdma://") + test_rdma_addr() + ":" + std::to_string(port);
-}
+using xport_testing::kWaitMs;
+using xport_testing::make_hdr;
+using xport_testing::pattern;
+using xport_testing::rdma_url;
+using xport_testing::Server;
+using xport_testing::ServerOptions;
+using xport_testing::test_rdma_addr;
 
 /* The eager limit: a frame of this much body + data goes as one SEND. */
 uint32_t eager_payload()
@@ -75,281 +60,39 @@ uint32_t eager_payload()
 	return (s ? (uint32_t)strtoul(s, nullptr, 0) : 32768u) - 44;
 }
 
-struct rdfs_frame_hdr make_hdr(uint16_t op, uint32_t tag, uint32_t body_len, uint32_t data_len)
-{
-	struct rdfs_frame_hdr h = {};
-
-	h.magic = RDFS_FRAME_MAGIC;
-	h.version = RDFS_FRAME_VERSION;
-	h.opcode = op;
-	h.tag = tag;
-	h.body_len = body_len;
-	h.data_len = data_len;
-	return h;
-}
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed)
-{
-	std::vector<uint8_t> v(n);
-	std::mt19937 rng(seed);
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = (uint8_t)rng();
-	return v;
-}
-
 /*
- * A server context with its own progress thread. Echo mode replies to each
- * message with the same body and data (sent zero-copy, owned by the message
- * until its completion); sink mode keeps what it gets. Connections may be
- * paused at accept and limited in what they receive.
+ * The shared test server on rdma:// (NEED_RDMA() first): it accepts rdma://
+ * peers only, sets their receive limits (RDFS_MAX_BODY, RDFS_MAX_DATA unless
+ * the test lowers the data's) and echoes each message with the same body and
+ * data, sent zero-copy (owned by the message until its completion). Tests
+ * make it hold what it gets instead, pause connections at accept, or limit
+ * what they send and receive.
  */
-class Server {
-public:
-	explicit Server(bool echo = true, bool pause_at_accept = false, uint32_t max_data = RDFS_MAX_DATA)
-		: echo_(echo), pause_(pause_at_accept), max_data_(max_data)
-	{
-		start();
-	}
-	/*
-	 * Answer every request with @reply_size bytes of pattern(size, tag) instead
-	 * of an echo: from a fresh buffer each time, or (@declared) from one
-	 * long-lived buffer declared with xport_mem_register() (one request at a time).
-	 */
-	static Server *answering(uint32_t reply_size, bool declared = false)
-	{
-		Server *s = new Server(reply_size);
+ServerOptions rdma_server()
+{
+	ServerOptions o;
 
-		if (declared) {
-			s->pool_.resize(reply_size);
-			EXPECT_EQ(0, xport_mem_register(s->pool_.data(), s->pool_.size()));
-		}
-		s->start();
-		return s;
-	}
-	void start()
-	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx_));
-		EXPECT_EQ(0, xport_listen(ctx_, rdma_url(0).c_str(), &l_));
-		url_ = xport_listener_url(l_);
-		thread_ = std::thread([this] { run(); });
-	}
-	~Server()
-	{
-		if (!ctx_)
-			return;
-		stop_ = true;
-		xport_ctx_wake(ctx_, nullptr);
-		thread_.join();
-		if (!pool_.empty()) {
-			EXPECT_EQ(0, xport_mem_deregister(pool_.data(), pool_.size()));
-		}
-		for (auto *c : conns_)
-			xport_conn_put(c);
-		for (auto *m : got_)
-			xport_msg_free(m);
-		xport_ctx_destroy(ctx_);
-	}
-	const std::string &url() const { return url_; }
-	int accepted() const { return accepted_.load(); }
-	size_t received()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		return got_.size();
-	}
-	std::vector<struct xport_msg *> take()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		auto v = got_;
-		got_.clear();
-		return v;
-	}
-	std::vector<int> closed()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		return closed_;
-	}
-	bool wait_closed(size_t n)
-	{
-		for (int i = 0; i < kWaitMs / 10; i++) {
-			if (closed().size() >= n)
-				return true;
-			usleep(10000);
-		}
-		return false;
-	}
-	void resume_all()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		for (auto *c : conns_)
-			xport_conn_pause_rx(c, 0);
-	}
-
-private:
-	explicit Server(uint32_t reply_size) : echo_(true), pause_(false), max_data_(RDFS_MAX_DATA),
-					       reply_size_(reply_size) {}
-	void run()
-	{
-		struct xport_event ev[32];
-
-		while (!stop_) {
-			int n = xport_test(ctx_, ev, 32, -1);
-
-			ASSERT_GE(n, 0);
-			for (int i = 0; i < n; i++)
-				handle(&ev[i]);
-		}
-	}
-	void handle(struct xport_event *ev)
-	{
-		switch (ev->type) {
-		case XPORT_EV_ACCEPT: {
-			std::lock_guard<std::mutex> g(mu_);
-			EXPECT_EQ(0, strncmp(xport_conn_peer(ev->conn), "rdma://", 7));
-			xport_conn_set_rx_limits(ev->conn, RDFS_MAX_BODY, max_data_);
-			if (tx_limit_)
-				xport_conn_set_tx_limit(ev->conn, tx_limit_);
-			if (rx_budget_msgs_)
-				xport_conn_set_rx_budget(ev->conn, rx_budget_msgs_, 0);
-			if (pause_)
-				xport_conn_pause_rx(ev->conn, 1);
-			conns_.insert(ev->conn);
-			accepted_++;
-			break;
-		}
-		case XPORT_EV_RECV: {
-			struct xport_msg *m = ev->msg;
-
-			requests_++;
-			if (!echo_) {
-				std::lock_guard<std::mutex> g(mu_);
-				got_.push_back(m);
-				break;
-			}
-			struct rdfs_frame_hdr h = m->hdr;
-			struct iovec iov = { m->data, m->hdr.data_len };
-
-			h.flags |= RDFS_FRAME_REPLY;
-			if (reply_size_) {
-				/* A fresh buffer per reply: its registration must be too. */
-				auto *r = new Reply{ nullptr, pattern(reply_size_, m->hdr.tag) };
-
-				xport_msg_free(m);
-				h.body_len = 0;
-				h.data_len = reply_size_;
-				iov = { r->data.data(), r->data.size() };
-				if (!pool_.empty()) {
-					memcpy(pool_.data(), r->data.data(), reply_size_);
-					iov.iov_base = pool_.data();
-				}
-				EXPECT_EQ(0, xport_post_send(ev->conn, &h, nullptr, &iov, 1, r));
-				break;
-			}
-			EXPECT_EQ(0, xport_post_send(ev->conn, &h, m->body, &iov,
-						     m->hdr.data_len ? 1 : 0, new Reply{ m, {} }));
-			if (hang_up_after_reply_)
-				xport_conn_close_when_sent(ev->conn);
-			break;
-		}
-		case XPORT_EV_SEND: {
-			auto *r = static_cast<Reply *>(ev->user);
-
-			/* Cancelled when the peer went away before reading it. */
-			EXPECT_TRUE(ev->status == 0 || ev->status == -ECANCELED) << ev->status;
-			xport_msg_free(r->msg);
-			delete r;
-			sends_done_++;
-			break;
-		}
-		case XPORT_EV_CLOSED: {
-			std::lock_guard<std::mutex> g(mu_);
-			closed_.push_back(ev->status);
-			if (conns_.erase(ev->conn))
-				xport_conn_put(ev->conn);
-			break;
-		}
-		default:
-			break;
-		}
-	}
-
-	struct Reply {
-		struct xport_msg *msg;
-		std::vector<uint8_t> data;
+	o.url = rdma_url(0);
+	o.zero_copy = true;
+	o.rx_max_data = RDFS_MAX_DATA;
+	o.liveness_ms = kWaitMs;
+	o.on_accept = [](struct xport_conn *conn) {
+		EXPECT_EQ(0, strncmp(xport_conn_peer(conn), "rdma://", 7));
 	};
+	return o;
+}
 
-	bool echo_, pause_;
-	uint32_t max_data_;
-	uint32_t reply_size_ = 0;
-	std::vector<uint8_t> pool_;	/* declared reply buffer */
-	struct xport_ctx *ctx_ = nullptr;
-	struct xport_listener *l_ = nullptr;
-	std::string url_;
-	std::thread thread_;
-	std::atomic<bool> stop_{false};
-	std::mutex mu_;
-	std::set<struct xport_conn *> conns_;
-	std::vector<struct xport_msg *> got_;
-	std::vector<int> closed_;
-	std::atomic<int> accepted_{0};
-
-public:
-	std::atomic<int> sends_done_{0};
-	std::atomic<bool> hang_up_after_reply_{false};
-	std::atomic<size_t> tx_limit_{0};
-	std::atomic<unsigned int> rx_budget_msgs_{0};	/* set at accept when not 0 */
-	std::atomic<int> requests_{0};
-};
-
-/* A client context driven by the test thread. */
-struct Client {
-	struct xport_ctx *ctx = nullptr;
-	struct xport_conn *conn = nullptr;
-	std::map<void *, int> sent;		/* EV_SEND statuses by user pointer */
-	int closed = 0, closed_status = 1;
-
-	explicit Client(const std::string &url)
+/* The shared client, with a connect timeout and liveness bound for rdma://. */
+struct Client : xport_testing::Client {
+	explicit Client(const std::string &url) : xport_testing::Client(url, options()) {}
+	static xport_testing::ClientOptions options()
 	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx));
-		EXPECT_EQ(0, xport_connect(ctx, url.c_str(), 20000, &conn));
-	}
-	~Client()
-	{
-		if (conn)
-			xport_conn_put(conn);
-		xport_ctx_destroy(ctx);
-	}
-	/*
-	 * Up to @n messages, bounded wait; fewer if the connection closed. Runs
-	 * the context at least once (n = 0: once, for up to @wait_ms).
-	 */
-	std::vector<struct xport_msg *> recv(size_t n, int wait_ms = kWaitMs)
-	{
-		std::vector<struct xport_msg *> out;
-		struct xport_event ev[32];
-		int waited = 0;
+		xport_testing::ClientOptions o;
 
-		do {
-			int step = wait_ms < 100 ? wait_ms : 100;
-			int k = xport_test(ctx, ev, 32, step);
-
-			for (int i = 0; i < k; i++)
-				note(&ev[i], &out);
-			waited += step ? step : 1;
-		} while (out.size() < n && !closed && waited < wait_ms);
-		return out;
+		o.timeout_ms = 20000;
+		o.liveness_ms = kWaitMs;
+		return o;
 	}
-	void note(struct xport_event *ev, std::vector<struct xport_msg *> *out)
-	{
-		if (ev->type == XPORT_EV_RECV)
-			out->push_back(ev->msg);
-		else if (ev->type == XPORT_EV_SEND)
-			sent[ev->user] = ev->status;
-		else if (ev->type == XPORT_EV_CLOSED)
-			closed++, closed_status = ev->status;
-	}
-	/* Run the context for @ms, collecting events, for things that should not happen. */
-	std::vector<struct xport_msg *> idle(int ms) { return recv(SIZE_MAX, ms); }
 };
 
 void free_all(std::vector<struct xport_msg *> &v)
@@ -426,7 +169,7 @@ TEST(VerbsNoDevice, ListenAndConnectFailCleanlyWithoutRdma)
 TEST(VerbsRdma, ConnectAcceptAndPeerUrls)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	Client c(s.url());
 
 	ASSERT_NE(nullptr, c.conn);
@@ -439,7 +182,7 @@ TEST(VerbsRdma, ConnectAcceptAndPeerUrls)
 TEST(VerbsRdma, EverySizeClassRoundTripsByteForByte)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	Client c(s.url());
 	uint32_t e = eager_payload();
 
@@ -458,7 +201,7 @@ TEST(VerbsRdma, EverySizeClassRoundTripsByteForByte)
 TEST(VerbsRdma, DeclaredMemoryIsSentThroughWindows)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	Client c(s.url());
 	std::vector<uint8_t> pool(4u << 20);
 
@@ -506,7 +249,7 @@ TEST(VerbsRdma, DeclaredMemoryIsSentThroughWindows)
 TEST(VerbsRdma, SteadyStateRendezvousRegistersNothing)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	Client c(s.url());
 	const uint32_t sizes[] = { eager_payload() + 1, 100000, 256u << 10, 1u << 20 };
 	std::vector<uint8_t> pool(1u << 20);
@@ -555,7 +298,7 @@ TEST(VerbsRdma, SteadyStateRendezvousRegistersNothing)
 TEST(VerbsRdma, ThousandSmallAndSixtyFourLargeInFlight)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	Client c(s.url());
 	const int small = 1000, large = 64;
 	std::vector<std::vector<uint8_t>> bufs;
@@ -588,7 +331,7 @@ TEST(VerbsRdma, ThousandSmallAndSixtyFourLargeInFlight)
 TEST(VerbsRdma, UnownedSendsLetTheCallerReuseItsBufferAtOnce)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	Client c(s.url());
 	std::vector<uint8_t> buf(100000);
 	const int n = 200;
@@ -616,7 +359,7 @@ TEST(VerbsRdma, UnownedSendsLetTheCallerReuseItsBufferAtOnce)
 TEST(VerbsRdma, PausedReceiverHoldsTheSenderBackThenGetsAllInOrder)
 {
 	NEED_RDMA();
-	Server s(false, true);
+	Server s(rdma_server().holding().paused_at_accept());
 	Client c(s.url());
 	const int n = 500;		/* far beyond the window of 64 */
 
@@ -630,12 +373,12 @@ TEST(VerbsRdma, PausedReceiverHoldsTheSenderBackThenGetsAllInOrder)
 	}
 	auto none = c.idle(2000);
 	EXPECT_TRUE(none.empty());
-	EXPECT_EQ(0u, s.received());		/* paused: nothing consumed */
+	EXPECT_EQ(0, s.received());		/* paused: nothing consumed */
 	EXPECT_GT(xport_conn_queued_bytes(c.conn), 0u);	/* the window closed on us */
 	EXPECT_EQ(0, c.closed);
 
 	s.resume_all();
-	for (int i = 0; i < kWaitMs / 100 && s.received() < (size_t)n; i++)
+	for (int i = 0; i < kWaitMs / 100 && s.received() < n; i++)
 		c.recv(0, 100);		/* keep our side moving: credits and DONEs */
 	auto got = s.take();
 	ASSERT_EQ((size_t)n, got.size());
@@ -661,8 +404,7 @@ TEST(VerbsRdma, PausedReceiverHoldsTheSenderBackThenGetsAllInOrder)
 TEST(VerbsRdma, ReceiveBudgetHoldsDeliveryAtTheBoundThenDeliversAllInOrder)
 {
 	NEED_RDMA();
-	Server s(false);
-	s.rx_budget_msgs_ = 8;
+	Server s(rdma_server().holding().with_rx_budget(8));
 	Client c(s.url());
 	const int n = 300;
 	std::vector<struct xport_msg *> held, all;
@@ -676,7 +418,7 @@ TEST(VerbsRdma, ReceiveBudgetHoldsDeliveryAtTheBoundThenDeliversAllInOrder)
 		ASSERT_EQ(0, xport_post_send(c.conn, &h, nullptr, &iov, 1, nullptr));
 	}
 	c.idle(2000);			/* time for anything unbounded to arrive */
-	EXPECT_EQ(8u, s.received()) << "delivered past the budget of 8";
+	EXPECT_EQ(8, s.received()) << "delivered past the budget of 8";
 	uint32_t next = 0;
 	size_t max_held = 0;
 
@@ -706,7 +448,7 @@ TEST(VerbsRdma, ReceiveBudgetHoldsDeliveryAtTheBoundThenDeliversAllInOrder)
 TEST(VerbsRdma, CloseCancelsOwnedSendsThenReportsClosedOnce)
 {
 	NEED_RDMA();
-	Server s(false, true);
+	Server s(rdma_server().holding().paused_at_accept());
 	Client c(s.url());
 	std::vector<std::vector<uint8_t>> bufs;
 	const int n = 100;
@@ -740,7 +482,7 @@ TEST(VerbsRdma, CloseCancelsOwnedSendsThenReportsClosedOnce)
 TEST(VerbsRdma, OversizedFrameClosesThatConnectionOnly)
 {
 	NEED_RDMA();
-	Server s(true, false, 64u << 10);
+	Server s(rdma_server().with_rx_max_data(64u << 10));
 	{
 		Client bad(s.url());
 		auto d = pattern(1u << 20, 1);
@@ -752,7 +494,7 @@ TEST(VerbsRdma, OversizedFrameClosesThatConnectionOnly)
 		EXPECT_TRUE(got.empty());
 		EXPECT_EQ(1, bad.closed);
 		ASSERT_TRUE(s.wait_closed(1));
-		EXPECT_EQ(-EMSGSIZE, s.closed()[0]);
+		EXPECT_EQ(-EMSGSIZE, s.closed_statuses()[0]);
 	}
 	Client good(s.url());
 	round_trip(good, 2, 10, 60000);
@@ -761,8 +503,7 @@ TEST(VerbsRdma, OversizedFrameClosesThatConnectionOnly)
 TEST(VerbsRdma, CloseWhenSentDeliversTheLastReplyFirst)
 {
 	NEED_RDMA();
-	Server s;
-	s.hang_up_after_reply_ = true;
+	Server s(rdma_server().hanging_up_after_reply());
 	Client c(s.url());
 	auto d = pattern(3u << 20, 77);
 	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, 77, 0, (uint32_t)d.size());
@@ -778,15 +519,14 @@ TEST(VerbsRdma, CloseWhenSentDeliversTheLastReplyFirst)
 	c.idle(3000);
 	EXPECT_EQ(1, c.closed);
 	ASSERT_TRUE(s.wait_closed(1));
-	EXPECT_EQ(0, s.closed()[0]);
-	EXPECT_EQ(1, s.sends_done_.load());
+	EXPECT_EQ(0, s.closed_statuses()[0]);
+	EXPECT_EQ(1, s.sends_done());
 }
 
 TEST(VerbsRdma, PeerThatDoesNotReadRepliesIsHeldBackByTheTxLimit)
 {
 	NEED_RDMA();
-	Server s;
-	s.tx_limit_ = 2u << 20;
+	Server s(rdma_server().with_tx_limit(2u << 20));
 	Client c(s.url());
 	const int n = 40;
 	auto d = pattern(1u << 20, 5);
@@ -800,7 +540,7 @@ TEST(VerbsRdma, PeerThatDoesNotReadRepliesIsHeldBackByTheTxLimit)
 		ASSERT_EQ(0, xport_post_send(c.conn, &h, nullptr, &iov, 1, nullptr));
 	}
 	c.idle(3000);
-	int taken = s.requests_.load();
+	int taken = s.received();
 	EXPECT_LT(taken, n);
 	EXPECT_GT(xport_conn_queued_bytes(c.conn), 0u);
 
@@ -812,7 +552,7 @@ TEST(VerbsRdma, PeerThatDoesNotReadRepliesIsHeldBackByTheTxLimit)
 		EXPECT_EQ(0, memcmp(d.data(), got[i]->data, d.size()));
 	}
 	free_all(got);
-	EXPECT_EQ(n, s.requests_.load());
+	EXPECT_EQ(n, s.received());
 }
 
 TEST(VerbsRdma, ConnectToAClosedPortIsRefused)
@@ -864,7 +604,7 @@ TEST(VerbsRdmaHelper, ConnectSendAndDie)
 TEST(VerbsRdma, KilledPeerIsClosedAndListenerKeepsServing)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	std::string env = "RDFS_VERBS_DIE_URL=" + s.url();
 	std::vector<char *> envp;
 	char exe[4096];
@@ -1212,7 +952,7 @@ std::vector<uint8_t> raw_control(uint8_t type, uint32_t cookie, uint16_t credits
 TEST(VerbsRdma, ForgedDescriptorClosesOnlyThatConnection)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	{
 		RawPeer raw(s.url());
 		ASSERT_TRUE(raw.ok());
@@ -1220,7 +960,7 @@ TEST(VerbsRdma, ForgedDescriptorClosesOnlyThatConnection)
 		ASSERT_EQ(IBV_WC_SUCCESS,
 			  raw.send(raw_rndv({ { 0x7f0000001000ull, 65536, 0x12345 } }, 65536, 1)));
 		ASSERT_TRUE(s.wait_closed(1));
-		EXPECT_EQ(-EIO, s.closed()[0]);
+		EXPECT_EQ(-EIO, s.closed_statuses()[0]);
 		EXPECT_EQ(RDMA_CM_EVENT_DISCONNECTED, raw.next_event());
 	}
 	Client good(s.url());
@@ -1230,7 +970,7 @@ TEST(VerbsRdma, ForgedDescriptorClosesOnlyThatConnection)
 TEST(VerbsRdma, MalformedMessagesCloseWithEproto)
 {
 	NEED_RDMA();
-	Server s;
+	Server s(rdma_server());
 	std::vector<std::vector<uint8_t>> bad;
 	std::vector<struct verbs_desc> many;
 
@@ -1247,7 +987,7 @@ TEST(VerbsRdma, MalformedMessagesCloseWithEproto)
 		ASSERT_TRUE(raw.ok());
 		ASSERT_EQ(IBV_WC_SUCCESS, raw.send(bad[i]));
 		ASSERT_TRUE(s.wait_closed(i + 1));
-		EXPECT_EQ(-EPROTO, s.closed()[i]) << "message " << i;
+		EXPECT_EQ(-EPROTO, s.closed_statuses()[i]) << "message " << i;
 	}
 	Client good(s.url());
 	round_trip(good, 4, 1, 10);
@@ -1256,7 +996,7 @@ TEST(VerbsRdma, MalformedMessagesCloseWithEproto)
 /* Each reply exposes its bytes under a key that dies with the send. */
 void expect_rkey_dies_with_its_send(bool declared)
 {
-	std::unique_ptr<Server> s(Server::answering(1u << 20, declared));
+	std::unique_ptr<Server> s(new Server(rdma_server().answering(1u << 20, declared)));
 	RawPeer raw(s->url());
 	struct verbs_msg m1, m2;
 	struct verbs_desc d1, d2;

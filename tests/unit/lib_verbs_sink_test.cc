@@ -15,12 +15,13 @@
 #include <string.h>
 
 #include <atomic>
+#include <chrono>
 #include <list>
-#include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "xport_test_server.h"
 
 extern "C" {
 #include "frame.h"
@@ -31,7 +32,10 @@ extern "C" {
 
 namespace {
 
-const int kWaitMs = 120000;
+using xport_testing::kWaitMs;
+using xport_testing::make_hdr;
+using xport_testing::pattern;
+using xport_testing::rdma_url;
 
 enum plan { PLAN_NOW = 1, PLAN_LATE = 2, PLAN_HOLD = 3 };
 
@@ -40,58 +44,43 @@ struct ask {
 	uint32_t unit, total, plan;
 };
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed)
-{
-	std::vector<uint8_t> v(n);
-	std::mt19937 rng(seed);
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = (uint8_t)rng();
-	return v;
-}
-
-struct rdfs_frame_hdr make_hdr(uint16_t op, uint32_t tag, uint8_t flags, uint32_t body_len)
-{
-	struct rdfs_frame_hdr h = {};
-
-	h.magic = RDFS_FRAME_MAGIC;
-	h.version = RDFS_FRAME_VERSION;
-	h.opcode = op;
-	h.flags = flags;
-	h.tag = tag;
-	h.body_len = body_len;
-	return h;
-}
-
 /*
- * Answers a READ that carries a sink by writing pattern(total, tag) into it
- * unit by unit, then a final frame. PLAN_LATE keeps the sink and writes into
- * it again when a PING comes; PLAN_HOLD writes nothing until the PING (which
- * writes into a kept PLAN_LATE sink first, if there is one).
+ * The shared test server, answering a READ that carries a sink by writing
+ * pattern(total, tag) into it unit by unit, then a final frame. PLAN_LATE
+ * keeps the sink and writes into it again when a PING comes; PLAN_HOLD writes
+ * nothing until the PING (which writes into a kept PLAN_LATE sink first, if
+ * there is one).
  */
 class Server {
 public:
-	explicit Server(const std::string &url)
-	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx_));
-		EXPECT_EQ(0, xport_listen(ctx_, url.c_str(), &l_));
-		url_ = xport_listener_url(l_);
-		thread_ = std::thread([this] { run(); });
-	}
+	explicit Server(const std::string &url) : srv_(options(url)) {}
 	~Server()
 	{
-		stop_ = true;
-		xport_ctx_wake(ctx_, nullptr);
-		thread_.join();
+		srv_.stop();	/* no handler runs past here */
 		free(kept_);
 		free(held_.sink);
-		xport_ctx_destroy(ctx_);
 	}
-	const std::string &url() const { return url_; }
-	std::atomic<int> send_errors{0}, closed{0}, sent_ok{0};
+	const std::string &url() const { return srv_.url(); }
+	std::atomic<int> send_errors{0};
 	std::atomic<int> post_err{0};
 
 private:
+	xport_testing::ServerOptions options(const std::string &url)
+	{
+		xport_testing::ServerOptions o;
+
+		o.url = url;
+		o.liveness_ms = kWaitMs;
+		o.on_recv = [this](struct xport_conn *conn, struct xport_msg *m) {
+			handle(conn, m);
+			return true;
+		};
+		o.on_send = [this](const struct xport_event *ev) {
+			if (ev->status)
+				send_errors++;
+		};
+		return o;
+	}
 	void write_units(struct xport_conn *conn, const struct xport_sink *sink, uint32_t tag,
 			 uint32_t unit, uint32_t total, bool final)
 	{
@@ -101,47 +90,18 @@ private:
 		for (uint32_t off = 0; off < total; off += unit) {
 			uint32_t len = total - off < unit ? total - off : unit;
 			struct iovec iov = { src.data() + off, len };
-			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, tag,
-							   RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0);
+			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, tag, 0, 0,
+							   RDFS_FRAME_REPLY | RDFS_FRAME_MORE);
 			int err = xport_post_write(conn, sink, off, &iov, 1, &h, nullptr, this);
 
 			if (err)
 				post_err = err;
 		}
 		if (final) {
-			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, tag, RDFS_FRAME_REPLY, 0);
+			struct rdfs_frame_hdr h =
+				make_hdr(RDFS_OP_READ, tag, 0, 0, RDFS_FRAME_REPLY);
 
 			EXPECT_EQ(0, xport_post_send(conn, &h, nullptr, nullptr, 0, nullptr));
-		}
-	}
-	void run()
-	{
-		struct xport_event ev[16];
-
-		while (!stop_) {
-			int n = xport_test(ctx_, ev, 16, 1000);
-
-			for (int i = 0; i < n; i++) {
-				switch (ev[i].type) {
-				case XPORT_EV_ACCEPT:
-					xport_conn_put(ev[i].conn);
-					break;
-				case XPORT_EV_SEND:
-					if (ev[i].status)
-						send_errors++;
-					else
-						sent_ok++;
-					break;
-				case XPORT_EV_CLOSED:
-					closed++;
-					break;
-				case XPORT_EV_RECV:
-					handle(ev[i].conn, ev[i].msg);
-					break;
-				default:
-					break;
-				}
-			}
 		}
 	}
 	void handle(struct xport_conn *conn, struct xport_msg *m)
@@ -164,9 +124,9 @@ private:
 			/* TCP: no sink, the data goes in the frame as usual */
 			std::vector<uint8_t> src = pattern(a.total, m->hdr.tag);
 			struct iovec iov = { src.data(), src.size() };
-			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, m->hdr.tag, RDFS_FRAME_REPLY, 0);
+			struct rdfs_frame_hdr h =
+				make_hdr(RDFS_OP_READ, m->hdr.tag, 0, a.total, RDFS_FRAME_REPLY);
 
-			h.data_len = a.total;
 			EXPECT_EQ(0, xport_post_send(conn, &h, nullptr, &iov, 1, nullptr));
 			xport_msg_free(m);
 			return;
@@ -190,11 +150,6 @@ private:
 		xport_msg_free(m);
 	}
 
-	struct xport_ctx *ctx_ = nullptr;
-	struct xport_listener *l_ = nullptr;
-	std::string url_;
-	std::thread thread_;
-	std::atomic<bool> stop_{false};
 	std::list<std::vector<uint8_t>> srcs_;	/* sources live until the end */
 	struct xport_sink *kept_ = nullptr;
 	uint32_t kept_tag_ = 0, kept_unit_ = 0, kept_total_ = 0;
@@ -202,23 +157,21 @@ private:
 		struct xport_sink *sink;
 		uint32_t tag, unit, total;
 	} held_ = {};
+	xport_testing::Server srv_;	/* last: its thread starts once the rest is there */
 };
 
-class Client {
+/* The shared client, asking for data into sinks. */
+class Client : public xport_testing::Client {
 public:
-	explicit Client(const std::string &url)
+	explicit Client(const std::string &url) : xport_testing::Client(url, options()) {}
+	static xport_testing::ClientOptions options()
 	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx_));
-		EXPECT_EQ(0, xport_connect(ctx_, url.c_str(), kWaitMs, &conn_));
+		xport_testing::ClientOptions o;
+
+		o.timeout_ms = kWaitMs;
+		o.liveness_ms = kWaitMs;
+		return o;
 	}
-	~Client()
-	{
-		if (conn_)
-			xport_conn_put(conn_);
-		xport_ctx_destroy(ctx_);
-	}
-	bool ok() const { return conn_ != nullptr; }
-	struct xport_conn *conn() { return conn_; }
 
 	/* Post a READ exposing @dest, split into @pieces iovecs. */
 	int ask(uint32_t tag, std::vector<uint8_t> &dest, uint32_t unit, uint32_t plan,
@@ -239,16 +192,16 @@ public:
 			sink.push_back({ dest + off, len });
 			off += len;
 		}
-		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, tag, 0, sizeof(a));
+		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, tag, sizeof(a), 0);
 
-		return xport_post_send_sink(conn_, &h, &a, nullptr, 0, sink.data(),
+		return xport_post_send_sink(conn, &h, &a, nullptr, 0, sink.data(),
 					    (int)sink.size(), nullptr);
 	}
 	int ping()
 	{
 		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_PING, 99, 0, 0);
 
-		return xport_post_send(conn_, &h, nullptr, nullptr, 0, nullptr);
+		return xport_post_send(conn, &h, nullptr, nullptr, 0, nullptr);
 	}
 	/*
 	 * Receive the reply to @tag up to its final frame; the placed byte count
@@ -260,7 +213,7 @@ public:
 
 		*placed = 0;
 		for (;;) {
-			int n = xport_test(ctx_, &ev, 1, kWaitMs);
+			int n = xport_test(ctx, &ev, 1, kWaitMs);
 
 			if (n != 1)
 				return false;
@@ -287,7 +240,7 @@ public:
 		struct xport_event ev;
 
 		for (;;) {
-			int n = xport_test(ctx_, &ev, 1, kWaitMs);
+			int n = xport_test(ctx, &ev, 1, kWaitMs);
 
 			if (n != 1)
 				return false;
@@ -297,27 +250,7 @@ public:
 				return true;
 		}
 	}
-
-private:
-	struct xport_ctx *ctx_ = nullptr;
-	struct xport_conn *conn_ = nullptr;
 };
-
-const char *test_rdma_addr()
-{
-	const char *a = getenv("RDFS_TEST_RDMA_ADDR");
-
-	return a && *a ? a : nullptr;
-}
-
-#define NEED_RDMA()                                                                  \
-	do {                                                                         \
-		if (!test_rdma_addr())                                               \
-			GTEST_SKIP() << "RDFS_TEST_RDMA_ADDR unset: no RDMA device "  \
-					"(run in tests/vm/run --rdma)";              \
-	} while (0)
-
-std::string rdma_url() { return std::string("rdma://") + test_rdma_addr() + ":0"; }
 
 bool wait_for(const std::atomic<int> &v, int want)
 {
@@ -329,10 +262,10 @@ bool wait_for(const std::atomic<int> &v, int want)
 TEST(VerbsSink, ServerWritesEachUnitIntoTheClientsBufferByteForByte)
 {
 	NEED_RDMA();
-	Server s(rdma_url());
+	Server s(rdma_url(0));
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
-	EXPECT_EQ(XPORT_CAP_RDMA, xport_conn_caps(c.conn()) & XPORT_CAP_RDMA);
+	EXPECT_EQ(XPORT_CAP_RDMA, xport_conn_caps(c.conn) & XPORT_CAP_RDMA);
 	const uint32_t units[] = { 4096, 12345, 128u << 10, 1u << 20 };
 	const uint32_t totals[] = { 4096, 100000, 1u << 20, 4u << 20 };
 	uint32_t tag = 1;
@@ -373,7 +306,7 @@ struct Declared {
 TEST(VerbsSink, DeclaredSinkIsExposedThroughWindowsWithoutRegistering)
 {
 	NEED_RDMA();
-	Server s(rdma_url());
+	Server s(rdma_url(0));
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
 	Declared mem(1u << 20, 0);
@@ -414,7 +347,7 @@ TEST(VerbsSink, DeclaredSinkIsExposedThroughWindowsWithoutRegistering)
 TEST(VerbsSink, StaleWindowKeyOfAFinishedSinkFailsWhileANewOneIsLive)
 {
 	NEED_RDMA();
-	Server s(rdma_url());
+	Server s(rdma_url(0));
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
 	Declared mem(256u << 10, 0);
@@ -438,14 +371,14 @@ TEST(VerbsSink, StaleWindowKeyOfAFinishedSinkFailsWhileANewOneIsLive)
 TEST(VerbsSink, CancelledDeclaredSinkRefusesWrites)
 {
 	NEED_RDMA();
-	Server s(rdma_url());
+	Server s(rdma_url(0));
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
 	Declared mem(64u << 10, 0x33);
 
 	ASSERT_EQ(0, c.ask_into(8, mem.v.data(), mem.v.size(), 16u << 10, PLAN_HOLD, 1));
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
-	xport_sink_cancel(c.conn(), 8);
+	xport_sink_cancel(c.conn, 8);
 	ASSERT_EQ(0, c.ping());
 	EXPECT_TRUE(wait_for(s.send_errors, 1));
 	EXPECT_TRUE(c.wait_closed());
@@ -456,7 +389,7 @@ TEST(VerbsSink, CancelledDeclaredSinkRefusesWrites)
 TEST(VerbsSink, SinkKeyIsDeadAfterTheReply)
 {
 	NEED_RDMA();
-	Server s(rdma_url());
+	Server s(rdma_url(0));
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
 	std::vector<uint8_t> dest(256u << 10, 0);
@@ -477,7 +410,7 @@ TEST(VerbsSink, SinkKeyIsDeadAfterTheReply)
 TEST(VerbsSink, CancelledSinkRefusesWrites)
 {
 	NEED_RDMA();
-	Server s(rdma_url());
+	Server s(rdma_url(0));
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
 	std::vector<uint8_t> dest(64u << 10, 0x33);
@@ -485,7 +418,7 @@ TEST(VerbsSink, CancelledSinkRefusesWrites)
 	ASSERT_EQ(0, c.ask(8, dest, 16u << 10, PLAN_HOLD, 1));
 	/* the call timed out: the client gives the memory up before any reply */
 	std::this_thread::sleep_for(std::chrono::milliseconds(200));
-	xport_sink_cancel(c.conn(), 8);
+	xport_sink_cancel(c.conn, 8);
 	ASSERT_EQ(0, c.ping());
 	EXPECT_TRUE(wait_for(s.send_errors, 1));
 	EXPECT_TRUE(c.wait_closed());
@@ -499,7 +432,7 @@ TEST(VerbsSink, OverTcpASinkRequestIsAPlainRequest)
 	Server s("tcp://127.0.0.1:0");
 	Client c(s.url());
 	ASSERT_TRUE(c.ok());
-	EXPECT_EQ(0u, xport_conn_caps(c.conn()) & XPORT_CAP_RDMA);
+	EXPECT_EQ(0u, xport_conn_caps(c.conn) & XPORT_CAP_RDMA);
 	std::vector<uint8_t> dest(100000, 0), got;
 	uint64_t placed;
 
@@ -508,9 +441,9 @@ TEST(VerbsSink, OverTcpASinkRequestIsAPlainRequest)
 	EXPECT_EQ(0u, placed);
 	EXPECT_TRUE(got == pattern(dest.size(), 3));
 	struct iovec iov = { dest.data(), 4096 };
-	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, 1, RDFS_FRAME_REPLY, 0);
+	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_READ, 1, 0, 0, RDFS_FRAME_REPLY);
 	int dummy;
-	EXPECT_EQ(-EOPNOTSUPP, xport_post_write(c.conn(), (struct xport_sink *)&dummy, 0, &iov,
+	EXPECT_EQ(-EOPNOTSUPP, xport_post_write(c.conn, (struct xport_sink *)&dummy, 0, &iov,
 						1, &h, nullptr, &dummy));
 }
 
@@ -519,10 +452,9 @@ std::vector<uint8_t> wire_msg(uint8_t type, const std::vector<struct verbs_desc>
 			      uint8_t flags, uint32_t data_len)
 {
 	struct verbs_hdr vh = {};
-	struct rdfs_frame_hdr fh = make_hdr(RDFS_OP_READ, 5, flags, 0);
+	struct rdfs_frame_hdr fh = make_hdr(RDFS_OP_READ, 5, 0, data_len, flags);
 	std::vector<uint8_t> b(verbs_sink_len((unsigned int)descs.size(), 0, data_len));
 
-	fh.data_len = data_len;
 	vh.type = type;
 	vh.ndesc = (uint16_t)descs.size();
 	verbs_hdr_encode(&vh, b.data());

@@ -4,30 +4,25 @@
  * bulk data, concurrency, peers that send truncated, garbage or oversized frames,
  * and the per-connection receive budget.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <deque>
 #include <map>
-#include <mutex>
-#include <set>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "xport_test_server.h"
 
 extern "C" {
 #include "xport.h"
@@ -35,178 +30,20 @@ extern "C" {
 
 namespace {
 
-struct rdfs_frame_hdr make_hdr(uint16_t op, uint32_t tag, uint32_t body_len, uint32_t data_len,
-			       uint8_t flags = 0)
-{
-	struct rdfs_frame_hdr h = {};
+using xport_testing::BudgetRig;
+using xport_testing::Client;
+using xport_testing::make_hdr;
+using xport_testing::pattern;
+using xport_testing::raw_connect;
 
-	h.magic = RDFS_FRAME_MAGIC;
-	h.version = RDFS_FRAME_VERSION;
-	h.flags = flags;
-	h.opcode = op;
-	h.tag = tag;
-	h.body_len = body_len;
-	h.data_len = data_len;
-	return h;
-}
-
-/* A server context whose thread echoes every message back as a reply. */
-class EchoServer {
-public:
-	EchoServer()
-	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx_));
-		EXPECT_EQ(0, xport_listen(ctx_, "tcp://127.0.0.1:0", &listener_));
-		url_ = xport_listener_url(listener_);
-		thread_ = std::thread([this] { run(); });
-	}
-	~EchoServer()
-	{
-		stop_ = true;
-		xport_ctx_wake(ctx_, nullptr);
-		thread_.join();
-		for (auto *c : conns_)
-			xport_conn_put(c);
-		xport_ctx_destroy(ctx_);
-	}
-	const std::string &url() const { return url_; }
-	int port() const { return atoi(strrchr(url_.c_str(), ':') + 1); }
-	std::vector<int> closed_statuses()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		return closed_;
-	}
-	int accepted() { return accepted_.load(); }
-	/* Wait (bounded, it is a liveness check) until @n connections were closed. */
-	bool wait_closed(size_t n)
-	{
-		for (int i = 0; i < 1000; i++) {
-			if (closed_statuses().size() >= n)
-				return true;
-			usleep(10000);
-		}
-		return false;
-	}
-
-private:
-	void run()
-	{
-		struct xport_event ev[16];
-
-		while (!stop_) {
-			int n = xport_test(ctx_, ev, 16, -1);
-
-			ASSERT_GE(n, 0);
-			for (int i = 0; i < n; i++)
-				handle(&ev[i]);
-		}
-	}
-	void handle(struct xport_event *ev)
-	{
-		switch (ev->type) {
-		case XPORT_EV_ACCEPT:
-			conns_.insert(ev->conn);
-			accepted_++;
-			break;
-		case XPORT_EV_RECV: {
-			struct xport_msg *m = ev->msg;
-			struct rdfs_frame_hdr h = m->hdr;
-			struct iovec iov = { m->data, m->hdr.data_len };
-
-			h.flags |= RDFS_FRAME_REPLY;
-			EXPECT_EQ(0, xport_post_send(ev->conn, &h, m->body, &iov,
-						     m->hdr.data_len ? 1 : 0, nullptr));
-			xport_msg_free(m);
-			break;
-		}
-		case XPORT_EV_CLOSED: {
-			std::lock_guard<std::mutex> g(mu_);
-			closed_.push_back(ev->status);
-			if (conns_.erase(ev->conn))
-				xport_conn_put(ev->conn);
-			break;
-		}
-		default:
-			break;
-		}
-	}
-
-	struct xport_ctx *ctx_ = nullptr;
-	struct xport_listener *listener_ = nullptr;
-	std::string url_;
-	std::thread thread_;
-	std::atomic<bool> stop_{false};
-	std::set<struct xport_conn *> conns_;
-	std::mutex mu_;
-	std::vector<int> closed_;
-	std::atomic<int> accepted_{0};
-};
-
-/* A client context driven by the test thread. */
-struct Client {
-	struct xport_ctx *ctx = nullptr;
-	struct xport_conn *conn = nullptr;
-
-	explicit Client(const std::string &url)
-	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx));
-		EXPECT_EQ(0, xport_connect(ctx, url.c_str(), 5000, &conn));
-	}
-	~Client()
-	{
-		if (conn)
-			xport_conn_put(conn);
-		xport_ctx_destroy(ctx);
-	}
-	/* Next RECV message (bounded wait); nullptr if the connection closed. */
-	struct xport_msg *recv(int *closed_status = nullptr)
-	{
-		struct xport_event ev;
-
-		for (int i = 0; i < 200; i++) {
-			int n = xport_test(ctx, &ev, 1, 100);
-
-			if (n <= 0)
-				continue;
-			if (ev.type == XPORT_EV_RECV)
-				return ev.msg;
-			if (ev.type == XPORT_EV_CLOSED) {
-				if (closed_status)
-					*closed_status = ev.status;
-				return nullptr;
-			}
-		}
-		ADD_FAILURE() << "no message within 20 s";
-		return nullptr;
-	}
-};
-
-int raw_connect(int port)
-{
-	struct sockaddr_in sin = {};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons(port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	EXPECT_EQ(0, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
-	return fd;
-}
+/* The shared test server: tcp://127.0.0.1:0, echoing every message back as a reply. */
+using EchoServer = xport_testing::Server;
 
 void expect_echo_works(const std::string &url)
 {
 	Client c(url);
-	const char body[] = "still serving";
-	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_PING, 7, sizeof(body), 0);
 
-	ASSERT_EQ(0, xport_post_send(c.conn, &h, body, nullptr, 0, nullptr));
-	struct xport_msg *m = c.recv();
-	ASSERT_NE(nullptr, m);
-	EXPECT_EQ(7u, m->hdr.tag);
-	EXPECT_TRUE(m->hdr.flags & RDFS_FRAME_REPLY);
-	ASSERT_EQ(sizeof(body), m->hdr.body_len);
-	EXPECT_EQ(0, memcmp(body, m->body, sizeof(body)));
-	xport_msg_free(m);
+	xport_testing::expect_echo(c);
 }
 
 TEST(Xport, ListenerReportsEphemeralPort)
@@ -289,24 +126,8 @@ TEST(Xport, ManyMessagesArriveInOrder)
 {
 	EchoServer srv;
 	Client c(srv.url());
-	const int count = 5000;
 
-	for (int i = 0; i < count; i++) {
-		std::string body = "message " + std::to_string(i);
-		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_LOOKUP, i, body.size(), 0);
-
-		ASSERT_EQ(0, xport_post_send(c.conn, &h, body.data(), nullptr, 0, nullptr));
-	}
-	for (int i = 0; i < count; i++) {
-		struct xport_msg *m = c.recv();
-
-		ASSERT_NE(nullptr, m);
-		std::string body((char *)m->body, m->hdr.body_len);
-		EXPECT_EQ((uint32_t)i, m->hdr.tag);
-		EXPECT_EQ("message " + std::to_string(i), body);
-		EXPECT_EQ(RDFS_OP_LOOKUP, m->hdr.opcode);
-		xport_msg_free(m);
-	}
+	xport_testing::expect_echoes_in_order(c, 5000);
 }
 
 TEST(Xport, EmptyMessageHasNoBuffers)
@@ -323,51 +144,12 @@ TEST(Xport, EmptyMessageHasNoBuffers)
 	xport_msg_free(m);
 }
 
-std::vector<uint8_t> pattern(size_t len, uint32_t seed)
-{
-	std::vector<uint8_t> v(len);
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < len; i++) {
-		x = x * 1103515245u + 12345u;
-		v[i] = (uint8_t)(x >> 16);
-	}
-	return v;
-}
-
 TEST(Xport, BigDataIsIntactAndAligned)
 {
 	EchoServer srv;
 	Client c(srv.url());
-	std::vector<uint8_t> a = pattern(RDFS_MAX_DATA / 2, 1), b = pattern(RDFS_MAX_DATA / 2, 2);
-	struct iovec iov[2] = { { a.data(), a.size() }, { b.data(), b.size() } };
-	const char body[] = "bulk";
-	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, 42, sizeof(body), RDFS_MAX_DATA);
-	int token, sends = 0;
 
-	/* Owned send: buffers stay ours until XPORT_EV_SEND. */
-	ASSERT_EQ(0, xport_post_send(c.conn, &h, body, iov, 2, &token));
-	struct xport_msg *m = nullptr;
-	struct xport_event ev;
-	for (int i = 0; i < 400 && !m; i++) {
-		if (xport_test(c.ctx, &ev, 1, 100) != 1)
-			continue;
-		if (ev.type == XPORT_EV_SEND) {
-			EXPECT_EQ(&token, ev.user);
-			EXPECT_EQ(0, ev.status);
-			sends++;
-		} else if (ev.type == XPORT_EV_RECV) {
-			m = ev.msg;
-		}
-	}
-	ASSERT_NE(nullptr, m);
-	EXPECT_EQ(1, sends);
-	ASSERT_EQ(RDFS_MAX_DATA, m->hdr.data_len);
-	EXPECT_EQ(0u, (uintptr_t)m->data % 4096);
-	EXPECT_EQ(0, memcmp(m->data, a.data(), a.size()));
-	EXPECT_EQ(0, memcmp(m->data + a.size(), b.data(), b.size()));
-	EXPECT_EQ(0, memcmp(m->body, body, sizeof(body)));
-	xport_msg_free(m);
+	xport_testing::expect_big_data_echo(c);
 }
 
 TEST(Xport, UnownedSendCopiesSoCallerMayReuseBuffers)
@@ -697,229 +479,6 @@ TEST(Xport, PeerCloseFailsClient)
 	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_PING, 1, 0, 0);
 	EXPECT_EQ(-EPIPE, xport_post_send(c->conn, &h, nullptr, nullptr, 0, nullptr));
 }
-
-/*
- * Receive budgets (xport_conn_set_rx_budget). One server context with a
- * listener and one client context, both driven by the test thread, so every
- * message the server delivers stays unfreed until the test frees it and the
- * test knows exactly what is held. Each client sends frames tagged 0, 1, ...
- * with an 8-character body naming the tag and, optionally, data of a pattern
- * seeded by the tag.
- */
-class BudgetRig {
-public:
-	struct Side {
-		struct xport_conn *client = nullptr, *server = nullptr;
-		unsigned int max_msgs = 0;
-		uint64_t max_bytes = 0;
-		std::deque<struct xport_msg *> held;	/* delivered, not yet freed */
-		uint64_t held_bytes = 0;
-		size_t max_held = 0;
-		uint64_t max_held_bytes = 0;
-		uint32_t next_tag = 0;			/* = messages received so far */
-		int over_budget = 0;			/* delivered while the budget was used up */
-		int closed = 0;
-		bool close_expected = false;		/* the test closes the client itself */
-		int close_status = 1;
-		uint32_t received_at_close = 0;
-	};
-
-	BudgetRig()
-	{
-		EXPECT_EQ(0, xport_ctx_create(&sctx_));
-		EXPECT_EQ(0, xport_listen(sctx_, "tcp://127.0.0.1:0", &listener_));
-		EXPECT_EQ(0, xport_ctx_create(&cctx_));
-	}
-	~BudgetRig()
-	{
-		for (auto &s : sides_) {
-			while (!s.held.empty()) {
-				xport_msg_free(s.held.front());
-				s.held.pop_front();
-			}
-			if (s.server)
-				xport_conn_put(s.server);
-			if (s.client)
-				xport_conn_put(s.client);
-		}
-		xport_ctx_destroy(cctx_);
-		xport_ctx_destroy(sctx_);
-	}
-
-	/* What one message counts against the byte budget: header, body and data. */
-	static uint64_t msg_bytes(uint32_t data_len)
-	{
-		return RDFS_FRAME_HDR_LEN + 8 + (uint64_t)data_len;
-	}
-
-	/*
-	 * Connect a client, accept it and give the accepting side the budget
-	 * before anything is sent (as xport.h asks: before the first delivery).
-	 */
-	int add_conn(unsigned int max_msgs, uint64_t max_bytes)
-	{
-		Side s;
-		struct xport_event ev;
-
-		EXPECT_EQ(0, xport_connect(cctx_, xport_listener_url(listener_), 5000, &s.client));
-		for (int i = 0; i < 100 && !s.server; i++)
-			if (xport_test(sctx_, &ev, 1, 100) == 1 && ev.type == XPORT_EV_ACCEPT)
-				s.server = ev.conn;	/* the event's reference is ours */
-		EXPECT_NE(nullptr, s.server) << "no ACCEPT";
-		if (s.server)
-			xport_conn_set_rx_budget(s.server, max_msgs, max_bytes);
-		s.max_msgs = max_msgs;
-		s.max_bytes = max_bytes;
-		sides_.push_back(std::move(s));
-		return (int)sides_.size() - 1;
-	}
-
-	/* Post @count frames at once from client @i (unowned: the module copies what waits). */
-	void send_frames(int i, int count, uint32_t data_len)
-	{
-		for (int t = 0; t < count; t++) {
-			char body[16];
-			std::vector<uint8_t> data = pattern(data_len, t);
-			struct iovec iov = { data.data(), data.size() };
-			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, t, 8, data_len);
-
-			snprintf(body, sizeof(body), "%08u", (unsigned int)t % 100000000u);
-			ASSERT_EQ(0, xport_post_send(sides_[i].client, &h, body, &iov,
-						     data_len ? 1 : 0, nullptr));
-		}
-	}
-
-	/*
-	 * Drive both contexts for @ms (the client's so it flushes what its socket
-	 * did not take at once). Returns how many messages the server delivered.
-	 */
-	int pump(int ms)
-	{
-		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-		struct xport_event ev[32];
-		int got = 0;
-
-		do {
-			int n = xport_test(sctx_, ev, 32, 10);
-
-			EXPECT_GE(n, 0);
-			for (int k = 0; k < n; k++)
-				got += server_event(&ev[k]);
-			n = xport_test(cctx_, ev, 32, 0);
-			EXPECT_GE(n, 0);
-			for (int k = 0; k < n; k++) {
-				EXPECT_NE(XPORT_EV_RECV, ev[k].type) << "the client got a message";
-				if (ev[k].type == XPORT_EV_CLOSED && !client_close_expected(ev[k].conn))
-					ADD_FAILURE() << "client closed: " << ev[k].status;
-			}
-		} while (std::chrono::steady_clock::now() < end);
-		return got;
-	}
-
-	/* Close client @i once what it posted is written (a clean close, FIN after the data). */
-	void close_client(int i)
-	{
-		sides_[i].close_expected = true;
-		xport_conn_close_when_sent(sides_[i].client);
-	}
-
-	/* Free the @n oldest messages connection @i holds. */
-	void free_oldest(int i, size_t n)
-	{
-		Side &s = sides_[i];
-
-		for (; n && !s.held.empty(); n--) {
-			s.held_bytes -= msg_bytes(s.held.front()->hdr.data_len);
-			xport_msg_free(s.held.front());
-			s.held.pop_front();
-		}
-	}
-
-	/*
-	 * Free what @i holds whenever the server has been quiet for 50 ms, until
-	 * @total messages arrived (or 20 s passed). Returns the messages received.
-	 */
-	uint32_t drain(int i, uint32_t total)
-	{
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-
-		while (sides_[i].next_tag < total && std::chrono::steady_clock::now() < end)
-			if (pump(50) == 0)
-				free_oldest(i, SIZE_MAX);
-		return sides_[i].next_tag;
-	}
-
-	Side &side(int i) { return sides_[i]; }
-
-private:
-	bool client_close_expected(struct xport_conn *conn)
-	{
-		for (auto &c : sides_)
-			if (c.client == conn)
-				return c.close_expected;
-		return false;
-	}
-
-	/* One server event: check and keep a message; 1 if it was one. */
-	int server_event(struct xport_event *ev)
-	{
-		Side *s = nullptr;
-
-		for (auto &c : sides_)
-			if (c.server == ev->conn)
-				s = &c;
-		if (ev->type == XPORT_EV_CLOSED) {
-			if (!s || !s->close_expected)
-				ADD_FAILURE() << "server connection closed: " << ev->status;
-			if (s) {
-				s->closed++;
-				s->close_status = ev->status;
-				s->received_at_close = s->next_tag;
-			}
-			return 0;
-		}
-		if (ev->type != XPORT_EV_RECV)
-			return 0;
-		struct xport_msg *m = ev->msg;
-		if (!s) {
-			ADD_FAILURE() << "message on an unknown connection";
-			xport_msg_free(m);
-			return 0;
-		}
-		/* In order and intact. */
-		uint32_t tag = m->hdr.tag;
-		char body[16];
-		snprintf(body, sizeof(body), "%08u", tag % 100000000u);
-		EXPECT_EQ(s->next_tag, tag);
-		s->next_tag = tag + 1;
-		EXPECT_EQ(std::string(body), std::string((char *)m->body, m->hdr.body_len));
-		if (m->hdr.data_len) {
-			std::vector<uint8_t> want = pattern(m->hdr.data_len, tag);
-			EXPECT_EQ(0, memcmp(want.data(), m->data, want.size())) << "tag " << tag;
-		}
-		/*
-		 * Admitted only while the budget had room: fewer than max_msgs
-		 * messages and fewer than max_bytes bytes held before this one.
-		 * The test frees only while no event is queued, so what it holds
-		 * now is what the module counted when it took this message.
-		 */
-		if ((s->max_msgs && s->held.size() >= s->max_msgs) ||
-		    (s->max_bytes && s->held_bytes >= s->max_bytes)) {
-			if (!s->over_budget++)
-				ADD_FAILURE() << "tag " << tag << " delivered with " << s->held.size()
-					      << " messages, " << s->held_bytes << " bytes held";
-		}
-		s->held.push_back(m);
-		s->held_bytes += msg_bytes(m->hdr.data_len);
-		s->max_held = std::max(s->max_held, s->held.size());
-		s->max_held_bytes = std::max(s->max_held_bytes, s->held_bytes);
-		return 1;
-	}
-
-	struct xport_ctx *sctx_ = nullptr, *cctx_ = nullptr;
-	struct xport_listener *listener_ = nullptr;
-	std::vector<Side> sides_;
-};
 
 /*
  * 200 frames sent at once to a connection with a budget of 8 messages: 8 are

@@ -34,18 +34,17 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "xport_test_server.h"
 
 extern "C" {
 #include "xport.h"
@@ -55,8 +54,11 @@ namespace {
 
 using Psk = std::array<uint8_t, XPORT_TLS_PSK_LEN>;
 
-/* Liveness bound of every wait in this file: hitting it is a failure, not a timing. */
-constexpr auto kLiveness = std::chrono::seconds(20);
+using xport_testing::BudgetRig;
+using xport_testing::kLiveness;
+using xport_testing::make_hdr;
+using xport_testing::pattern;
+using xport_testing::raw_connect;
 
 Psk make_key(uint8_t seed)
 {
@@ -69,33 +71,6 @@ Psk make_key(uint8_t seed)
 
 const Psk kKey = make_key(1);		/* what "client" holds and the servers know */
 const char kIdentity[] = "client";
-
-struct rdfs_frame_hdr make_hdr(uint16_t op, uint32_t tag, uint32_t body_len, uint32_t data_len,
-			       uint8_t flags = 0)
-{
-	struct rdfs_frame_hdr h = {};
-
-	h.magic = RDFS_FRAME_MAGIC;
-	h.version = RDFS_FRAME_VERSION;
-	h.flags = flags;
-	h.opcode = op;
-	h.tag = tag;
-	h.body_len = body_len;
-	h.data_len = data_len;
-	return h;
-}
-
-std::vector<uint8_t> pattern(size_t len, uint32_t seed)
-{
-	std::vector<uint8_t> v(len);
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < len; i++) {
-		x = x * 1103515245u + 12345u;
-		v[i] = (uint8_t)(x >> 16);
-	}
-	return v;
-}
 
 bool contains(const std::vector<uint8_t> &hay, const void *needle, size_t len)
 {
@@ -130,223 +105,141 @@ constexpr uint32_t kFloodTag = 0xfffffff1u;
 constexpr uint32_t kFloodLen = 64 * 1024;
 
 /*
- * A server context on its own thread listening on 127.0.0.1 (tls:// knowing
- * kIdentity's key, or tcp://). It echoes every message back as a reply,
- * unless told not to. Flags: pause every connection as it is accepted; greet
- * it at once (kGreeting, before its handshake can have completed: as
+ * A tls:// server's keys (a KeyRing knowing kIdentity's) and, for a flood,
+ * how many replies it took: shared with the context hooks that use them.
+ */
+struct TlsState {
+	KeyRing keys;
+	uint32_t flooded = 0;		/* under the server's lock */
+
+	TlsState() { keys.keys[kIdentity] = kKey; }
+};
+
+/* The context hook that makes a server find keys in @st (which it keeps alive). */
+xport_testing::CtxHook knows_keys(std::shared_ptr<TlsState> st)
+{
+	return [st](struct xport_ctx *ctx) {
+		xport_ctx_set_tls_server(ctx, KeyRing::psk_of, &st->keys);
+	};
+}
+
+/* Greet a connection as it is accepted, before its handshake can have completed. */
+void greet(struct xport_conn *conn)
+{
+	struct rdfs_frame_hdr h =
+		make_hdr(RDFS_OP_AUTH_CHALLENGE, kGreetingTag, sizeof(kGreeting), 0);
+
+	EXPECT_EQ(0, xport_post_send(conn, &h, kGreeting, nullptr, 0, nullptr));
+}
+
+/*
+ * Reply until a post leaves bytes unwritten; the replies taken. Each post is
+ * written at once while the socket takes it; the first that does not fit is
+ * staged in TLS whole (it is smaller than the staging buffer), so the
+ * connection's send queue is empty and only TLS holds what is left.
+ */
+uint32_t flood(struct xport_conn *conn)
+{
+	uint32_t t = 0;
+
+	while (xport_conn_queued_bytes(conn) == 0 && t < 2048) {
+		std::vector<uint8_t> data = pattern(kFloodLen, t);
+		struct iovec iov = { data.data(), data.size() };
+		struct rdfs_frame_hdr h =
+			make_hdr(RDFS_OP_READ, t++, 0, kFloodLen, RDFS_FRAME_REPLY);
+
+		EXPECT_EQ(0, xport_post_send(conn, &h, nullptr, &iov, 1, nullptr));
+	}
+	if (xport_conn_queued_bytes(conn) == 0)
+		ADD_FAILURE() << "128 MiB went out at once: the socket never filled";
+	xport_conn_close_when_sent(conn);
+	return t;
+}
+
+/*
+ * The shared test server listening on 127.0.0.1 (tls:// knowing kIdentity's
+ * key, or tcp://). It echoes every message back as a reply, unless told not
+ * to (then it holds them). Flags: pause every connection as it is accepted;
+ * greet it at once (kGreeting, before its handshake can have completed: as
  * rpc_server sends its challenge); answer a message tagged kFloodTag with
  * kFloodLen-byte replies tagged 0, 1, ... until the connection holds bytes
- * it could not write, then close it once they are written.
+ * it could not write, then close it once they are written (flood()).
  */
-
-class EchoServer {
+class EchoServer : public xport_testing::Server {
 public:
 	enum Flags { kPauseAccepted = 1, kNoEcho = 2, kGreet = 4, kFlood = 8 };
 
-	explicit EchoServer(const std::string &scheme = "tls", int flags = 0) : flags_(flags)
+	explicit EchoServer(const std::string &scheme = "tls", int flags = 0)
+		: EchoServer(std::make_shared<TlsState>(), scheme, flags)
 	{
-		keys_.keys[kIdentity] = kKey;
-		EXPECT_EQ(0, xport_ctx_create(&ctx_));
-		xport_ctx_set_tls_server(ctx_, KeyRing::psk_of, &keys_);
-		EXPECT_EQ(0, xport_listen(ctx_, (scheme + "://127.0.0.1:0").c_str(), &listener_));
-		url_ = xport_listener_url(listener_);
-		thread_ = std::thread([this] { run(); });
 	}
-	~EchoServer()
-	{
-		stop_ = true;
-		xport_ctx_wake(ctx_, nullptr);
-		thread_.join();
-		for (auto *c : conns_)
-			xport_conn_put(c);
-		xport_ctx_destroy(ctx_);
-	}
-	const std::string &url() const { return url_; }
-	int port() const { return atoi(strrchr(url_.c_str(), ':') + 1); }
-	KeyRing &keys() { return keys_; }
-	std::vector<int> closed_statuses()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		return closed_;
-	}
-	int received()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		return received_;
-	}
-	bool wait_accepted(int n) { return wait([&] { return accepted_ >= n; }); }
+	KeyRing &keys() { return state_->keys; }
 	/* Replies a flood took until the socket was full; 0 after 20 s without one. */
 	uint32_t wait_flooded()
 	{
-		return wait([&] { return flooded_ > 0; }) ? flooded_ : 0;
-	}
-	bool wait_closed(size_t n) { return wait([&] { return closed_.size() >= n; }); }
-	/* Close every connection (any thread may). */
-	void close_all()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		for (auto *c : conns_)
-			xport_conn_close(c);
-	}
-	/* Resume reading on every connection (any thread may). */
-	void resume_all()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		for (auto *c : conns_)
-			xport_conn_pause_rx(c, 0);
+		return wait([&] { return state_->flooded > 0; }) ? state_->flooded : 0;
 	}
 
 private:
-	bool wait(const std::function<bool()> &done)
+	EchoServer(std::shared_ptr<TlsState> st, const std::string &scheme, int flags)
+		: xport_testing::Server(options(st, scheme, flags)), state_(st)
 	{
-		std::unique_lock<std::mutex> g(mu_);
-		return cv_.wait_for(g, kLiveness, done);
 	}
-	void run()
+	static xport_testing::ServerOptions options(std::shared_ptr<TlsState> st,
+						    const std::string &scheme, int flags)
 	{
-		struct xport_event ev[16];
+		xport_testing::ServerOptions o;
 
-		while (!stop_) {
-			int n = xport_test(ctx_, ev, 16, -1);
-
-			ASSERT_GE(n, 0);
-			for (int i = 0; i < n; i++)
-				handle(&ev[i]);
-		}
-	}
-	void handle(struct xport_event *ev)
-	{
-		std::lock_guard<std::mutex> g(mu_);
-
-		switch (ev->type) {
-		case XPORT_EV_ACCEPT:
-			conns_.insert(ev->conn);
-			if (flags_ & kPauseAccepted)
-				xport_conn_pause_rx(ev->conn, 1);
-			if (flags_ & kGreet) {
-				struct rdfs_frame_hdr h = make_hdr(RDFS_OP_AUTH_CHALLENGE, kGreetingTag,
-								   sizeof(kGreeting), 0);
-
-				EXPECT_EQ(0, xport_post_send(ev->conn, &h, kGreeting, nullptr, 0,
-							     nullptr));
-			}
-			accepted_++;
-			break;
-		case XPORT_EV_RECV: {
-			struct xport_msg *m = ev->msg;
-			struct rdfs_frame_hdr h = m->hdr;
-			struct iovec iov = { m->data, m->hdr.data_len };
-
-			received_++;
-			if ((flags_ & kFlood) && m->hdr.tag == kFloodTag) {
-				flood(ev->conn);
+		o.url = scheme + "://127.0.0.1:0";
+		o.setup = knows_keys(st);
+		o.pause_at_accept = flags & kPauseAccepted;
+		o.hold = flags & kNoEcho;
+		if (flags & kGreet)
+			o.on_accept = greet;
+		if (flags & kFlood) {
+			o.on_recv = [st](struct xport_conn *conn, struct xport_msg *m) {
+				if (m->hdr.tag != kFloodTag)
+					return false;
+				st->flooded = flood(conn);
 				xport_msg_free(m);
-				break;
-			}
-			h.flags |= RDFS_FRAME_REPLY;
-			if (!(flags_ & kNoEcho)) {
-				EXPECT_EQ(0, xport_post_send(ev->conn, &h, m->body, &iov,
-							     m->hdr.data_len ? 1 : 0, nullptr));
-			}
-			xport_msg_free(m);
-			break;
+				return true;
+			};
 		}
-		case XPORT_EV_CLOSED:
-			closed_.push_back(ev->status);
-			if (conns_.erase(ev->conn))
-				xport_conn_put(ev->conn);
-			break;
-		default:
-			break;
-		}
-		cv_.notify_all();
+		return o;
 	}
 
-	/*
-	 * Reply until a post leaves bytes unwritten. Each post is written at once
-	 * while the socket takes it; the first that does not fit is staged in TLS
-	 * whole (it is smaller than the staging buffer), so the connection's
-	 * send queue is empty and only TLS holds what is left.
-	 */
-	void flood(struct xport_conn *conn)
-	{
-		uint32_t t = 0;
-
-		while (xport_conn_queued_bytes(conn) == 0 && t < 2048) {
-			std::vector<uint8_t> data = pattern(kFloodLen, t);
-			struct iovec iov = { data.data(), data.size() };
-			struct rdfs_frame_hdr h =
-				make_hdr(RDFS_OP_READ, t++, 0, kFloodLen, RDFS_FRAME_REPLY);
-
-			EXPECT_EQ(0, xport_post_send(conn, &h, nullptr, &iov, 1, nullptr));
-		}
-		if (xport_conn_queued_bytes(conn) == 0)
-			ADD_FAILURE() << "128 MiB went out at once: the socket never filled";
-		flooded_ = t;
-		xport_conn_close_when_sent(conn);
-	}
-
-	const int flags_;
-	KeyRing keys_;
-	struct xport_ctx *ctx_ = nullptr;
-	struct xport_listener *listener_ = nullptr;
-	std::string url_;
-	std::thread thread_;
-	std::atomic<bool> stop_{false};
-	std::mutex mu_;
-	std::condition_variable cv_;
-	std::set<struct xport_conn *> conns_;
-	std::vector<int> closed_;
-	int accepted_ = 0, received_ = 0;
-	uint32_t flooded_ = 0;
+	std::shared_ptr<TlsState> state_;
 };
 
-/*
- * A client context driven by the test thread, connected to @url with
- * @identity and @key (no tls credentials at all when @identity is null).
- * err is what xport_connect() returned.
- */
-struct Client {
-	struct xport_ctx *ctx = nullptr;
-	struct xport_conn *conn = nullptr;
-	int err = -1;
+/* The context hook that makes a client prove @identity with @key. */
+xport_testing::CtxHook holds_key(const char *identity, const Psk &key)
+{
+	return [identity, key](struct xport_ctx *ctx) {
+		EXPECT_EQ(0, xport_ctx_set_tls_client(ctx, identity, key.data()));
+	};
+}
 
+/*
+ * The shared client connected to @url with @identity and @key (no tls
+ * credentials at all when @identity is null); err is what xport_connect()
+ * returned, for the test to judge.
+ */
+struct Client : xport_testing::Client {
 	explicit Client(const std::string &url, const char *identity = kIdentity,
 			const Psk &key = kKey, int timeout_ms = 5000)
+		: xport_testing::Client(url, options(identity, key, timeout_ms))
 	{
-		EXPECT_EQ(0, xport_ctx_create(&ctx));
-		if (identity) {
-			EXPECT_EQ(0, xport_ctx_set_tls_client(ctx, identity, key.data()));
-		}
-		err = xport_connect(ctx, url.c_str(), timeout_ms, &conn);
-		if (err)
-			conn = nullptr;
 	}
-	~Client()
+	static xport_testing::ClientOptions options(const char *identity, const Psk &key,
+						    int timeout_ms)
 	{
-		if (conn)
-			xport_conn_put(conn);
-		xport_ctx_destroy(ctx);
-	}
-	/* Next RECV message (bounded wait); nullptr if the connection closed. */
-	struct xport_msg *recv(int *closed_status = nullptr)
-	{
-		struct xport_event ev;
-		auto end = std::chrono::steady_clock::now() + kLiveness;
+		xport_testing::ClientOptions o;
 
-		while (std::chrono::steady_clock::now() < end) {
-			if (xport_test(ctx, &ev, 1, 100) != 1)
-				continue;
-			if (ev.type == XPORT_EV_RECV)
-				return ev.msg;
-			if (ev.type == XPORT_EV_CLOSED) {
-				if (closed_status)
-					*closed_status = ev.status;
-				return nullptr;
-			}
-		}
-		ADD_FAILURE() << "no message within 20 s";
-		return nullptr;
+		o.timeout_ms = timeout_ms;
+		o.expect_connected = false;
+		if (identity)
+			o.setup = holds_key(identity, key);
+		return o;
 	}
 };
 
@@ -354,30 +247,8 @@ struct Client {
 void expect_echo_works(const std::string &url)
 {
 	Client c(url);
-	const char body[] = "still serving";
-	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_PING, 7, sizeof(body), 0);
 
-	ASSERT_EQ(0, c.err);
-	ASSERT_EQ(0, xport_post_send(c.conn, &h, body, nullptr, 0, nullptr));
-	struct xport_msg *m = c.recv();
-	ASSERT_NE(nullptr, m);
-	EXPECT_EQ(7u, m->hdr.tag);
-	EXPECT_TRUE(m->hdr.flags & RDFS_FRAME_REPLY);
-	ASSERT_EQ(sizeof(body), m->hdr.body_len);
-	EXPECT_EQ(0, memcmp(body, m->body, sizeof(body)));
-	xport_msg_free(m);
-}
-
-int raw_connect(int port)
-{
-	struct sockaddr_in sin = {};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons(port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	EXPECT_EQ(0, connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
-	return fd;
+	xport_testing::expect_echo(c);
 }
 
 /* A listening socket on 127.0.0.1:0; its port in *@port. */
@@ -477,65 +348,16 @@ TEST(XportTls, BigDataIsIntactAndAligned)
 {
 	EchoServer srv;
 	Client c(srv.url());
-	std::vector<uint8_t> a = pattern(RDFS_MAX_DATA / 2, 1), b = pattern(RDFS_MAX_DATA / 2, 2);
-	struct iovec iov[2] = { { a.data(), a.size() }, { b.data(), b.size() } };
-	const char body[] = "bulk";
-	struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, 42, sizeof(body), RDFS_MAX_DATA);
-	struct xport_msg *m = nullptr;
-	struct xport_event ev;
-	int token, sends = 0;
 
-	ASSERT_EQ(0, c.err);
-	/* Owned send: the buffers stay ours until XPORT_EV_SEND. */
-	ASSERT_EQ(0, xport_post_send(c.conn, &h, body, iov, 2, &token));
-	auto end = std::chrono::steady_clock::now() + kLiveness;
-	while (!m && std::chrono::steady_clock::now() < end) {
-		if (xport_test(c.ctx, &ev, 1, 100) != 1)
-			continue;
-		if (ev.type == XPORT_EV_SEND) {
-			EXPECT_EQ(&token, ev.user);
-			EXPECT_EQ(0, ev.status);
-			sends++;
-		} else if (ev.type == XPORT_EV_RECV) {
-			m = ev.msg;
-		} else {
-			ADD_FAILURE() << "event " << ev.type << " status " << ev.status;
-		}
-	}
-	ASSERT_NE(nullptr, m) << "no reply within 20 s";
-	EXPECT_EQ(1, sends);
-	EXPECT_EQ(42u, m->hdr.tag);
-	ASSERT_EQ(RDFS_MAX_DATA, m->hdr.data_len);
-	EXPECT_EQ(0u, (uintptr_t)m->data % 4096);
-	EXPECT_EQ(0, memcmp(m->data, a.data(), a.size()));
-	EXPECT_EQ(0, memcmp(m->data + a.size(), b.data(), b.size()));
-	ASSERT_EQ(sizeof(body), m->hdr.body_len);
-	EXPECT_EQ(0, memcmp(m->body, body, sizeof(body)));
-	xport_msg_free(m);
+	xport_testing::expect_big_data_echo(c);
 }
 
 TEST(XportTls, ManyMessagesArriveInOrder)
 {
 	EchoServer srv;
 	Client c(srv.url());
-	const int count = 2000;
 
-	ASSERT_EQ(0, c.err);
-	for (int i = 0; i < count; i++) {
-		std::string body = "message " + std::to_string(i);
-		struct rdfs_frame_hdr h = make_hdr(RDFS_OP_LOOKUP, i, body.size(), 0);
-
-		ASSERT_EQ(0, xport_post_send(c.conn, &h, body.data(), nullptr, 0, nullptr));
-	}
-	for (int i = 0; i < count; i++) {
-		struct xport_msg *m = c.recv();
-
-		ASSERT_NE(nullptr, m) << "after " << i << " replies";
-		EXPECT_EQ((uint32_t)i, m->hdr.tag);
-		EXPECT_EQ("message " + std::to_string(i),
-			  std::string((char *)m->body, m->hdr.body_len));
-		xport_msg_free(m);
-	}
+	xport_testing::expect_echoes_in_order(c, 2000);
 }
 
 /*
@@ -1017,208 +839,20 @@ TEST(XportTls, SilentPeersDoNotBlockOthers)
 /* ------------------------------------------------------------------ receive budget */
 
 /*
- * Receive budget over tls://: one server and one client context, both driven
- * by the test thread, so every message the server delivers stays unfreed
- * until the test frees it and the test knows exactly what is held. The client
- * sends frames tagged 0, 1, ... with an 8-character body naming the tag and,
- * optionally, data of a pattern seeded by the tag. Its posts go out at once,
- * one TLS record each, before the server reads any. Small frames all fit in
- * OpenSSL's read-ahead: the server's first read takes them all, so once the
- * budget stops delivery, everything left is inside OpenSSL and the socket is
- * empty. Larger floods fill the read-ahead with the socket behind it, and at
- * their end, too, only OpenSSL holds what is left.
+ * The receive-budget rig (xport_test_server.h) over tls://, its client
+ * holding kIdentity's key. The client's posts go out at once, one TLS record
+ * each, before the server reads any. Small frames all fit in OpenSSL's
+ * read-ahead: the server's first read takes them all, so once the budget
+ * stops delivery, everything left is inside OpenSSL and the socket is empty.
+ * Larger floods fill the read-ahead with the socket behind it, and at their
+ * end, too, only OpenSSL holds what is left.
  */
-class TlsBudgetRig {
-public:
-	struct xport_conn *client = nullptr, *server = nullptr;
-	std::deque<struct xport_msg *> held;	/* delivered, not yet freed */
-	uint64_t held_bytes = 0;
-	size_t max_held = 0;
-	uint64_t max_held_bytes = 0;
-	uint32_t next_tag = 0;			/* = messages received so far */
-	int over_budget = 0;			/* delivered while the budget was used up */
-
-	TlsBudgetRig(unsigned int max_msgs, uint64_t max_bytes)
-		: max_msgs_(max_msgs), max_bytes_(max_bytes)
+struct TlsBudgetRig : BudgetRig {
+	TlsBudgetRig()
+		: BudgetRig("tls://127.0.0.1:0", knows_keys(std::make_shared<TlsState>()),
+			    holds_key(kIdentity, kKey))
 	{
-		struct xport_event ev;
-		std::atomic<bool> connected{false};
-		int err = -1;
-
-		keys_.keys[kIdentity] = kKey;
-		EXPECT_EQ(0, xport_ctx_create(&sctx_));
-		xport_ctx_set_tls_server(sctx_, KeyRing::psk_of, &keys_);
-		EXPECT_EQ(0, xport_listen(sctx_, "tls://127.0.0.1:0", &listener_));
-		EXPECT_EQ(0, xport_ctx_create(&cctx_));
-		EXPECT_EQ(0, xport_ctx_set_tls_client(cctx_, kIdentity, kKey.data()));
-		/* the connect waits for the handshake, which the server's progress runs */
-		std::thread connector([&] {
-			err = xport_connect(cctx_, xport_listener_url(listener_), 5000, &client);
-			connected = true;
-		});
-		auto end = std::chrono::steady_clock::now() + kLiveness;
-		while (!(connected && server) && std::chrono::steady_clock::now() < end) {
-			if (xport_test(sctx_, &ev, 1, 10) != 1)
-				continue;
-			if (ev.type == XPORT_EV_ACCEPT && !server) {
-				server = ev.conn;	/* the event's reference is ours */
-				/* before the first delivery, as xport.h asks */
-				xport_conn_set_rx_budget(server, max_msgs, max_bytes);
-			} else {
-				ADD_FAILURE() << "server event " << ev.type << " " << ev.status;
-			}
-		}
-		connector.join();
-		EXPECT_EQ(0, err);
-		EXPECT_NE(nullptr, server) << "no ACCEPT";
 	}
-	~TlsBudgetRig()
-	{
-		free_oldest(SIZE_MAX);
-		if (server)
-			xport_conn_put(server);
-		if (client)
-			xport_conn_put(client);
-		xport_ctx_destroy(cctx_);
-		xport_ctx_destroy(sctx_);
-	}
-
-	/* What one message counts against the byte budget: header, body and data. */
-	static uint64_t msg_bytes(uint32_t data_len)
-	{
-		return RDFS_FRAME_HDR_LEN + 8 + (uint64_t)data_len;
-	}
-
-	/* Post @count frames at once (unowned: the module copies what waits). */
-	void send_frames(int count, uint32_t data_len)
-	{
-		for (int t = 0; t < count; t++) {
-			char body[16];
-			std::vector<uint8_t> data = pattern(data_len, t);
-			struct iovec iov = { data.data(), data.size() };
-			struct rdfs_frame_hdr h = make_hdr(RDFS_OP_WRITE, t, 8, data_len);
-
-			snprintf(body, sizeof(body), "%08u", (unsigned int)t % 100000000u);
-			ASSERT_EQ(0, xport_post_send(client, &h, body, &iov, data_len ? 1 : 0,
-						     nullptr));
-		}
-	}
-
-	/*
-	 * Drive both contexts for @ms (the client's so it flushes what its socket
-	 * did not take at once). Returns how many messages the server delivered.
-	 */
-	int pump(int ms)
-	{
-		auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-		int got = 0;
-
-		do
-			got += pump_once();
-		while (std::chrono::steady_clock::now() < end);
-		return got;
-	}
-
-	/* Drive both until @done (true) or the liveness bound passes (false). */
-	bool pump_until(const std::function<bool()> &done)
-	{
-		auto end = std::chrono::steady_clock::now() + kLiveness;
-
-		while (!done()) {
-			if (std::chrono::steady_clock::now() >= end)
-				return false;
-			pump_once();
-		}
-		return true;
-	}
-
-	/* Whether the budget is used up: the module may deliver nothing more. */
-	bool full() const
-	{
-		return (max_msgs_ && held.size() >= max_msgs_) ||
-		       (max_bytes_ && held_bytes >= max_bytes_);
-	}
-
-	/* Free the @n oldest messages held. */
-	void free_oldest(size_t n)
-	{
-		for (; n && !held.empty(); n--) {
-			held_bytes -= msg_bytes(held.front()->hdr.data_len);
-			xport_msg_free(held.front());
-			held.pop_front();
-		}
-	}
-
-	/* Free the oldest until at most half the budget is held: delivery may resume. */
-	void free_to_half()
-	{
-		while (!held.empty() && ((max_msgs_ && held.size() > max_msgs_ / 2) ||
-					 (max_bytes_ && held_bytes > max_bytes_ / 2)))
-			free_oldest(1);
-	}
-
-private:
-	int pump_once()
-	{
-		struct xport_event ev[32];
-		int got = 0;
-		int n = xport_test(sctx_, ev, 32, 10);
-
-		EXPECT_GE(n, 0);
-		for (int k = 0; k < n; k++)
-			got += server_event(&ev[k]);
-		n = xport_test(cctx_, ev, 32, 0);
-		EXPECT_GE(n, 0);
-		for (int k = 0; k < n; k++) {
-			EXPECT_NE(XPORT_EV_RECV, ev[k].type) << "the client got a message";
-			if (ev[k].type == XPORT_EV_CLOSED)
-				ADD_FAILURE() << "client closed: " << ev[k].status;
-		}
-		return got;
-	}
-
-	/* One server event: check and keep a message; 1 if it was one. */
-	int server_event(struct xport_event *ev)
-	{
-		if (ev->type == XPORT_EV_CLOSED) {
-			ADD_FAILURE() << "server connection closed: " << ev->status;
-			return 0;
-		}
-		if (ev->type != XPORT_EV_RECV)
-			return 0;
-		struct xport_msg *m = ev->msg;
-		uint32_t tag = m->hdr.tag;
-		char body[16];
-
-		/* In order and intact. */
-		snprintf(body, sizeof(body), "%08u", tag % 100000000u);
-		EXPECT_EQ(next_tag, tag);
-		next_tag = tag + 1;
-		EXPECT_EQ(std::string(body), std::string((char *)m->body, m->hdr.body_len));
-		if (m->hdr.data_len) {
-			std::vector<uint8_t> want = pattern(m->hdr.data_len, tag);
-			EXPECT_EQ(0, memcmp(want.data(), m->data, want.size())) << "tag " << tag;
-		}
-		/*
-		 * Admitted only while the budget had room. The test frees only
-		 * between pumps, when no event is queued, so what it holds now is
-		 * what the module counted when it took this message.
-		 */
-		if (full() && !over_budget++)
-			ADD_FAILURE() << "tag " << tag << " delivered with " << held.size()
-				      << " messages, " << held_bytes << " bytes held";
-		held.push_back(m);
-		held_bytes += msg_bytes(m->hdr.data_len);
-		max_held = std::max(max_held, held.size());
-		max_held_bytes = std::max(max_held_bytes, held_bytes);
-		return 1;
-	}
-
-	const unsigned int max_msgs_;
-	const uint64_t max_bytes_;
-	KeyRing keys_;
-	struct xport_ctx *sctx_ = nullptr, *cctx_ = nullptr;
-	struct xport_listener *listener_ = nullptr;
 };
 
 /*
@@ -1230,24 +864,26 @@ private:
  */
 TEST(XportTlsBudget, MessageBudgetRestartsFromReadAhead)
 {
-	TlsBudgetRig rig(4, 0);
+	TlsBudgetRig rig;
+	int c = rig.add_conn(4, 0);
+	BudgetRig::Side &s = rig.side(c);
 	const uint32_t count = 500;
 
-	ASSERT_NE(nullptr, rig.server);
-	rig.send_frames(count, 0);
-	ASSERT_TRUE(rig.pump_until([&] { return rig.full(); })) << "nothing delivered";
+	ASSERT_NE(nullptr, s.server);
+	rig.send_frames(c, count, 0);
+	ASSERT_TRUE(rig.pump_until([&] { return rig.full(c); })) << "nothing delivered";
 	EXPECT_EQ(0, rig.pump(300)) << "delivered past the budget with nothing freed";
-	EXPECT_EQ(4u, rig.held.size());
-	while (rig.next_tag < count) {
-		uint32_t before = rig.next_tag;
+	EXPECT_EQ(4u, s.held.size());
+	while (s.next_tag < count) {
+		uint32_t before = s.next_tag;
 
-		rig.free_to_half();
-		ASSERT_TRUE(rig.pump_until([&] { return rig.full() || rig.next_tag == count; }))
-			<< "stalled after tag " << before << " with " << rig.held.size() << " held";
+		rig.free_to_half(c);
+		ASSERT_TRUE(rig.pump_until([&] { return rig.full(c) || s.next_tag == count; }))
+			<< "stalled after tag " << before << " with " << s.held.size() << " held";
 	}
-	EXPECT_EQ(count, rig.next_tag);
-	EXPECT_EQ(4u, rig.max_held);
-	EXPECT_EQ(0, rig.over_budget);
+	EXPECT_EQ(count, s.next_tag);
+	EXPECT_EQ(4u, s.max_held);
+	EXPECT_EQ(0, s.over_budget);
 }
 
 /*
@@ -1260,23 +896,25 @@ TEST(XportTlsBudget, ByteBudgetRestartsFromReadAhead)
 {
 	const uint32_t data_len = 20000, count = 200;
 	const uint64_t max_bytes = 64 * 1024, each = TlsBudgetRig::msg_bytes(data_len);
-	TlsBudgetRig rig(0, max_bytes);
+	TlsBudgetRig rig;
+	int c = rig.add_conn(0, max_bytes);
+	BudgetRig::Side &s = rig.side(c);
 
-	ASSERT_NE(nullptr, rig.server);
-	rig.send_frames(count, data_len);
-	ASSERT_TRUE(rig.pump_until([&] { return rig.full(); })) << "nothing delivered";
+	ASSERT_NE(nullptr, s.server);
+	rig.send_frames(c, count, data_len);
+	ASSERT_TRUE(rig.pump_until([&] { return rig.full(c); })) << "nothing delivered";
 	EXPECT_EQ(0, rig.pump(300)) << "delivered past the budget with nothing freed";
-	EXPECT_EQ((max_bytes + each - 1) / each, rig.held.size());
-	while (rig.next_tag < count) {
-		uint32_t before = rig.next_tag;
+	EXPECT_EQ((max_bytes + each - 1) / each, s.held.size());
+	while (s.next_tag < count) {
+		uint32_t before = s.next_tag;
 
-		rig.free_to_half();
-		ASSERT_TRUE(rig.pump_until([&] { return rig.full() || rig.next_tag == count; }))
-			<< "stalled after tag " << before << " with " << rig.held_bytes << " held";
+		rig.free_to_half(c);
+		ASSERT_TRUE(rig.pump_until([&] { return rig.full(c) || s.next_tag == count; }))
+			<< "stalled after tag " << before << " with " << s.held_bytes << " held";
 	}
-	EXPECT_EQ(count, rig.next_tag);
-	EXPECT_LT(rig.max_held_bytes, max_bytes + each);
-	EXPECT_EQ(0, rig.over_budget);
+	EXPECT_EQ(count, s.next_tag);
+	EXPECT_LT(s.max_held_bytes, max_bytes + each);
+	EXPECT_EQ(0, s.over_budget);
 }
 
 /*
@@ -1289,29 +927,31 @@ TEST(XportTlsBudget, ByteBudgetRestartsFromReadAhead)
  */
 TEST(XportTlsBudget, PauseResumeRestartsFromReadAhead)
 {
-	TlsBudgetRig rig(0, 0);
+	TlsBudgetRig rig;
+	int c = rig.add_conn(0, 0);
+	BudgetRig::Side &s = rig.side(c);
 	const uint32_t count = 2000;
 	int stopped_with_backlog = 0;
 
-	ASSERT_NE(nullptr, rig.server);
-	rig.send_frames(count, 0);
-	while (rig.next_tag < count) {
-		uint32_t before = rig.next_tag;
+	ASSERT_NE(nullptr, s.server);
+	rig.send_frames(c, count, 0);
+	while (s.next_tag < count) {
+		uint32_t before = s.next_tag;
 
-		ASSERT_TRUE(rig.pump_until([&] { return rig.next_tag > before; }))
+		ASSERT_TRUE(rig.pump_until([&] { return s.next_tag > before; }))
 			<< "stalled after tag " << before;
-		xport_conn_pause_rx(rig.server, 1);
-		rig.free_oldest(SIZE_MAX);
+		xport_conn_pause_rx(s.server, 1);
+		rig.free_oldest(c, SIZE_MAX);
 		/* no event says "stopped": wait for a quiet spell, bounded */
 		int quiet = 0;
 		for (int i = 0; i < 100 && !quiet; i++)
 			quiet = rig.pump(100) == 0;
 		ASSERT_TRUE(quiet) << "pause did not stop delivery";
-		stopped_with_backlog += rig.next_tag < count;
-		rig.free_oldest(SIZE_MAX);
-		xport_conn_pause_rx(rig.server, 0);
+		stopped_with_backlog += s.next_tag < count;
+		rig.free_oldest(c, SIZE_MAX);
+		xport_conn_pause_rx(s.server, 0);
 	}
-	EXPECT_EQ(count, rig.next_tag);
+	EXPECT_EQ(count, s.next_tag);
 	EXPECT_GT(stopped_with_backlog, 0) << "no pause ever held anything back";
 }
 
@@ -1352,7 +992,7 @@ TEST(XportTls, CleanCloseBetweenMessagesIsZero)
  * (xport_conn_close_when_sent, how servers hang up after an error reply)
  * writes every byte first, also those only TLS still holds. The client does
  * not read until the server has flooded it to the point where a reply stays
- * staged in TLS with nothing else queued (see EchoServer::flood()); then it
+ * staged in TLS with nothing else queued (see flood()); then it
  * gets every reply intact and in order, and a clean close.
  */
 TEST(XportTls, CloseWhenSentWritesWhatTlsHolds)
