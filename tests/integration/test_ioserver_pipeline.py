@@ -2,15 +2,20 @@
 """The I/O server's read pipeline, read-ahead cache and write-back through real
 FUSE mounts: bytes are exact under overlapped sends whatever the unit size and
 depth, whole and overlap modes agree, a read after an overwrite from another
-mount never sees cached old bytes, and committed (fsync'ed) data survives a
-kill -9 of every I/O server."""
+mount never sees cached old bytes, a slow reader's pipelined READs are exact,
+and committed (fsync'ed) data survives a kill -9 of every I/O server."""
 import os
 import random
+import socket
+import time
 
 import pytest
 
+import rdfswire as w
 from conftest import (BIN, LOCAL_CLUSTER, MiB, Cluster, _cluster_root, _remove, _stop,
                       assert_bytes_equal, drop_cache, run)
+from test_trust import (cap_for_extent, client_secret, connect, ino_of, io_read_req,
+                        ioserver_ports, layout)
 
 
 def _read(path):
@@ -145,6 +150,53 @@ def test_readahead_never_serves_old_bytes_after_overwrite_from_other_mount(workd
         drop_cache(theirs)
         got = _pread(theirs, off, 3 * MiB)
         assert_bytes_equal(bytes(data[off:off + 3 * MiB]), got, "pread at %d" % off)
+
+
+def test_pipelined_reads_of_a_slow_reader_are_exact(cluster, workdir):
+    """A client pipelines 24 READs of up to 4 MiB on one connection with a small
+    receive buffer, and reads the replies only after a pause: the I/O server's
+    READs run out of the connection's share of the buffer pool, wait for any
+    buffer or for their own sends to give theirs back, and every reply is
+    still byte-exact."""
+    data = os.urandom(16 * MiB)
+    p = workdir / "slow-reader"
+    _write(p, data)
+    secret = client_secret(cluster)
+    meta = connect(cluster.port, secret)
+    try:
+        status, lay = layout(meta, ino_of(meta, cluster, p), len(data), w.cred(0, 0))
+    finally:
+        meta.close()
+    assert status == 0, "LAYOUT: %d" % status
+    ext = max((e for e in lay["extents"] if not e["unwritten"]), key=lambda e: e["length"])
+    nblocks = min(ext["length"], 4 * MiB) // 4096
+    spare = ext["length"] // 4096 - nblocks
+    cap = cap_for_extent(lay, ext)
+    conn = connect(ioserver_ports(cluster)[ext["server"]], secret)
+    try:
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        want, frames = {}, []
+        for tag in range(1, 25):
+            blk = (tag * 97) % (spare + 1)
+            off = ext["offset"] + blk * 4096
+            want[tag] = data[off:off + nblocks * 4096]
+            frames.append(w.frame(w.OP_READ, io_read_req(cap, ext["block"] + blk, nblocks),
+                                  tag=tag))
+        conn.send(b"".join(frames))
+        time.sleep(2)           # the server fills the socket and spends the share
+        got = {tag: bytearray() for tag in want}
+        left = set(want)
+        conn.sock.settimeout(60)
+        while left:
+            hdr, _, part = conn.recv_frame()
+            assert hdr["status"] == 0, "READ %d: status %d" % (hdr["tag"], hdr["status"])
+            got[hdr["tag"]] += part
+            if not hdr["flags"] & w.FLAG_MORE:
+                left.discard(hdr["tag"])
+    finally:
+        conn.close()
+    for tag in want:
+        assert_bytes_equal(want[tag], bytes(got[tag]), "READ %d of a slow reader" % tag)
 
 
 def test_committed_writes_survive_kill9_of_every_ioserver(fresh_cluster):

@@ -3,8 +3,9 @@
  * ios_pipeline_test.cc - the io_uring READ pipeline, read-ahead and write-back
  * of the I/O server, in-process on a real socket and a real volume file:
  * byte-exact data under overlapped sends for every unit size and depth, whole
- * vs overlap, read-ahead coherence across connections, COMMIT durability
- * across a kill -9, and malformed requests among pipelined ones.
+ * vs overlap, read-ahead coherence across connections, READs waiting for
+ * pool buffers, COMMIT durability across a kill -9, and malformed requests
+ * among pipelined ones.
  */
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -41,6 +43,7 @@ struct ServerConf {
 	int depth = 0;
 	int readahead_mb = IOS_READAHEAD_OFF;
 	int threads = 2;
+	uint64_t pool = 0;		/* buffer_pool_bytes; 0: derived */
 };
 
 class PipelineTest : public ::testing::Test {
@@ -87,6 +90,7 @@ protected:
 		o.unit_size = c.unit;
 		o.pipeline_depth = c.depth;
 		o.readahead_cache_mb = c.readahead_mb;
+		o.buffer_pool_bytes = c.pool;
 		ASSERT_EQ(ios_server_create(&o, &server), 0);
 		loop = std::thread([this]() { EXPECT_EQ(ios_server_run(server), 0); });
 		for (int i = 0; i < nclients; i++) {
@@ -267,6 +271,81 @@ TEST_F(PipelineTest, ManyConcurrentReadersWithATinyPipelineAreExact)
 	for (auto &t : ts)
 		t.join();
 	EXPECT_EQ(bad.load(), 0);
+}
+
+/*
+ * Every client pipelines its READs: @reads[client] are (block, head, length)
+ * of the model, all sent before any reply is read. Returns how many replies
+ * were wrong.
+ */
+int pipelined_reads_bad(std::vector<struct rpc_client *> &clients,
+			struct auth_secret *cap_key,
+			const std::vector<std::vector<std::array<uint32_t, 3>>> &reads,
+			const std::vector<uint8_t> &model)
+{
+	std::vector<std::thread> ts;
+	std::atomic<int> bad{0};
+
+	for (size_t ci = 0; ci < reads.size(); ci++) {
+		ts.emplace_back([&, ci]() {
+			Cap cap(cap_key, kServerId, RDFS_CAP_READ, {{0, kVolBlocks}});
+			const auto &rs = reads[ci];
+			std::vector<Rdfs__IoReq> reqs(rs.size());
+			std::vector<struct rpc_pending *> pend(rs.size(), nullptr);
+
+			for (size_t i = 0; i < rs.size(); i++) {
+				rdfs__io_req__init(&reqs[i]);
+				reqs[i].cap = cap.get();
+				reqs[i].first_block = kModelFirst + rs[i][0];
+				reqs[i].block_count =
+					(uint32_t)volume_blocks_touched(rs[i][1], rs[i][2]);
+				reqs[i].head = rs[i][1];
+				reqs[i].length = rs[i][2];
+				if (rpc_call_start(clients[ci], RDFS_OP_READ, &reqs[i].base,
+						   nullptr, 0, &pend[i]))
+					bad++;
+			}
+			for (size_t i = 0; i < rs.size(); i++) {
+				struct rpc_reply rep = {};
+				size_t off = (size_t)rs[i][0] * 4096 + rs[i][1];
+				std::vector<uint8_t> got;
+
+				if (!pend[i] || rpc_call_wait(pend[i], 60000, &rep)) {
+					bad++;
+					continue;
+				}
+				got.resize(rpc_reply_data_len(&rep));
+				rpc_reply_data_copy(&rep, 0, got.data(), got.size());
+				if (rep.status || got.size() != rs[i][2] ||
+				    memcmp(got.data(), model.data() + off, got.size()))
+					bad++;
+				rpc_reply_release(&rep);
+			}
+		});
+	}
+	for (auto &th : ts)
+		th.join();
+	return bad.load();
+}
+
+/*
+ * Whole replies larger than a third of the buffer pool, from three
+ * connections at once: READs wait for another's buffer to come back.
+ */
+TEST_F(PipelineTest, ReadsWaitingForPoolBuffersAreExact)
+{
+	ServerConf c;
+
+	c.mode = IOS_SEND_WHOLE;
+	c.pool = 16u << 20;
+	start(c, 3);
+	write_model(clients[0], 8);
+	std::vector<std::vector<std::array<uint32_t, 3>>> reads(3);
+	for (uint32_t ci = 0; ci < 3; ci++)
+		for (uint32_t i = 0; i < 6; i++)
+			reads[ci].push_back({ (ci * 7 + i * 131) % 1024, (i * 1237) % 4096,
+					      (6u << 20) + i * 4099 });
+	EXPECT_EQ(pipelined_reads_bad(clients, &cap_key, reads, model), 0);
 }
 
 /* Wait (bounded) until every read-ahead load started so far has finished. */
