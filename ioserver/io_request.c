@@ -57,8 +57,6 @@
 
 /* Submission queue entries per ring; the kernel keeps completions beyond it. */
 #define RING_ENTRIES		256
-/* The eventfd read's user_data; every other is a struct ring_op pointer. */
-#define RING_EFD_TAG		1ull
 /* Read-ahead segments one READ may start loading. */
 #define RA_LOADS_PER_READ	64
 /*
@@ -76,6 +74,7 @@
 struct ring;
 struct io_job;
 
+/* Every completion of a ring: the submitter's callback, with the result. */
 struct ring_op {
 	void (*done)(struct ring *r, struct ring_op *op, int res);
 };
@@ -83,12 +82,13 @@ struct ring_op {
 /* A read or write of one byte range of the volume, resubmitted until whole. */
 struct rw_op {
 	struct ring_op base;
-	struct io_job *job;		/* NULL for a read-ahead load */
+	struct io_job *job;
 	uint8_t *buf;
 	uint64_t off;
 	uint32_t len, done;
 	bool write;
 	int rw_flags;
+	/* the whole range is done (0) or failed (negative errno) */
 	void (*finish)(struct ring *r, struct rw_op *op, int err);
 };
 
@@ -121,6 +121,50 @@ struct io_unit {
 	enum unit_state state;
 };
 
+/*
+ * Where a job is in its life (the model: SPDK's nvmf request states). The
+ * job's owner changes it with job_set_state(), which aborts on a transition
+ * not in this table: that is a bug, never a bad request. The owner is the
+ * main loop until it posts the job or parks it behind an epoch, then its ring
+ * thread. Other threads only post the job, and read whether it is JOB_DONE.
+ * One state has two possible leavers: JOB_READ_WAIT_SEND is left by whoever
+ * claims it first (job_claim_state()), the ring thread or a send completion.
+ *
+ *   state               waits for                          next
+ *   NEW                 its first step on its ring         COMMIT_WAIT LOCK_WAIT READING
+ *                                                          WRITE_MERGE WRITING COMMIT_SYNC DONE
+ *   COMMIT_WAIT         the WRITEs received before it      COMMIT_SYNC
+ *   LOCK_WAIT           its blocks' range lock             READING WRITE_MERGE WRITING DONE
+ *   READING             its units' disk reads (the         READ_WAIT_BUF READ_WAIT_RA
+ *                       pipeline runs)                     READ_WAIT_SEND DONE
+ *   READ_WAIT_BUF       any job to give back a buffer      READING
+ *   READ_WAIT_RA        the read-ahead load its next unit  READING DONE
+ *                       is in (earlier units go on)
+ *   READ_WAIT_SEND      its own sends to give buffers back READING
+ *   WRITE_MERGE         the reads of its partial blocks    WRITING
+ *   WRITING             its writes, all issued             DONE
+ *   COMMIT_SYNC         the fdatasync                      DONE
+ *   DONE                the final reply is posted; the job lives on while
+ *                       sends hold its buffers (refs)
+ *
+ * ZERO goes from NEW or LOCK_WAIT to DONE within one step. A READ fails from
+ * READING or READ_WAIT_RA once its disk reads are back (they fill its buffers).
+ */
+enum job_state {
+	JOB_NEW,
+	JOB_COMMIT_WAIT,
+	JOB_LOCK_WAIT,
+	JOB_READING,
+	JOB_READ_WAIT_BUF,
+	JOB_READ_WAIT_RA,
+	JOB_READ_WAIT_SEND,
+	JOB_WRITE_MERGE,
+	JOB_WRITING,
+	JOB_COMMIT_SYNC,
+	JOB_DONE,
+	JOB_NSTATES
+};
+
 struct epoch;
 
 struct io_job {
@@ -135,35 +179,50 @@ struct io_job {
 	struct xport_conn *conn;
 	Rdfs__IoReq *io;
 	uint16_t op;
+	_Atomic enum job_state state;	/* job_set_state(), job_claim_state() */
 	atomic_int refs;
-	atomic_bool final_posted;
 	uint64_t placed;		/* reply bytes written into the client's sink so far */
-	struct io_job *qnext;		/* ring's posted queue (ring mutex) */
+	/*
+	 * On the ring's posted queue (ring mutex). Not a place in the job's life
+	 * but a wake-up waiting to run: any thread posts, in several states, and
+	 * two posts before the ring runs the job are one step.
+	 */
 	bool queued;
-	struct io_job *wnext;		/* ring's buffer-wait list (ring thread) */
-	bool waiting_buf;
-	bool started;
-	int err;
+	struct io_job *qnext;		/* ring's posted queue (ring mutex) */
+	struct io_job *wnext;		/* ring's buffer-wait list, in JOB_READ_WAIT_BUF */
+	int err;			/* the outcome so far: the first error */
 
 	/* READ */
 	struct io_unit *units;
 	int nunits, next_start, next_send, reading, held, held_max;
 	atomic_int returned;		/* buffers given back by send completions */
-	atomic_bool want_return;	/* blocked on them: the next completion posts us */
 	struct ra_waiter ra_wait;	/* the next unit waits for a read-ahead load */
-	bool ra_waiting;
-	atomic_bool ra_ready;		/* ... which has ended: look again */
+	/*
+	 * That load has ended: a message from the loading ring thread, which may
+	 * not change the state (this ring may be stepping the job for its earlier
+	 * units meanwhile); read_step() takes it and leaves JOB_READ_WAIT_RA.
+	 */
+	atomic_bool ra_ready;
+
+	/* READ, WRITE, ZERO */
+	struct range_lock_entry lock;
+	/*
+	 * lock is in line in the range lock, to be released once. A held
+	 * resource, not a place in the life: a READ lets its blocks go as soon as
+	 * its units are off the disk, while its last units are still being sent.
+	 */
+	bool locked;
 
 	/* WRITE, ZERO */
-	struct range_lock_entry lock;
-	bool locked;
-	bool lock_wait;			/* queued for the range lock */
-	bool acked;			/* write-back WRITE: acknowledged before the disk write */
+	/*
+	 * A write-back WRITE was answered on receipt, before the disk write: a
+	 * fact about the reply, which decides how a later failure is told.
+	 */
+	bool acked;
 	struct rw_op wop[3];
 	int reads_pending, writes_pending;
 	uint8_t *bounce;
 	size_t bounce_len;
-	bool bounce_written;
 	uint32_t tail_full;		/* WRITE from aligned data: full blocks before the tail */
 	struct epoch *epoch;
 
@@ -179,8 +238,9 @@ struct ring {
 	struct io_uring uring;
 	int efd;
 	uint64_t efd_val;
+	struct ring_op efd_op;		/* the eventfd read's completion */
 	bool efd_armed;
-	int inflight;			/* operations on the ring, eventfd read aside */
+	int inflight;			/* operations on the ring, the eventfd read too */
 	atomic_bool buf_kick;		/* buffers came back: retry the waiting jobs */
 	struct io_job *wait_head, *wait_tail;	/* jobs waiting for buffers */
 
@@ -230,7 +290,91 @@ struct io_pool {
 	atomic_uint_fast64_t n_reads, n_units_disk, n_units_cache, n_parts, n_ra, n_ra_done;
 };
 
+static inline enum job_state job_state(struct io_job *j)
+{
+	return atomic_load(&j->state);
+}
+
+#define TO(s)	(1u << (s))
+
+static void read_step(struct io_job *j);
+static void read_buffers_back(struct io_job *j);
+static void read_locked(struct io_job *j);
+static void write_piece_done(struct ring *r, struct rw_op *op, int err);
+static bool job_lock_blocks(struct io_job *j, uint64_t count, bool shared);
+static void epoch_end(struct io_pool *p, struct epoch *e);
 static void job_step(struct io_job *j);
+
+/* ------------------------------------------------------------ job states */
+
+/* The transitions of enum job_state's table, and no other. */
+static const unsigned int job_next[JOB_NSTATES] = {
+	[JOB_NEW] = TO(JOB_COMMIT_WAIT) | TO(JOB_LOCK_WAIT) | TO(JOB_READING) |
+		    TO(JOB_WRITE_MERGE) | TO(JOB_WRITING) | TO(JOB_COMMIT_SYNC) | TO(JOB_DONE),
+	[JOB_COMMIT_WAIT] = TO(JOB_COMMIT_SYNC),
+	[JOB_LOCK_WAIT] = TO(JOB_READING) | TO(JOB_WRITE_MERGE) | TO(JOB_WRITING) | TO(JOB_DONE),
+	[JOB_READING] = TO(JOB_READ_WAIT_BUF) | TO(JOB_READ_WAIT_RA) | TO(JOB_READ_WAIT_SEND) |
+			TO(JOB_DONE),
+	[JOB_READ_WAIT_BUF] = TO(JOB_READING),
+	[JOB_READ_WAIT_RA] = TO(JOB_READING) | TO(JOB_DONE),
+	[JOB_READ_WAIT_SEND] = TO(JOB_READING),
+	[JOB_WRITE_MERGE] = TO(JOB_WRITING),
+	[JOB_WRITING] = TO(JOB_DONE),
+	[JOB_COMMIT_SYNC] = TO(JOB_DONE),
+	[JOB_DONE] = 0,
+};
+
+static const char *const job_state_name[JOB_NSTATES] = {
+	[JOB_NEW] = "NEW",
+	[JOB_COMMIT_WAIT] = "COMMIT_WAIT",
+	[JOB_LOCK_WAIT] = "LOCK_WAIT",
+	[JOB_READING] = "READING",
+	[JOB_READ_WAIT_BUF] = "READ_WAIT_BUF",
+	[JOB_READ_WAIT_RA] = "READ_WAIT_RA",
+	[JOB_READ_WAIT_SEND] = "READ_WAIT_SEND",
+	[JOB_WRITE_MERGE] = "WRITE_MERGE",
+	[JOB_WRITING] = "WRITING",
+	[JOB_COMMIT_SYNC] = "COMMIT_SYNC",
+	[JOB_DONE] = "DONE",
+};
+
+static const char *job_state_str(enum job_state s)
+{
+	return (unsigned int)s < JOB_NSTATES ? job_state_name[s] : "?";
+}
+
+/* A job where its life cannot take it: carrying on would corrupt other requests' data. */
+static _Noreturn void job_state_bug(const struct io_job *j, enum job_state from,
+				    enum job_state to)
+{
+	log_error("I/O job for op %u: bad state transition %s -> %s", j->op,
+		  job_state_str(from), job_state_str(to));
+	abort();
+}
+
+static bool job_may_go(enum job_state from, enum job_state to)
+{
+	return (unsigned int)from < JOB_NSTATES && (unsigned int)to < JOB_NSTATES &&
+	       (job_next[from] & TO(to));
+}
+
+/* The owner moves @j on; JOB_READ_WAIT_SEND, which another thread may claim, is not its alone. */
+static void job_set_state(struct io_job *j, enum job_state to)
+{
+	enum job_state from = atomic_load(&j->state);
+
+	if (from == JOB_READ_WAIT_SEND || !job_may_go(from, to) ||
+	    !atomic_compare_exchange_strong(&j->state, &from, to))
+		job_state_bug(j, from, to);
+}
+
+/* From any thread: move @j from @from to @to if it is still in @from; true if this call did. */
+static bool job_claim_state(struct io_job *j, enum job_state from, enum job_state to)
+{
+	if (!job_may_go(from, to))
+		job_state_bug(j, from, to);
+	return atomic_compare_exchange_strong(&j->state, &from, to);
+}
 
 /* ------------------------------------------------------------ rings */
 
@@ -241,6 +385,17 @@ static struct io_uring_sqe *ring_sqe(struct ring *r)
 	while (!(sqe = io_uring_get_sqe(&r->uring)))
 		io_uring_submit(&r->uring);
 	return sqe;
+}
+
+static void ring_queue(struct ring *r, struct io_uring_sqe *sqe, struct ring_op *op)
+{
+	io_uring_sqe_set_data(sqe, op);
+	r->inflight++;
+}
+
+static void ring_flush(struct ring *r)
+{
+	io_uring_submit(&r->uring);
 }
 
 static void ring_kick(struct ring *r)
@@ -303,6 +458,21 @@ static void ring_run_posted(struct ring *r)
 	}
 }
 
+/*
+ * Park @j, which holds no buffer and reads nothing, until any buffer comes
+ * back to the pool (pool_buffers_returned()); the list takes a reference.
+ */
+static void ring_wait_buffer(struct ring *r, struct io_job *j)
+{
+	atomic_fetch_add(&j->refs, 1);
+	j->wnext = NULL;
+	if (r->wait_tail)
+		r->wait_tail->wnext = j;
+	else
+		r->wait_head = j;
+	r->wait_tail = j;
+}
+
 static void ring_retry_buf_waiters(struct ring *r)
 {
 	struct io_job *j, *list = r->wait_head;
@@ -310,17 +480,23 @@ static void ring_retry_buf_waiters(struct ring *r)
 	r->wait_head = r->wait_tail = NULL;
 	while ((j = list)) {
 		list = j->wnext;
-		j->waiting_buf = false;
 		atomic_fetch_sub(&j->pool->buf_waiters, 1);
-		job_step(j);
+		read_buffers_back(j);
 		job_put(j);	/* the wait list's hold */
 	}
+}
+
+/* The eventfd was written: posted jobs and returned buffers are looked at each turn. */
+static void ring_efd_done(struct ring *r, struct ring_op *op, int res)
+{
+	r->efd_armed = false;
 }
 
 static void *ring_main(void *arg)
 {
 	struct ring *r = arg;
 	struct io_uring_cqe *cqe;
+	struct ring_op *op;
 	unsigned int head, n;
 	bool stop;
 
@@ -329,20 +505,16 @@ static void *ring_main(void *arg)
 			struct io_uring_sqe *sqe = ring_sqe(r);
 
 			io_uring_prep_read(sqe, r->efd, &r->efd_val, sizeof(r->efd_val), 0);
-			io_uring_sqe_set_data64(sqe, RING_EFD_TAG);
+			ring_queue(r, sqe, &r->efd_op);
 			r->efd_armed = true;
 		}
 		io_uring_submit_and_wait(&r->uring, 1);
 		n = 0;
 		io_uring_for_each_cqe(&r->uring, head, cqe) {
 			n++;
-			if (io_uring_cqe_get_data64(cqe) == RING_EFD_TAG) {
-				r->efd_armed = false;
-				continue;
-			}
 			r->inflight--;
-			((struct ring_op *)io_uring_cqe_get_data(cqe))->done(
-				r, io_uring_cqe_get_data(cqe), cqe->res);
+			op = io_uring_cqe_get_data(cqe);
+			op->done(r, op, cqe->res);
 		}
 		io_uring_cq_advance(&r->uring, n);
 		ring_run_posted(r);
@@ -351,49 +523,52 @@ static void *ring_main(void *arg)
 		pthread_mutex_lock(&r->mutex);
 		stop = r->stop && !r->posted_head;
 		pthread_mutex_unlock(&r->mutex);
-		if (stop && r->inflight == 0)
+		/* nothing left on the ring but the eventfd read */
+		if (stop && r->inflight == (r->efd_armed ? 1 : 0))
 			break;
 	}
 	return NULL;
 }
 
-static void rw_submit(struct ring *r, struct rw_op *op);
-
-static void rw_done(struct ring *r, struct ring_op *base, int res)
+/*
+ * Account the completion @res of a read or write of [*done, len): 1 when the
+ * rest must go on the ring again (interrupted, or short), 0 when it is whole,
+ * else the negative errno.
+ */
+static int ring_rw_advance(int res, uint32_t *done, uint32_t len)
 {
-	struct rw_op *op = (struct rw_op *)base;
-
-	if (res == -EINTR || res == -EAGAIN) {
-		rw_submit(r, op);
-		return;
-	}
-	if (res <= 0) {
-		/* inside the volume there is no EOF unless it was cut behind our back */
-		op->finish(r, op, res < 0 ? res : -EIO);
-		return;
-	}
-	op->done += (uint32_t)res;
-	if (op->done < op->len) {
-		rw_submit(r, op);
-		return;
-	}
-	op->finish(r, op, 0);
+	if (res == -EINTR || res == -EAGAIN)
+		return 1;
+	/* inside the volume there is no EOF unless it was cut behind our back */
+	if (res <= 0)
+		return res < 0 ? res : -EIO;
+	*done += (uint32_t)res;
+	return *done < len;
 }
 
 static void rw_submit(struct ring *r, struct rw_op *op)
 {
 	struct io_uring_sqe *sqe = ring_sqe(r);
-	int fd = op->job ? op->job->pool->fd : r->pool->fd;
 
 	if (op->write)
-		io_uring_prep_write(sqe, fd, op->buf + op->done, op->len - op->done,
+		io_uring_prep_write(sqe, r->pool->fd, op->buf + op->done, op->len - op->done,
 				    op->off + op->done);
 	else
-		io_uring_prep_read(sqe, fd, op->buf + op->done, op->len - op->done,
+		io_uring_prep_read(sqe, r->pool->fd, op->buf + op->done, op->len - op->done,
 				   op->off + op->done);
 	sqe->rw_flags = op->rw_flags;
-	io_uring_sqe_set_data(sqe, &op->base);
-	r->inflight++;
+	ring_queue(r, sqe, &op->base);
+}
+
+static void rw_done(struct ring *r, struct ring_op *base, int res)
+{
+	struct rw_op *op = (struct rw_op *)base;
+	int ret = ring_rw_advance(res, &op->done, op->len);
+
+	if (ret > 0)
+		rw_submit(r, op);
+	else
+		op->finish(r, op, ret);
 }
 
 static void rw_start(struct ring *r, struct rw_op *op, struct io_job *j, bool write, void *buf,
@@ -507,8 +682,6 @@ static void io_reply_length(struct io_pool *p, struct rpc_request *req, uint32_t
 	rpc_server_reply(req, 0, &reply.base, NULL, 0);
 }
 
-static void epoch_end(struct io_pool *p, struct epoch *e);
-
 /* The final reply is posted: the request is answered; the job may outlive it (sends). */
 static void job_finish(struct io_job *j)
 {
@@ -523,14 +696,12 @@ static void job_finish(struct io_job *j)
 		j->epoch = NULL;
 	}
 	rpc_request_done(&j->req);
-	atomic_store(&j->final_posted, true);
+	job_set_state(j, JOB_DONE);
 	atomic_fetch_sub(&p->busy, 1);
 	job_put(j);	/* the ring's hold */
 }
 
 /* ------------------------------------------------------------ READ */
-
-static void read_step(struct io_job *j);
 
 static void unit_read_done(struct ring *r, struct rw_op *op, int err)
 {
@@ -552,7 +723,7 @@ static void unit_read_done(struct ring *r, struct rw_op *op, int err)
 }
 
 /* A pool buffer came back: wake the jobs of any ring that wait for one. */
-static void buffers_returned(struct io_pool *p)
+static void pool_buffers_returned(struct io_pool *p)
 {
 	int i;
 
@@ -615,15 +786,15 @@ static void unit_sent(void *arg, int status)
 		ra_release(p->ra, u->segs, u->nsegs);
 	} else {
 		job_buf_put(j, u->rw.buf, u->buf_len);
-		buffers_returned(p);
+		pool_buffers_returned(p);
 	}
-	if (atomic_load(&j->final_posted)) {
+	if (job_state(j) == JOB_DONE) {
 		job_put(j);
 		return;
 	}
 	atomic_fetch_add(&j->returned, 1);
 	/* Wake the ring only when the job waits for this; most sends finish unawaited. */
-	if (atomic_exchange(&j->want_return, false))
+	if (job_claim_state(j, JOB_READ_WAIT_SEND, JOB_READING))
 		ring_post(j->ring, j);	/* our reference goes with it */
 	else
 		job_put(j);
@@ -732,7 +903,7 @@ static int read_send_ready(struct io_job *j)
 				rpc_server_reply(&j->req, 0, &reply.base, iov, niov);
 				unit_release(j->pool, u);
 				if (!u->nsegs)
-					buffers_returned(j->pool);
+					pool_buffers_returned(j->pool);
 				job_finish(j);
 				return freed + 1;
 			}
@@ -763,7 +934,7 @@ static int read_send_ready(struct io_job *j)
 		if (now) {
 			unit_release(j->pool, u);
 			if (!u->nsegs)
-				buffers_returned(j->pool);
+				pool_buffers_returned(j->pool);
 			j->held--;
 			freed++;
 		}
@@ -780,21 +951,19 @@ static void unit_seg_loaded(struct ra_waiter *w)
 	ring_post(j->ring, j);	/* the reference taken for the wait */
 }
 
-static void read_step(struct io_job *j)
+/*
+ * Start the next units, as many as the pipeline's depth and the job's
+ * buffers allow, each from the read-ahead cache or the disk. Leaves
+ * JOB_READING when the next unit must wait for a load or for any buffer.
+ * Returns whether a read went on the ring.
+ */
+static bool read_units(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
 	struct io_unit *u;
-	bool queued;
-	int freed;
+	bool queued = false;
 
-	if (atomic_load(&j->final_posted))
-		return;
-again:
-	j->held -= atomic_exchange(&j->returned, 0);
-	if (j->ra_waiting && atomic_exchange(&j->ra_ready, false))
-		j->ra_waiting = false;
-	queued = false;
-	while (!j->err && !j->ra_waiting && j->next_start < j->nunits &&
+	while (!j->err && job_state(j) == JOB_READING && j->next_start < j->nunits &&
 	       j->reading < p->depth && j->held < j->held_max) {
 		u = &j->units[j->next_start];
 		u->rw.job = j;
@@ -808,7 +977,8 @@ again:
 						   UNIT_SEGS, &j->ra_wait);
 			if (u->nsegs == -EINPROGRESS) {
 				u->nsegs = 0;
-				j->ra_waiting = true;
+				/* the load may have ended already: ra_ready tells */
+				job_set_state(j, JOB_READ_WAIT_RA);
 				break;
 			}
 			atomic_fetch_sub(&j->refs, 1);
@@ -822,7 +992,7 @@ again:
 		}
 		u->nsegs = 0;
 		u->rw.buf = job_buf_get(j, u->buf_len);
-		if (!u->rw.buf && j->held == 0 && j->reading == 0 && !j->waiting_buf) {
+		if (!u->rw.buf && j->held == 0 && j->reading == 0) {
 			/*
 			 * Nothing of ours will step us again: wait for anyone's buffer.
 			 * Counted before trying again, so a buffer given back in between
@@ -831,14 +1001,8 @@ again:
 			atomic_fetch_add(&p->buf_waiters, 1);
 			u->rw.buf = job_buf_get(j, u->buf_len);
 			if (!u->rw.buf) {
-				j->waiting_buf = true;
-				atomic_fetch_add(&j->refs, 1);
-				j->wnext = NULL;
-				if (j->ring->wait_tail)
-					j->ring->wait_tail->wnext = j;
-				else
-					j->ring->wait_head = j;
-				j->ring->wait_tail = j;
+				job_set_state(j, JOB_READ_WAIT_BUF);
+				ring_wait_buffer(j->ring, j);
 				break;
 			}
 			atomic_fetch_sub(&p->buf_waiters, 1);
@@ -860,39 +1024,73 @@ again:
 			 u->nblocks * RDFS_BLOCK_SIZE, 0, unit_read_done);
 		queued = true;
 	}
-	/*
-	 * The next reads go to the disk before we spend time sending: with units
-	 * read one after another (depth 1) the disk would idle for the send.
-	 * With nothing to send the ring's loop submits them as soon.
-	 */
-	if (queued && j->next_send < j->nunits && j->units[j->next_send].state == UNIT_VALID)
-		io_uring_submit(&j->ring->uring);
-	/* Every unit is off the disk: writers of these blocks may go on. */
-	if (j->locked && j->reading == 0 && (j->next_start == j->nunits || j->err)) {
-		range_lock_release(volume_range_lock(p->vol), &j->lock);
-		j->locked = false;
-	}
-	freed = read_send_ready(j);
-	if (atomic_load(&j->final_posted))
-		return;
+	return queued;
+}
+
+/*
+ * After a round of read_step(): whether another round can start units now;
+ * else the job rests in its state until something steps it again.
+ */
+static bool read_round_again(struct io_job *j, int freed)
+{
+	if (job_state(j) == JOB_DONE)
+		return false;
 	/* sent without a completion: their buffers may carry the next units */
-	if (freed && !j->err && j->next_start < j->nunits && j->reading < p->depth)
-		goto again;
+	if (freed && !j->err && j->next_start < j->nunits && j->reading < j->pool->depth)
+		return true;
 	if (j->err) {
+		/* the error reply waits for the disk reads into our buffers */
 		if (j->reading == 0)
 			read_reply_error(j);
-		return;
+		return false;
 	}
+	if (job_state(j) != JOB_READING || j->reading || j->next_start == j->nunits)
+		return false;
 	/*
 	 * Nothing on the disk and more to read, yet stopped: only our own sends'
-	 * completions can give buffers back. Ask the next one to post us, then
-	 * look again in case it came before we asked.
+	 * completions can give buffers back. The next one claims the wait and
+	 * posts us; look again in case they came before we waited.
 	 */
-	if (j->reading == 0 && j->next_start < j->nunits && !j->waiting_buf && !j->ra_waiting) {
-		atomic_store(&j->want_return, true);
-		if (atomic_load(&j->returned) && atomic_exchange(&j->want_return, false))
-			goto again;
-	}
+	job_set_state(j, JOB_READ_WAIT_SEND);
+	return atomic_load(&j->returned) &&
+	       job_claim_state(j, JOB_READ_WAIT_SEND, JOB_READING);
+}
+
+static void read_step(struct io_job *j)
+{
+	struct io_pool *p = j->pool;
+	bool queued;
+	int freed;
+
+	if (job_state(j) == JOB_DONE)
+		return;
+	do {
+		j->held -= atomic_exchange(&j->returned, 0);
+		if (job_state(j) == JOB_READ_WAIT_RA && atomic_exchange(&j->ra_ready, false))
+			job_set_state(j, JOB_READING);
+		queued = read_units(j);
+		/*
+		 * The next reads go to the disk before we spend time sending: with
+		 * units read one after another (depth 1) the disk would idle for
+		 * the send. With nothing to send the ring's loop submits them as soon.
+		 */
+		if (queued && j->next_send < j->nunits &&
+		    j->units[j->next_send].state == UNIT_VALID)
+			ring_flush(j->ring);
+		/* Every unit is off the disk: writers of these blocks may go on. */
+		if (j->locked && j->reading == 0 && (j->next_start == j->nunits || j->err)) {
+			range_lock_release(volume_range_lock(p->vol), &j->lock);
+			j->locked = false;
+		}
+		freed = read_send_ready(j);
+	} while (read_round_again(j, freed));
+}
+
+/* A buffer came back to the pool while @j waited on its ring's list for one. */
+static void read_buffers_back(struct io_job *j)
+{
+	job_set_state(j, JOB_READING);
+	read_step(j);
 }
 
 static void ra_load_submit(struct ring *r, struct ra_load *l)
@@ -913,27 +1111,17 @@ static void ra_load_submit(struct ring *r, struct ra_load *l)
 		n++;
 	}
 	io_uring_prep_readv(sqe, r->pool->fd, l->iov, (unsigned int)n, l->off + l->done);
-	io_uring_sqe_set_data(sqe, &l->base);
-	r->inflight++;
+	ring_queue(r, sqe, &l->base);
 }
 
 static void ra_load_done(struct ring *r, struct ring_op *op, int res)
 {
 	struct ra_load *l = (struct ra_load *)op;
-	int i, err = 0;
+	int i, err = ring_rw_advance(res, &l->done, l->len);
 
-	if (res == -EINTR || res == -EAGAIN) {
+	if (err > 0) {
 		ra_load_submit(r, l);
 		return;
-	}
-	if (res > 0) {
-		l->done += (uint32_t)res;
-		if (l->done < l->len) {
-			ra_load_submit(r, l);
-			return;
-		}
-	} else {
-		err = res < 0 ? res : -EIO;
 	}
 	for (i = 0; i < l->nsegs; i++) {
 		ra_seg_loaded(r->pool->ra, l->segs[i], err);
@@ -975,9 +1163,6 @@ static void read_ahead(struct io_job *j, uint64_t first, uint64_t count)
 	}
 }
 
-static bool lock_blocks(struct io_job *j, uint64_t count, bool shared);
-static void read_locked(struct io_job *j);
-
 static void read_start(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
@@ -1017,11 +1202,12 @@ static void read_start(struct io_job *j)
 		u->data_len = (uint32_t)(hi - lo);
 	}
 	j->held_max = p->depth * HELD_PER_DEPTH;
+	j->ra_wait.loaded = unit_seg_loaded;
 	/*
 	 * Shared with other READs; after every WRITE that came before, even one
 	 * acknowledged before it reached the disk (write-back).
 	 */
-	if (lock_blocks(j, n, true))
+	if (job_lock_blocks(j, n, true))
 		read_locked(j);
 }
 
@@ -1044,6 +1230,7 @@ static bool job_fenced(struct io_job *j)
 	return true;
 }
 
+/* The READ holds its blocks (from JOB_NEW or JOB_LOCK_WAIT). */
 static void read_locked(struct io_job *j)
 {
 	const Rdfs__IoReq *io = j->io;
@@ -1052,6 +1239,7 @@ static void read_locked(struct io_job *j)
 		job_finish(j);
 		return;
 	}
+	job_set_state(j, JOB_READING);
 	read_step(j);
 	/* After the request's own reads, which are queued first on the ring. */
 	if (j->pool->ra)
@@ -1107,8 +1295,6 @@ static void write_done(struct io_job *j)
 	job_finish(j);
 }
 
-static void write_piece_done(struct ring *r, struct rw_op *op, int err);
-
 /* Every partial block is read: merge the new bytes and write the bounce buffer. */
 static void write_bounce(struct io_job *j)
 {
@@ -1127,7 +1313,6 @@ static void write_bounce(struct io_job *j)
 			 (uint32_t)j->bounce_len, flags, write_piece_done);
 	}
 	j->writes_pending++;
-	j->bounce_written = true;
 }
 
 static void write_piece_done(struct ring *r, struct rw_op *op, int err)
@@ -1138,16 +1323,20 @@ static void write_piece_done(struct ring *r, struct rw_op *op, int err)
 		j->err = err;
 	if (op->write) {
 		j->writes_pending--;
-	} else if (--j->reads_pending == 0 && !j->err) {
-		write_bounce(j);
+	} else if (--j->reads_pending == 0) {
+		/* the bounce block is whole, or one of its reads failed: nothing more to read */
+		job_set_state(j, JOB_WRITING);
+		if (!j->err)
+			write_bounce(j);
 	}
-	if (!j->reads_pending && !j->writes_pending && (j->bounce_written || !j->bounce || j->err))
+	if (job_state(j) == JOB_WRITING && !j->writes_pending)
 		write_done(j);
 }
 
 /*
- * The range is ours. Whole blocks go straight from the transport's aligned
- * buffer; a partial block is read into a bounce buffer first (read-modify-write).
+ * The range is ours (from JOB_NEW or JOB_LOCK_WAIT). Whole blocks go straight
+ * from the transport's aligned buffer; a partial block is read into a bounce
+ * buffer first (read-modify-write).
  */
 static void write_locked(struct io_job *j)
 {
@@ -1206,14 +1395,21 @@ static void write_locked(struct io_job *j)
 					 write_piece_done);
 				j->reads_pending++;
 			}
-			if (!j->reads_pending)
-				write_bounce(j);
 		}
 	}
-	if (!j->reads_pending && !j->writes_pending)
+	if (j->reads_pending) {
+		job_set_state(j, JOB_WRITE_MERGE);
+		return;
+	}
+	job_set_state(j, JOB_WRITING);
+	/* a bounce block with no partial block to read: data not aligned in memory */
+	if (j->bounce)
+		write_bounce(j);
+	if (!j->writes_pending)
 		write_done(j);
 }
 
+/* The ZERO holds its blocks (from JOB_NEW or JOB_LOCK_WAIT). */
 static void zero_locked(struct io_job *j)
 {
 	struct io_pool *p = j->pool;
@@ -1251,17 +1447,19 @@ static void lock_granted(void *arg)
 }
 
 /*
- * Take the job's blocks: true when held now, else job_step() continues once
- * they are granted. Either way the job is in line for them from here on.
+ * Take the job's blocks: true when held now, else the job waits in
+ * JOB_LOCK_WAIT and job_step() goes on once they are granted. Either way the
+ * job is in line for them from here on.
  */
-static bool lock_blocks(struct io_job *j, uint64_t count, bool shared)
+static bool job_lock_blocks(struct io_job *j, uint64_t count, bool shared)
 {
 	j->locked = true;
 	atomic_fetch_add(&j->refs, 1);
 	if (!range_lock_acquire_async(volume_range_lock(j->pool->vol), &j->lock,
 				      j->io->first_block, j->io->first_block + count, shared,
 				      lock_granted, j)) {
-		j->lock_wait = true;
+		/* the grant only posts the job: this ring steps it after this step */
+		job_set_state(j, JOB_LOCK_WAIT);
 		return false;
 	}
 	atomic_fetch_sub(&j->refs, 1);
@@ -1275,7 +1473,7 @@ static bool lock_blocks(struct io_job *j, uint64_t count, bool shared)
  */
 static void zero_start(struct io_job *j)
 {
-	if (lock_blocks(j, j->io->block_count, false))
+	if (job_lock_blocks(j, j->io->block_count, false))
 		zero_locked(j);
 }
 
@@ -1295,7 +1493,7 @@ static void write_start(struct io_job *j)
 		job_finish(j);
 		return;
 	}
-	granted = lock_blocks(j, volume_blocks_touched(io->head, io->length), false);
+	granted = job_lock_blocks(j, volume_blocks_touched(io->head, io->length), false);
 	/*
 	 * Write-back (SuperNBD's asynchronous write): acknowledged on receipt. The
 	 * data stays in the transport's buffer until written, and the WRITE is in
@@ -1331,15 +1529,29 @@ static void commit_start(struct io_job *j)
 {
 	struct io_uring_sqe *sqe = ring_sqe(j->ring);
 
+	job_set_state(j, JOB_COMMIT_SYNC);
 	j->fsync_op.done = commit_fsync_done;
 	io_uring_prep_fsync(sqe, j->pool->fd, IORING_FSYNC_DATASYNC);
-	io_uring_sqe_set_data(sqe, &j->fsync_op);
-	j->ring->inflight++;
+	ring_queue(j->ring, sqe, &j->fsync_op);
 }
 
 static struct ring *pick_ring(struct io_pool *p)
 {
 	return &p->rings[atomic_fetch_add(&p->next_ring, 1) % (unsigned int)p->nrings];
+}
+
+static int epochs_init(struct io_pool *p)
+{
+	pthread_mutex_init(&p->epoch_mutex, NULL);
+	p->ep_head = p->ep_cur = calloc(1, sizeof(*p->ep_head));
+	return p->ep_head ? 0 : -ENOMEM;
+}
+
+/* Once every request is answered: no WRITE is left in any epoch. */
+static void epochs_fini(struct io_pool *p)
+{
+	free(p->ep_head);
+	pthread_mutex_destroy(&p->epoch_mutex);
 }
 
 /* Under epoch_mutex: pop finished epochs, collecting the commits they held back. */
@@ -1406,6 +1618,8 @@ static bool epoch_add_commit(struct io_pool *p, struct io_job *j)
 		now = false;
 	}
 	if (!now) {
+		/* parked: the ring that posts it later reads this state */
+		job_set_state(j, JOB_COMMIT_WAIT);
 		j->cnext = p->ep_cur->commits;
 		p->ep_cur->commits = j;
 		if (next) {
@@ -1465,18 +1679,21 @@ static void job_begin(struct io_job *j)
 		read_start(j);
 }
 
+/*
+ * A posting of @j runs on its ring. Who posts, and so what the posting means,
+ * follows from the state; a READ may also see a late wake-up for a wait it
+ * has left already, which must find nothing to do or the next step.
+ */
 static void job_step(struct io_job *j)
 {
-	if (atomic_load(&j->final_posted))
-		return;
-	if (!j->started) {
-		j->started = true;
+	enum job_state s = job_state(j);
+
+	switch (s) {
+	case JOB_NEW:			/* io_pool_submit() */
+	case JOB_COMMIT_WAIT:		/* the last WRITE before it (epoch_end()) */
 		job_begin(j);
 		return;
-	}
-	if (j->lock_wait) {
-		/* the range lock was granted */
-		j->lock_wait = false;
+	case JOB_LOCK_WAIT:		/* lock_granted() */
 		if (j->op == RDFS_OP_ZERO)
 			zero_locked(j);
 		else if (j->op == RDFS_OP_WRITE)
@@ -1484,9 +1701,29 @@ static void job_step(struct io_job *j)
 		else
 			read_locked(j);
 		return;
-	}
-	if (j->op == RDFS_OP_READ)
+	case JOB_READ_WAIT_SEND:
+		/*
+		 * A late wake-up, as the send completion that ends this wait
+		 * moves the job to JOB_READING itself: read on either way.
+		 */
+		job_claim_state(j, JOB_READ_WAIT_SEND, JOB_READING);
 		read_step(j);
+		return;
+	case JOB_READING:		/* a send completion or a read-ahead load, late or not */
+	case JOB_READ_WAIT_RA:		/* unit_seg_loaded(), or late */
+		read_step(j);
+		return;
+	case JOB_READ_WAIT_BUF:		/* late: only the ring's buffer-wait list ends it */
+	case JOB_DONE:			/* late: nothing is left to do */
+		return;
+	case JOB_WRITE_MERGE:
+	case JOB_WRITING:
+	case JOB_COMMIT_SYNC:
+	case JOB_NSTATES:
+		break;			/* moved on by their ring completions alone */
+	}
+	log_error("I/O job for op %u: posted in state %s", j->op, job_state_str(s));
+	abort();
 }
 
 void io_pool_submit(struct io_pool *p, const struct rpc_request *req)
@@ -1505,13 +1742,11 @@ void io_pool_submit(struct io_pool *p, const struct rpc_request *req)
 	j->conn = req->conn;
 	xport_conn_get(j->conn);
 	j->op = req->msg->hdr.opcode;
+	atomic_init(&j->state, JOB_NEW);
 	atomic_init(&j->refs, 2);	/* the ring's hold and the posting's */
-	atomic_init(&j->final_posted, false);
 	atomic_init(&j->returned, 0);
-	atomic_init(&j->want_return, false);
-	j->ring = pick_ring(p);
-	j->ra_wait.loaded = unit_seg_loaded;
 	atomic_init(&j->ra_ready, false);
+	j->ring = pick_ring(p);
 	atomic_fetch_add(&p->busy, 1);
 	if (j->op == RDFS_OP_WRITE)
 		j->epoch = epoch_add_write(p);
@@ -1568,6 +1803,21 @@ static int ring_init(struct io_pool *p, struct ring *r)
 	}
 	pthread_mutex_init(&r->mutex, NULL);
 	atomic_init(&r->buf_kick, false);
+	r->efd_op.done = ring_efd_done;
+	return 0;
+}
+
+/* Set @r up and start its thread; on failure ring_fini() frees what was set up. */
+static int ring_start(struct io_pool *p, struct ring *r)
+{
+	int ret = ring_init(p, r);
+
+	if (ret)
+		return ret;
+	ret = -pthread_create(&r->thread, NULL, ring_main, r);
+	if (ret)
+		return ret;
+	r->started = true;
 	return 0;
 }
 
@@ -1606,8 +1856,7 @@ static void pool_free(struct io_pool *p)
 	for (i = 0; i < p->nrings; i++)
 		ring_fini(&p->rings[i]);
 	free(p->rings);
-	free(p->ep_head);
-	pthread_mutex_destroy(&p->epoch_mutex);
+	epochs_fini(p);
 	ra_destroy(p->ra);
 	bufpool_destroy(p->bufs);
 	free(p);
@@ -1635,10 +1884,9 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 	p->unit_size = o->unit_size;
 	p->depth = o->pipeline_depth;
 	p->nrings = o->threads;
-	pthread_mutex_init(&p->epoch_mutex, NULL);
-	p->ep_head = p->ep_cur = calloc(1, sizeof(*p->ep_head));
+	ret = epochs_init(p);
 	p->rings = calloc((size_t)p->nrings, sizeof(*p->rings));
-	if (!p->ep_head || !p->rings) {
+	if (ret || !p->rings) {
 		ret = -ENOMEM;
 		goto err;
 	}
@@ -1659,13 +1907,9 @@ int io_pool_create(const struct io_pool_opts *o, struct io_pool **out)
 			goto err;
 	}
 	for (i = 0; i < p->nrings; i++) {
-		ret = ring_init(p, &p->rings[i]);
+		ret = ring_start(p, &p->rings[i]);
 		if (ret)
 			goto err_rings;
-		ret = -pthread_create(&p->rings[i].thread, NULL, ring_main, &p->rings[i]);
-		if (ret)
-			goto err_rings;
-		p->rings[i].started = true;
 	}
 	*out = p;
 	return 0;
