@@ -29,6 +29,9 @@
  * for every WRITE received before it, then fdatasyncs. A write-back WRITE
  * that fails after its acknowledgement changes the write verifier, as a
  * restart would, so its client sends it again.
+ *
+ * The files that implement it, one idea each, and a job's life as one state:
+ * io_internal.h.
  */
 #ifndef RDFS_IOS_IO_REQUEST_H
 #define RDFS_IOS_IO_REQUEST_H

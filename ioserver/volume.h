@@ -142,7 +142,7 @@ int volume_zero(struct volume *v, uint64_t first, uint64_t count);
 int volume_zero_locked(struct volume *v, uint64_t first, uint64_t count);
 
 /*
- * For the io_uring engine (io_request.c), which does its own reads and writes:
+ * For the io_uring engine (io_internal.h), which does its own reads and writes:
  * the volume's descriptor (O_DIRECT when volume_is_direct(); durable writes
  * pass RWF_DSYNC), the byte offset of a block, and the range lock every writer
  * of the volume takes.
