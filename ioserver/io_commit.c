@@ -76,6 +76,18 @@ static struct io_job *epochs_collect(struct io_pool *p)
 		p->ep_head = e->next;
 		free(e);
 	}
+	/*
+	 * Commits parked in the open epoch (it could not be closed: no memory for
+	 * the next one) run once it drains: every WRITE before them is done then.
+	 */
+	e = p->ep_cur;
+	if (e == p->ep_head && e->pending == 0) {
+		while ((c = e->commits)) {
+			e->commits = c->cnext;
+			c->cnext = ready;
+			ready = c;
+		}
+	}
 	return ready;
 }
 
@@ -120,11 +132,12 @@ bool epoch_add_commit(struct io_pool *p, struct io_job *j)
 
 	pthread_mutex_lock(&p->epoch_mutex);
 	now = p->ep_head == p->ep_cur && p->ep_cur->pending == 0;
-	if (!now && !next) {
-		/* cannot close the epoch: wait for the writes of the current one too */
-		now = false;
-	}
 	if (!now) {
+		/*
+		 * Without memory for the next epoch the current one stays open:
+		 * the commit then also waits for the WRITEs after it, and runs
+		 * when that epoch drains (epochs_collect()).
+		 */
 		/* parked: the ring that posts it later reads this state */
 		job_set_state(j, JOB_COMMIT_WAIT);
 		j->cnext = p->ep_cur->commits;

@@ -116,13 +116,19 @@ static void unit_sent(void *arg, int status)
 		job_put(j);
 }
 
-/* Give back what an unsent unit holds: cache segments or a pool buffer. */
+/*
+ * Give back what an unsent unit holds: cache segments or a pool buffer. A
+ * buffer wakes the READs that wait for one, as a send completion does: a
+ * failed READ may be the last holder on an otherwise idle server.
+ */
 static void unit_release(struct io_pool *p, struct io_unit *u)
 {
-	if (u->nsegs)
+	if (u->nsegs) {
 		ra_release(p->ra, u->segs, u->nsegs);
-	else
+	} else {
 		job_buf_put(u->rw.job, u->rw.buf, u->buf_len);
+		pool_buffers_returned(p);
+	}
 }
 
 /* The iovecs of @u's data: its buffer, or the cache segments holding it. */
