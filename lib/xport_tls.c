@@ -48,12 +48,10 @@ struct xport_tls {
 	SSL *ssl;
 	/* changed under lock; read without it (an open connection stays open or fails) */
 	_Atomic enum tls_state state;
-	int server;
 	uint32_t want;			/* events the handshake waits for */
 	char peer[XPORT_URL_MAX];	/* for messages */
 	struct xport_tls_client client;	/* client side: what we prove */
 	struct xport_tls_server srv;	/* server side: how to find a PSK */
-	char peer_identity[XPORT_TLS_ID_MAX];
 	const char *why;		/* why the server refused the peer, for the log */
 	int alert;			/* the last failure was an alert the peer sent */
 	int not_tls;			/* ... or bytes that are no TLS at all */
@@ -150,8 +148,7 @@ static int tls_find_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SES
 	OPENSSL_cleanse(psk, sizeof(psk));
 	if (!*sessp)
 		return 0;
-	/* Proved only once the handshake completes: a wrong key fails the Finished check. */
-	snprintf(t->peer_identity, sizeof(t->peer_identity), "%s", name);
+	/* a wrong key fails the binder check, later in the handshake */
 	t->why = "wrong key for the PSK identity it named";
 	return 1;
 }
@@ -302,7 +299,6 @@ static int tls_new(int fd, int server, const char *peer, struct xport_tls **out)
 	SSL_set_bio(t->ssl, rbio, wbio);
 	pthread_mutex_init(&t->lock, NULL);
 	SSL_set_app_data(t->ssl, t);
-	t->server = server;
 	t->state = TLS_HANDSHAKE;
 	snprintf(t->peer, sizeof(t->peer), "%s", peer);
 	*out = t;
@@ -577,7 +573,6 @@ int xport_tls_handshake(struct xport_tls *t, uint32_t *events)
 		else if (!silent)
 			log_warn("%s: refused in the TLS handshake: %s", t->peer,
 				 t->why ? t->why : why ? why : "connection closed");
-		t->peer_identity[0] = '\0';
 		err = err ? err : -ECONNRESET;
 		if (err == -EPROTO && t->why)
 			err = -EACCES;
@@ -590,11 +585,6 @@ out:
 int xport_tls_is_open(struct xport_tls *t)
 {
 	return atomic_load(&t->state) == TLS_OPEN;
-}
-
-const char *xport_tls_peer_identity(struct xport_tls *t)
-{
-	return t->state == TLS_OPEN ? t->peer_identity : "";
 }
 
 ssize_t xport_tls_read(struct xport_tls *t, void *buf, size_t len)

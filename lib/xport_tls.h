@@ -98,9 +98,6 @@ int xport_tls_flush(struct xport_tls *t);
 /* Staged bytes not yet written to the socket (call with the connection's lock held). */
 size_t xport_tls_tx_pending(struct xport_tls *t);
 
-/* The identity the peer proved (server side), "" before the handshake is done. */
-const char *xport_tls_peer_identity(struct xport_tls *t);
-
 void xport_tls_free(struct xport_tls *t);
 
 #endif
