@@ -234,12 +234,29 @@ static inline int verbs_parse_frame(const uint8_t *p, size_t avail, uint32_t max
 	return 0;
 }
 
+/*
+ * RNDV, SINK, PLACED: the m->vh.ndesc descriptors after the header, then the
+ * frame header (limits first); *@p is left at the frame header.
+ */
+static inline int verbs_parse_descs_frame(const uint8_t *buf, size_t len, uint32_t max_body,
+					  uint32_t max_data, struct verbs_msg *m,
+					  const uint8_t **p)
+{
+	size_t descs = (size_t)m->vh.ndesc * VERBS_DESC_LEN;
+
+	if (len < VERBS_HDR_LEN + descs)
+		return -EPROTO;
+	m->desc = buf + VERBS_HDR_LEN;
+	*p = m->desc + descs;
+	return verbs_parse_frame(*p, len - VERBS_HDR_LEN - descs, max_body, max_data, m);
+}
+
 static inline int verbs_msg_parse(const uint8_t *buf, size_t len, uint32_t max_body,
 				  uint32_t max_data, struct verbs_msg *out)
 {
 	struct verbs_msg m;
 	const uint8_t *p;
-	size_t descs, inl;
+	size_t inl;
 	int err;
 
 	memset(&m, 0, sizeof(m));
@@ -280,12 +297,7 @@ static inline int verbs_msg_parse(const uint8_t *buf, size_t len, uint32_t max_b
 		if ((m.vh.flags & ~VERBS_F_BODY_REMOTE) || m.vh.status ||
 		    m.vh.ndesc > VERBS_MAX_DESC)
 			return -EPROTO;
-		descs = (size_t)m.vh.ndesc * VERBS_DESC_LEN;
-		if (len < VERBS_HDR_LEN + descs)
-			return -EPROTO;
-		m.desc = p;
-		p += descs;
-		err = verbs_parse_frame(p, len - VERBS_HDR_LEN - descs, max_body, max_data, &m);
+		err = verbs_parse_descs_frame(buf, len, max_body, max_data, &m, &p);
 		if (err)
 			return err;
 		inl = (m.vh.flags & VERBS_F_BODY_REMOTE) ? 0 : m.fh.body_len;
@@ -303,12 +315,7 @@ static inline int verbs_msg_parse(const uint8_t *buf, size_t len, uint32_t max_b
 		    m.vh.ndesc > VERBS_MAX_DESC ||
 		    (m.vh.type == VERBS_MSG_PLACED && m.vh.ndesc != 1))
 			return -EPROTO;
-		descs = (size_t)m.vh.ndesc * VERBS_DESC_LEN;
-		if (len < VERBS_HDR_LEN + descs)
-			return -EPROTO;
-		m.desc = p;
-		p += descs;
-		err = verbs_parse_frame(p, len - VERBS_HDR_LEN - descs, max_body, max_data, &m);
+		err = verbs_parse_descs_frame(buf, len, max_body, max_data, &m, &p);
 		if (err)
 			return err;
 		if (len != verbs_sink_len(m.vh.ndesc, m.fh.body_len, m.fh.data_len))
