@@ -106,10 +106,16 @@ static int ext_cmp(const void *a, const void *b)
 {
 	const struct ms_ext *x = a, *y = b;
 
-	return x->off < y->off ? -1 : x->off > y->off;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->server_id < y->server_id ? -1 : x->server_id > y->server_id;
 }
 
-/* Sort and merge neighbours that continue each other on disk with the same flags. */
+/*
+ * Sort by offset (then server) and merge extents that continue each other on
+ * disk with the same flags. With copies, the extents of one server need not be
+ * neighbours in that order: each is merged into the last one of its server.
+ */
 static void chunk_normalize(struct chunk *c)
 {
 	int j = 0;
@@ -117,16 +123,21 @@ static void chunk_normalize(struct chunk *c)
 	if (c->n > 1)
 		qsort(c->e, c->n, sizeof(*c->e), ext_cmp);
 	for (int i = 0; i < c->n; i++) {
+		struct ms_ext *p = NULL;
+
 		if (c->e[i].count == 0)
 			continue;
-		if (j > 0) {
-			struct ms_ext *p = &c->e[j - 1];
-
-			if (p->off + p->count == c->e[i].off && p->server_id == c->e[i].server_id &&
-			    p->block + p->count == c->e[i].block && p->flags == c->e[i].flags) {
-				p->count += c->e[i].count;
-				continue;
+		/* the last kept extent of this server, a few copies back at most */
+		for (int k = j - 1; k >= 0 && k >= j - 2 * RDFS_MAX_COPIES; k--) {
+			if (c->e[k].server_id == c->e[i].server_id) {
+				p = &c->e[k];
+				break;
 			}
+		}
+		if (p && p->off + p->count == c->e[i].off && p->block + p->count == c->e[i].block &&
+		    p->flags == c->e[i].flags) {
+			p->count += c->e[i].count;
+			continue;
 		}
 		c->e[j++] = c->e[i];
 	}
@@ -405,20 +416,29 @@ static void note_goal(struct alloc_ctx *a, const struct ms_ext *e)
 		a->goal[i] = e->block + e->count;
 }
 
-/* Fill blocks [from, to) of chunk @c (offsets in the chunk) with new unwritten extents. */
-static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode *in,
-		      struct chunk *c, uint32_t from, uint32_t to, uint64_t *allocated)
+/* 1 if chunk @c has an extent on server @sid. */
+static int chunk_on_server(const struct chunk *c, uint32_t sid)
 {
-	int si = -1;
+	for (int i = 0; i < c->n; i++)
+		if (c->e[i].server_id == sid)
+			return 1;
+	return 0;
+}
+
+/*
+ * Fill blocks [from, to) of chunk @c (offsets in the chunk) with new unwritten
+ * extents on up server a->up[@si], spilling what it has no room for to the
+ * next up servers that @used (a bitmap over a->up) does not name. Every server
+ * it allocates on is added to @used. 0, or -ENOSPC with what could be
+ * allocated left in the chunk.
+ */
+static int alloc_copy(struct ms *ms, struct alloc_ctx *a, struct chunk *c, int si, uint32_t from,
+		      uint32_t to, uint8_t *used, uint64_t *allocated)
+{
 	uint32_t at = from;
 
-	/* a chunk stays on the server it started on while that server is up */
-	for (int i = 0; i < c->n && si < 0; i++)
-		si = up_index(a, c->e[i].server_id);
-	if (si < 0)
-		si = (int)((in->stripe_start + c->idx) % (uint64_t)a->nup);
-
-	/* extend the unwritten extent that ends where the hole starts, in place */
+	used[si] = 1;
+	/* extend the unwritten extent of this server that ends where the hole starts */
 	for (int i = 0; i < c->n; i++) {
 		struct ms_ext *e = &c->e[i];
 
@@ -442,15 +462,20 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 		}
 	}
 
-	for (int tries = 0; at < to && tries < a->nup;) {
+	while (at < to) {
 		uint32_t sid = a->up[si];
 		uint64_t block, reused;
 		int64_t got = alloc_run(&ms->alloc, sid, to - at, a->goal[si], &block, &reused);
 
 		if (got == -ENOSPC) {
-			/* this server is full: spill to the next one */
-			si = (si + 1) % a->nup;
-			tries++;
+			/* this server is full: spill to the next one no other copy uses */
+			int tries;
+
+			for (tries = 0; tries < a->nup && used[si]; tries++)
+				si = (si + 1) % a->nup;
+			if (used[si])
+				return -ENOSPC;
+			used[si] = 1;
 			continue;
 		}
 		if (got < 0)
@@ -469,11 +494,55 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 		*allocated += (uint64_t)got;
 		c->dirty = 1;
 	}
-	return at < to ? -ENOSPC : 0;
+	return 0;
+}
+
+/*
+ * Fill blocks [from, to) of chunk @c, a hole in every copy, with @copies
+ * copies of new unwritten extents, each on another up server. The chunk's own
+ * servers come first while they are up (a chunk grows where it started), then
+ * the servers that follow the file's stripe position. Fewer copies than asked
+ * for, when too few servers are up or have room, is not an error (the chunk is
+ * under-replicated); no copy at all is -ENOSPC.
+ */
+static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode *in,
+		      struct chunk *c, uint32_t from, uint32_t to, uint32_t copies,
+		      uint64_t *allocated)
+{
+	uint8_t used[MAX_UP] = { 0 };
+	int order[MAX_UP], n = 0, made = 0, ret = 0;
+	int first = (int)((in->stripe_start + c->idx) % (uint64_t)a->nup);
+
+	for (int i = 0; i < a->nup; i++)
+		if (chunk_on_server(c, a->up[i]))
+			order[n++] = i;
+	for (int k = 0; k < a->nup; k++) {
+		int i = (first + k) % a->nup;
+
+		if (!chunk_on_server(c, a->up[i]))
+			order[n++] = i;
+	}
+	for (int k = 0; k < n && (uint32_t)made < copies; k++) {
+		if (used[order[k]])
+			continue;
+		ret = alloc_copy(ms, a, c, order[k], from, to, used, allocated);
+		if (ret == 0)
+			made++;
+		else if (ret != -ENOSPC)
+			return ret;
+	}
+	if (made == 0)
+		return -ENOSPC;
+	if ((uint32_t)made < copies)
+		log_debug("inode %llu chunk %llu: %d of %u copies (too few servers up or with room)",
+			  (unsigned long long)in->ino, (unsigned long long)c->idx, made, copies);
+	return 0;
 }
 
 static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
 			uint8_t to);
+static int chunk_reflag_on(struct chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
+			   uint8_t from, uint8_t to);
 
 /*
  * Allocate every hole of blocks [b0, b1) of the file in the loaded chunks @cs;
@@ -484,6 +553,7 @@ static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
 		       struct chunk *cs, size_t ncs, uint64_t b0, uint64_t b1)
 {
 	uint64_t cpb = in->chunk_size / BLK, allocated = 0;
+	uint32_t copies = ms_copies(ms, in);
 	int ret = 0;
 
 	for (size_t i = 0; i < ncs && !ret; i++) {
@@ -498,13 +568,19 @@ static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
 			ret = chunk_reflag(c, base, base + lo, base + hi, MS_EXT_UNWRITTEN, a->flags);
 		for (int j = 0; j < c->n; j++)
 			note_goal(a, &c->e[j]);
-		/* walk the extents (sorted) and fill the gaps between them */
+		/*
+		 * Walk the extents (sorted by offset; copies overlap) and fill the
+		 * gaps no copy covers. A block some copy holds is left alone: the
+		 * copies it lacks are rebuilt from one that has it, never allocated
+		 * here as unwritten (which would read as zeros).
+		 */
 		for (int j = 0, n0 = c->n; j <= n0 && pos < hi && !ret; j++) {
 			uint32_t es = j < n0 ? c->e[j].off : hi;
 			uint32_t ee = j < n0 ? c->e[j].off + c->e[j].count : hi;
 
 			if (es > pos)
-				ret = alloc_hole(ms, a, in, c, pos, es < hi ? es : hi, &allocated);
+				ret = alloc_hole(ms, a, in, c, pos, es < hi ? es : hi, copies,
+						 &allocated);
 			if (ee > pos)
 				pos = ee;
 		}
@@ -585,9 +661,13 @@ static int scan_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t las
 	return 0;
 }
 
-/* Extents of the chunks clipped to file blocks [b0, b1), merged where contiguous. */
+/*
+ * Extents of the chunks clipped to file blocks [b0, b1), merged where
+ * contiguous, sorted by offset (copies of a range: one extent each, by server).
+ * Stale copies only @with_stale (they are never served).
+ */
 static int build_reply(const struct ms_inode *in, struct chunk *cs, size_t ncs, uint64_t b0,
-		       uint64_t b1, struct ms_layout *out)
+		       uint64_t b1, int with_stale, struct ms_layout *out)
 {
 	uint64_t cpb = in->chunk_size / BLK;
 	size_t cap = 0;
@@ -601,9 +681,10 @@ static int build_reply(const struct ms_inode *in, struct chunk *cs, size_t ncs, 
 		for (int j = 0; j < cs[i].n; j++) {
 			const struct ms_ext *e = &cs[i].e[j];
 			uint64_t s = base + e->off, t = s + e->count, blk = e->block;
-			struct ms_extent *p;
+			int stale = !!(e->flags & MS_EXT_STALE);
+			struct ms_extent *p = NULL;
 
-			if (t <= b0 || s >= b1)
+			if (t <= b0 || s >= b1 || (stale && !with_stale))
 				continue;
 			if (s < b0) {
 				blk += b0 - s;
@@ -611,16 +692,25 @@ static int build_reply(const struct ms_inode *in, struct chunk *cs, size_t ncs, 
 			}
 			if (t > b1)
 				t = b1;
-			p = out->n ? &out->ext[out->n - 1] : NULL;
-			if (p && p->server_id == e->server_id &&
-			    p->file_offset + p->length == s * BLK &&
+			/* the last extent of this server, a few copies back at most */
+			for (size_t k = out->n; k > 0 && k + 2 * RDFS_MAX_COPIES > out->n; k--) {
+				if (out->ext[k - 1].server_id == e->server_id) {
+					p = &out->ext[k - 1];
+					break;
+				}
+			}
+			if (p && p->file_offset + p->length == s * BLK &&
 			    p->block + p->length / BLK == blk &&
-			    p->unwritten == !!(e->flags & MS_EXT_UNWRITTEN)) {
+			    p->unwritten == !!(e->flags & MS_EXT_UNWRITTEN) && p->stale == stale) {
 				p->length += (t - s) * BLK;
 				continue;
 			}
 			if (out->n == MS_LAYOUT_MAX_EXTENTS) {
-				/* describe less: up to where the extents stop fitting */
+				/*
+				 * Describe less: up to where the extents stop fitting
+				 * (every extent before this one, so every copy of the
+				 * blocks before it, is in).
+				 */
 				out->length = s * BLK - out->offset;
 				return 0;
 			}
@@ -636,7 +726,7 @@ static int build_reply(const struct ms_inode *in, struct chunk *cs, size_t ncs, 
 			out->ext[out->n++] = (struct ms_extent){
 				.file_offset = s * BLK, .length = (t - s) * BLK,
 				.server_id = e->server_id, .block = blk,
-				.unwritten = !!(e->flags & MS_EXT_UNWRITTEN),
+				.unwritten = !!(e->flags & MS_EXT_UNWRITTEN), .stale = stale,
 			};
 		}
 	}
@@ -660,8 +750,9 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	struct alloc_ctx *a = NULL;
 	uint64_t start, end, cpb;
 	uint32_t rights;
-	int ret;
+	int with_stale = !!(allocate & MS_LAYOUT_WITH_STALE), ret;
 
+	allocate &= ~MS_LAYOUT_WITH_STALE;
 	memset(out, 0, sizeof(*out));
 	if (!in)
 		return -ENOMEM;
@@ -775,7 +866,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		if (ret)
 			goto out;
 	}
-	ret = build_reply(in, cs, ncs, start / BLK, end / BLK, out);
+	ret = build_reply(in, cs, ncs, start / BLK, end / BLK, with_stale, out);
 	out->size = in->size;
 	/*
 	 * Just restarted, and a server holding these blocks has not registered
@@ -806,10 +897,13 @@ out:
 
 /*
  * Give the blocks [r0, r1) of the file in chunk @c flags @to, where their
- * extent's flags are @from; the rest of each such extent keeps its flags.
+ * extent's flags are @from and its server is @sid (MS_ANY_SERVER: any); the
+ * rest of each such extent keeps its flags.
  */
-static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
-			uint8_t to)
+#define MS_ANY_SERVER	UINT32_MAX
+
+static int chunk_reflag_on(struct chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
+			   uint8_t from, uint8_t to)
 {
 	int n0 = c->n;
 
@@ -817,7 +911,8 @@ static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1
 		struct ms_ext e = c->e[i];
 		uint64_t s = base + e.off, t = s + e.count, a, b;
 
-		if (e.flags != from || t <= r0 || s >= r1)
+		if (e.flags != from || t <= r0 || s >= r1 ||
+		    (sid != MS_ANY_SERVER && e.server_id != sid))
 			continue;
 		a = s > r0 ? s : r0;
 		b = t < r1 ? t : r1;
@@ -838,6 +933,12 @@ static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1
 	}
 	chunk_normalize(c);
 	return 0;
+}
+
+static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
+			uint8_t to)
+{
+	return chunk_reflag_on(c, MS_ANY_SERVER, base, r0, r1, from, to);
 }
 
 /* Mark blocks [r0, r1) of the file written in chunk @c. */
@@ -1030,6 +1131,117 @@ out:
 }
 
 /* ---------------------------------------------------------------- punch */
+
+/* ---------------------------------------------------------------- stale copies */
+
+/* 1 if every block of [r0, r1) (in the chunk) has a current copy on a server other than @sid. */
+static int chunk_covered_elsewhere(const struct chunk *c, uint32_t sid, uint32_t r0, uint32_t r1)
+{
+	uint32_t pos = r0;
+	int moved = 1;
+
+	/* extents are sorted by offset, but copies overlap: sweep until no progress */
+	while (pos < r1 && moved) {
+		moved = 0;
+		for (int i = 0; i < c->n && pos < r1; i++) {
+			const struct ms_ext *e = &c->e[i];
+
+			if (e->server_id == sid || (e->flags & MS_EXT_STALE))
+				continue;
+			if (e->off <= pos && pos < e->off + e->count) {
+				pos = e->off + e->count;
+				moved = 1;
+			}
+		}
+	}
+	return pos >= r1;
+}
+
+/*
+ * Mark the current extents of server @sid in file blocks [r0, r1) of chunk @c
+ * stale. -EIO, changing nothing, where one of them is the last current copy.
+ */
+static int chunk_mark_stale(struct chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1)
+{
+	static const uint8_t kinds[] = { 0, MS_EXT_UNWRITTEN, MS_EXT_UNWRITTEN | MS_EXT_KEPT };
+	int ret = 0;
+
+	for (int i = 0; i < c->n; i++) {
+		const struct ms_ext *e = &c->e[i];
+		uint64_t s = base + e->off, t = s + e->count;
+		uint64_t a = s > r0 ? s : r0, b = t < r1 ? t : r1;
+
+		if (e->server_id != sid || (e->flags & MS_EXT_STALE) || a >= b)
+			continue;
+		if (!chunk_covered_elsewhere(c, sid, (uint32_t)(a - base), (uint32_t)(b - base)))
+			return -EIO;
+	}
+	for (size_t k = 0; k < sizeof(kinds) && !ret; k++)
+		ret = chunk_reflag_on(c, sid, base, r0, r1, kinds[k], kinds[k] | MS_EXT_STALE);
+	return ret;
+}
+
+int ms_stale(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	     uint64_t handle, uint32_t server_id, const struct ms_range *ranges, size_t n)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in = malloc(sizeof(*in));
+	struct chunk *cs = NULL;
+	size_t ncs = 0;
+	uint64_t cpb;
+	uint32_t rights;
+	int ret, dirty = 0, changed = 0;
+
+	if (!in)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (ranges[i].length == 0 || ranges[i].offset >= MS_MAX_FILE_BYTES ||
+		    ranges[i].length > MS_MAX_FILE_BYTES - ranges[i].offset) {
+			free(in);
+			return -EINVAL;
+		}
+	}
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (!ret)
+		ret = file_access(in, s, cr, handle, 1, &rights);
+	if (ret)
+		goto out;
+	cpb = in->chunk_size / BLK;
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint64_t r0 = ranges[i].offset / BLK;
+		uint64_t r1 = (ranges[i].offset + ranges[i].length + BLK - 1) / BLK;
+
+		ret = scan_chunks(ms, ino, r0 / cpb, (r1 - 1) / cpb, &cs, &ncs);
+		for (size_t j = 0; j < ncs && !ret; j++)
+			ret = chunk_mark_stale(&cs[j], server_id, cs[j].idx * cpb, r0, r1);
+		for (size_t j = 0; j < ncs && !ret && !changed; j++)
+			changed = cs[j].dirty;
+		if (!ret && changed) {
+			leveldb_writebatch_t *b = leveldb_writebatch_create();
+
+			for (size_t j = 0; j < ncs; j++)
+				if (cs[j].dirty)
+					chunk_store(b, ino, &cs[j]);
+			ret = ns_write(ms, b);
+			leveldb_writebatch_destroy(b);
+			dirty |= !ret;
+		}
+		changed = 0;
+		chunks_free(cs, ncs);
+		cs = NULL;
+		ncs = 0;
+	}
+	/* capabilities that name the stale copy are refused from now on */
+	if (dirty) {
+		log_warn("inode %llu: the copy on I/O server %u missed writes: marked stale",
+			 (unsigned long long)ino, server_id);
+		fence_file(ms, ino);
+	}
+out:
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
 
 int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	     uint64_t off, uint64_t len, uint64_t handle, struct ms_attr *out)

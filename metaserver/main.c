@@ -12,6 +12,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "frame.h"
 #include "log.h"
 #include "ms.h"
 #include "server.h"
@@ -76,6 +77,10 @@ static void usage(FILE *f)
 "    --chunk-size SIZE    stripe chunk size of the root directory of a new\n"
 "                         database, inherited by everything created in it;\n"
 "                         k/m suffixes (default 1m; ignored for an existing db)\n"
+"    --default-copies N   copies of every chunk of a file, on distinct I/O\n"
+"                         servers, where neither the file nor a directory\n"
+"                         above it at its creation said otherwise (rdfs\n"
+"                         setcopies); 1 to " RDFS_MAX_COPIES_STR " (default 1)\n"
 "    --root-squash        requests of uid 0 from clients of the cluster secret\n"
 "                         run as uid/gid 65534, whatever role they name\n"
 "                         (default off; a node key has its own policy, see\n"
@@ -91,8 +96,9 @@ static void usage(FILE *f)
 "    An INI file; command-line options override it.\n"
 "      [cluster]     secret_file, cap_key_file, log_level\n"
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
-"                    cap_lifetime, chunk_size, root_squash, startup_wait,\n"
-"                    log_level, log_file\n"
+"                    cap_lifetime, chunk_size, default_copies, root_squash,\n"
+"                    startup_wait,"
+" log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
 "    rdfs-metaserver --db /srv/rdfs/mds --listen tcp://0.0.0.0:7000\n"
@@ -157,6 +163,7 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-file", required_argument, NULL, 'F' },
 		{ "chunk-size", required_argument, NULL, 'C' },
+		{ "default-copies", required_argument, NULL, 'N' },
 		{ "root-squash", no_argument, NULL, 'R' },
 		{ "startup-wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
@@ -173,7 +180,7 @@ int main(int argc, char **argv)
 	struct ms *ms = NULL;
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
-	int64_t threads, lifetime, startup_wait;
+	int64_t threads, lifetime, startup_wait, copies;
 	int root_squash;
 	uint64_t chunk_size;
 	struct sigaction sa;
@@ -218,6 +225,9 @@ int main(int argc, char **argv)
 		case 'C':
 			config_set(cfg, SECTION, "chunk_size", optarg);
 			break;
+		case 'N':
+			config_set(cfg, SECTION, "default_copies", optarg);
+			break;
 		case 'R':
 			config_set(cfg, SECTION, "root_squash", "true");
 			break;
@@ -259,7 +269,8 @@ int main(int argc, char **argv)
 		}
 		static const char *const keys[] = { "db", "secret_file", "cap_key_file", "threads",
 						     "cap_lifetime", "log_level", "log_file",
-						     "chunk_size", "root_squash", "startup_wait" };
+						     "chunk_size", "root_squash", "startup_wait",
+						     "default_copies" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -297,6 +308,12 @@ int main(int argc, char **argv)
 	if (config_get_size(cfg, SECTION, "chunk_size", MS_DEFAULT_CHUNK, &chunk_size) ||
 	    chunk_size < 4096 || chunk_size % 4096 || chunk_size > (64u << 20)) {
 		fprintf(stderr, PROG ": chunk_size must be a multiple of 4k from 4k to 64m\n");
+		return 2;
+	}
+	if (config_get_int(cfg, SECTION, "default_copies", 1, &copies) || copies < 1 ||
+	    copies > RDFS_MAX_COPIES) {
+		fprintf(stderr, PROG ": default_copies must be a number from 1 to %d\n",
+			RDFS_MAX_COPIES);
 		return 2;
 	}
 	if (config_get_bool(cfg, SECTION, "root_squash", 0, &root_squash)) {
@@ -337,6 +354,7 @@ int main(int argc, char **argv)
 	mo.db_dir = config_get(cfg, SECTION, "db", DEF_DB);
 	mo.chunk_size = (uint32_t)chunk_size;
 	mo.startup_wait_ms = (int)startup_wait * 1000;
+	mo.default_copies = (uint32_t)copies;
 	ret = make_dirs(mo.db_dir);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot create database directory %s: %s\n", mo.db_dir,

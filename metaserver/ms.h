@@ -70,6 +70,8 @@ struct ms_options {
 	 * that are up or failing. 0: no wait.
 	 */
 	int startup_wait_ms;
+	/* copies of a chunk where the file says 0 (1..RDFS_MAX_COPIES; 0: 1) */
+	uint32_t default_copies;
 };
 
 struct ms_cred {
@@ -221,6 +223,8 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 int ms_release(struct ms *ms, struct ms_session *s, uint64_t handle);
 
 #define MS_ALLOC_KEEP	2
+/* Or'ed into ms_layout()'s @allocate: describe stale copies too (rdfs layout). */
+#define MS_LAYOUT_WITH_STALE	0x100
 
 struct ms_extent {
 	uint64_t file_offset;
@@ -228,6 +232,7 @@ struct ms_extent {
 	uint32_t server_id;
 	uint64_t block;
 	int unwritten;
+	int stale;			/* a copy that missed writes (MS_LAYOUT_WITH_STALE) */
 };
 struct ms_layout {
 	uint64_t offset;		/* range described, block-aligned */
@@ -243,7 +248,8 @@ struct ms_layout {
  * The extents of [@off, @off + @len) rounded out to blocks (@len 0: to the end
  * of the file), capped at MS_LAYOUT_MAX_BYTES / MS_LAYOUT_MAX_EXTENTS (out->length
  * says what was described). With @allocate the holes of the range are
- * allocated first, striped over the up servers, as unwritten extents; with
+ * allocated first, striped over the up servers, as unwritten extents (as many
+ * copies of each as the file's copies say, each on another server); with
  * @allocate MS_ALLOC_KEEP (fallocate) they, and the unwritten blocks already
  * in the range, stay past the end of the file at its last close.
  * @handle (0 for none) is an open handle of @s that grants access.
@@ -266,6 +272,17 @@ struct ms_range {
 	uint64_t offset;
 	uint64_t length;
 };
+/*
+ * The copy on server @server_id of the blocks of @ranges (rounded out to
+ * blocks) missed writes the other copies took: mark it stale, so it is never
+ * described to a client again, and fence the file, so capabilities that name it
+ * are refused. -EIO where it is the only current copy of a block (each range
+ * is marked whole or not at all; the ones before it stay marked); blocks it
+ * has no copy of are skipped. Needs write access (or a
+ * writing @handle of @s).
+ */
+int ms_stale(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	     uint64_t handle, uint32_t server_id, const struct ms_range *ranges, size_t n);
 /*
  * The data of @written is on the I/O servers: clear their unwritten flags, raise
  * the size to at least @size, set mtime to @mtime_ns (0: now) and ctime to now.

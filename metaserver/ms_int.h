@@ -266,6 +266,7 @@ struct ms {
 	leveldb_readoptions_t *ropts;
 	leveldb_writeoptions_t *wsync;
 	uint32_t chunk_size;
+	uint32_t default_copies;
 
 	struct ms_locks locks;
 	pthread_mutex_t rename_mu;
@@ -315,6 +316,12 @@ int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out);
  * @ls, then load it. Returns ns_inode_get()'s result; the lock is held either
  * way, for the caller's exit path to lockset_unlock().
  */
+/* Copies a chunk of @in should have (its own setting, else the cluster's). */
+static inline uint32_t ms_copies(const struct ms *ms, const struct ms_inode *in)
+{
+	return in->copies ? in->copies : ms->default_copies;
+}
+
 int ns_inode_lock_get(struct ms *ms, struct ms_lockset *ls, uint64_t ino, struct ms_inode *in);
 void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in);
 int ns_dirent_get(struct ms *ms, uint64_t parent, const char *name, uint64_t *ino,

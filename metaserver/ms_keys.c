@@ -105,7 +105,7 @@ size_t key_high_water(uint8_t *buf, uint32_t id)
 
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 {
-	buf[0] = 1;
+	buf[0] = 2;
 	put_le32(buf + 1, in->mode);
 	put_le32(buf + 5, in->nlink);
 	put_le32(buf + 9, in->uid);
@@ -119,6 +119,7 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 	put_le64(buf + 53, (uint64_t)in->atime_ns);
 	put_le64(buf + 61, (uint64_t)in->mtime_ns);
 	put_le64(buf + 69, (uint64_t)in->ctime_ns);
+	buf[77] = in->copies;
 	memcpy(buf + MS_INODE_FIXED, in->target, in->target_len);
 	return MS_INODE_FIXED + in->target_len;
 }
@@ -126,8 +127,9 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out)
 {
 	const uint8_t *p = val;
+	size_t fixed = len && p[0] == 1 ? MS_INODE_FIXED_V1 : MS_INODE_FIXED;
 
-	if (len < MS_INODE_FIXED || p[0] != 1 || len - MS_INODE_FIXED >= sizeof(out->target))
+	if (len < fixed || (p[0] != 1 && p[0] != 2) || len - fixed >= sizeof(out->target))
 		return -EIO;
 	out->ino = ino;
 	out->mode = get_le32(p + 1);
@@ -143,8 +145,9 @@ int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out
 	out->atime_ns = (int64_t)get_le64(p + 53);
 	out->mtime_ns = (int64_t)get_le64(p + 61);
 	out->ctime_ns = (int64_t)get_le64(p + 69);
-	out->target_len = (uint32_t)(len - MS_INODE_FIXED);
-	memcpy(out->target, p + MS_INODE_FIXED, out->target_len);
+	out->copies = p[0] == 1 ? 0 : p[77];
+	out->target_len = (uint32_t)(len - fixed);
+	memcpy(out->target, p + fixed, out->target_len);
 	out->target[out->target_len] = '\0';
 	return 0;
 }

@@ -20,10 +20,14 @@
  *   'U' volume_uuid                       u32 server_id
  *
  * Inode record (MS_INODE_FIXED bytes, then for symlinks the target):
- *   0 u8  version (1)       1 u32 mode      5 u32 nlink     9 u32 uid
+ *   0 u8  version (2)       1 u32 mode      5 u32 nlink     9 u32 uid
  *  13 u32 gid              17 u32 rdev     21 u32 chunk_size
  *  25 u32 stripe_start     29 u64 size     37 u64 blocks   45 u64 parent (dirs)
- *  53 i64 atime_ns         61 i64 mtime_ns 69 i64 ctime_ns 77 target bytes...
+ *  53 i64 atime_ns         61 i64 mtime_ns 69 i64 ctime_ns 77 u8  copies
+ *  78 target bytes...
+ * copies: of every chunk (a directory's: the default of what is created in it);
+ * 0 is the cluster's default_copies. Version 1 records (77 fixed bytes, no
+ * copies) are read as copies 0 and written back as version 2.
  *
  * Extent record (MS_EXTENT_REC bytes); a chunk record lists its extents sorted
  * by offset, non-overlapping; blocks of the chunk not covered are holes:
@@ -34,7 +38,12 @@
  *  20 u8  flags: MS_EXT_UNWRITTEN (allocated, never written: reads as zeros),
  *             MS_EXT_KEPT (with UNWRITTEN: allocated by fallocate, so it stays
  *             past the end of the file at the last close, where speculative
- *             preallocation is trimmed; a write clears both)
+ *             preallocation is trimmed; a write clears both),
+ *             MS_EXT_STALE (a copy that missed writes: never served, never
+ *             cleared; its blocks stay the file's until the copy is rebuilt or
+ *             the range leaves the file)
+ * With several copies, a block of the file is covered by one extent per copy,
+ * each on another server: extents overlap in offset, never on one server.
  *
  * Server record: u64 capacity_blocks, then three length-prefixed (u16) byte
  * strings: volume_uuid, url, name.
@@ -69,11 +78,13 @@
 #define MS_TAG_HIGH_WATER	'H'
 #define MS_TAG_NODE		'N'	/* + node name: its generation and policy (nodes.c) */
 
-#define MS_INODE_FIXED		77
+#define MS_INODE_FIXED_V1	77
+#define MS_INODE_FIXED		78
 #define MS_DIRENT_VAL		9
 #define MS_EXTENT_REC		21
 #define MS_EXT_UNWRITTEN	1u
 #define MS_EXT_KEPT		2u
+#define MS_EXT_STALE		4u
 
 /* Longest key: tag + be64 + a 255-byte name (dirents, xattrs). */
 #define MS_KEY_MAX		(1 + 8 + 256)
@@ -93,6 +104,7 @@ struct ms_inode {
 	int64_t atime_ns;
 	int64_t mtime_ns;
 	int64_t ctime_ns;
+	uint8_t copies;			/* 0: the cluster default (ms_copies()) */
 	uint32_t target_len;		/* symlinks */
 	char target[4096];
 };

@@ -420,6 +420,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 		return -ENOMEM;
 	}
 	ms->chunk_size = o->chunk_size ? o->chunk_size : MS_DEFAULT_CHUNK;
+	ms->default_copies = o->default_copies ? o->default_copies : 1;
 	locks_init(&ms->locks);
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);

@@ -197,6 +197,7 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	tmpl->parent = S_ISDIR(tmpl->mode) ? parent : 0;
 	tmpl->chunk_size = dir.chunk_size ? dir.chunk_size : ms->chunk_size;
 	tmpl->stripe_start = pick_stripe_start(ms, ino);
+	tmpl->copies = dir.copies;
 	tmpl->atime_ns = tmpl->mtime_ns = tmpl->ctime_ns = now;
 
 	dir.mtime_ns = dir.ctime_ns = now;

@@ -4,8 +4,14 @@
  * user.* only on regular files and directories and by rwx permission (sticky
  * directories: owner only), trusted.* for root only (others see nothing),
  * security.* and system.* readable by all, writable by the owner or root.
+ *
+ * rdfs.copies is not stored as an xattr: it reads and sets the copies field
+ * of the inode (the default for what is created in a directory), readable by
+ * all, set by the owner or root, removed to fall back to the cluster default;
+ * listxattr does not name it (as CephFS's layout xattrs).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +63,79 @@ static int xattr_permission(const struct ms_inode *in, const struct ms_cred *cr,
 	return perm_check(in, cr, write ? MAY_WRITE : MAY_READ);
 }
 
+/* rdfs.copies of @ino: its effective value in decimal. */
+static int copies_get(struct ms *ms, uint64_t ino, void **value)
+{
+	struct ms_inode *in = malloc(sizeof(*in));
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_get(ms, ino, in);
+	if (!ret && !S_ISREG(in->mode) && !S_ISDIR(in->mode))
+		ret = -ENODATA;
+	if (!ret) {
+		*value = malloc(4);
+		ret = *value ? snprintf(*value, 4, "%u", ms_copies(ms, in)) : -ENOMEM;
+	}
+	free(in);
+	return ret;
+}
+
+/* Parse a copies value: "1".."8", an optional trailing newline (echo). */
+static int copies_parse(const void *value, size_t len, uint8_t *out)
+{
+	const char *v = value;
+
+	if (len > 0 && v[len - 1] == '\n')
+		len--;
+	if (len != 1 || v[0] < '1' || v[0] > '0' + RDFS_MAX_COPIES)
+		return -EINVAL;
+	*out = (uint8_t)(v[0] - '0');
+	return 0;
+}
+
+/* Set (@value) or remove rdfs.copies of @ino. */
+static int copies_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *value,
+			 size_t len, uint32_t flags)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in;
+	leveldb_writebatch_t *b;
+	uint8_t copies = 0;
+	int ret;
+
+	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
+		return -EINVAL;
+	/* it always exists: there is nothing to create */
+	if (value && (flags & MS_XATTR_CREATE))
+		return -EEXIST;
+	if (value && copies_parse(value, len, &copies))
+		return -EINVAL;
+	in = malloc(sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (ret)
+		goto out;
+	if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
+		ret = -EPERM;
+	else if (!perm_is_owner(in, cr))
+		ret = -EPERM;
+	if (ret)
+		goto out;
+	in->copies = copies;
+	in->ctime_ns = ns_now();
+	b = leveldb_writebatch_create();
+	ns_inode_put(b, in);
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+out:
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
+
 int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
 		void **value)
 {
@@ -69,6 +148,10 @@ int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const cha
 
 	if (!in)
 		return -ENOMEM;
+	if (!strcmp(name, RDFS_COPIES_XATTR)) {
+		free(in);
+		return copies_get(ms, ino, value);
+	}
 	ret = xattr_ns_of(name, &ns);
 	if (!ret)
 		ret = ns_inode_get(ms, ino, in);
@@ -108,6 +191,8 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 
 	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
 		return -EINVAL;
+	if (!strcmp(name, RDFS_COPIES_XATTR))
+		return copies_change(ms, cr, ino, value, len, flags);
 	ret = xattr_ns_of(name, &ns);
 	if (ret)
 		return ret;

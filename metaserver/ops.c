@@ -418,6 +418,7 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 		e->server_id = l->ext[i].server_id;
 		e->block = l->ext[i].block;
 		e->unwritten = l->ext[i].unwritten;
+		e->stale = l->ext[i].stale;
 		r->extents[r->n_extents++] = e;
 		for (j = 0; j < nsrv && ids[j] != e->server_id; j++)
 			;
@@ -460,7 +461,8 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 		for (size_t i = 0; i < n; i++) {
 			Rdfs__BlockRange *br;
 
-			if (l->ext[i].server_id != ids[j])
+			/* a stale copy is shown (rdfs layout), never readable */
+			if (l->ext[i].server_id != ids[j] || l->ext[i].stale)
 				continue;
 			br = malloc(sizeof(*br));
 			if (!br) {
@@ -518,7 +520,9 @@ static void op_layout(struct op_call *c)
 	if (cred_of(c, m->cred, &cr))
 		goto out;
 	ret = ms_layout(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length,
-			m->allocate ? (m->prealloc ? MS_ALLOC_KEEP : 1) : 0, m->handle, &l);
+			(m->allocate ? (m->prealloc ? MS_ALLOC_KEEP : 1) : 0) |
+				(m->with_stale ? MS_LAYOUT_WITH_STALE : 0),
+			m->handle, &l);
 	if (!ret) {
 		ret = layout_to_pb(c->ctx, m->ino, &l, ms_session_identity(c->s), &r);
 		ms_layout_free(&l);
@@ -573,6 +577,34 @@ static void op_punch(struct op_call *c)
 		reply_attr(c, ms_punch(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length,
 				       m->handle, &a), &a);
 	FREE(rdfs__punch_req);
+}
+
+static void op_stale(struct op_call *c)
+{
+	UNPACK(Rdfs__StaleReq, rdfs__stale_req, "StaleReq");
+	struct ms_range *rs = NULL;
+	struct ms_cred cr;
+
+	if (cred_of(c, m->cred, &cr))
+		goto out;
+	if (m->n_ranges == 0 || m->n_ranges > MS_COMMIT_MAX_RANGES) {
+		rpc_server_reply_error(c->req, -EINVAL, "a STALE names 1 to 4096 ranges");
+		goto out;
+	}
+	rs = calloc(m->n_ranges, sizeof(*rs));
+	if (!rs) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < m->n_ranges; i++) {
+		rs[i].offset = m->ranges[i] ? m->ranges[i]->first : 0;
+		rs[i].length = m->ranges[i] ? m->ranges[i]->count : 0;
+	}
+	reply_empty(c, ms_stale(c->ctx->ms, c->s, &cr, m->ino, m->handle, m->server_id, rs,
+				m->n_ranges));
+out:
+	free(rs);
+	FREE(rdfs__stale_req);
 }
 
 #define FSCK_MAX_PROBLEMS	100000u
@@ -807,6 +839,7 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_NODE_LIST] = op_node_list,
 	[RDFS_OP_PUNCH] = op_punch,
 	[RDFS_OP_FSCK] = op_fsck,
+	[RDFS_OP_STALE] = op_stale,
 };
 
 int ops_is_admin(uint16_t op)

@@ -57,6 +57,10 @@
 #define RDFS_SYMLINK_MAX	4095u
 #define RDFS_XATTR_NAME_MAX	255u
 #define RDFS_XATTR_SIZE_MAX	65536u
+/* Copies of a chunk a file may ask for (rdfs.copies), each on its own I/O server. */
+#define RDFS_MAX_COPIES		8
+#define RDFS_MAX_COPIES_STR	"8"
+#define RDFS_COPIES_XATTR	"rdfs.copies"
 
 #define RDFS_CAP_READ		1u
 #define RDFS_CAP_WRITE		2u
@@ -96,6 +100,7 @@ enum rdfs_op {
 	RDFS_OP_NODE_LIST	= 41,	/* servers only */
 	RDFS_OP_PUNCH		= 42,	/* fallocate PUNCH_HOLE: whole blocks leave a file */
 	RDFS_OP_FSCK		= 43,	/* servers only: check (and repair) layouts vs maps */
+	RDFS_OP_STALE		= 44,	/* a copy missed writes: never serve it again */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

@@ -369,27 +369,39 @@ static int op_layout(struct msg *m)
 	for (i = 0; i < n && !err; i++) {
 		struct rdfs_dev_seg *s = &rep->segs[i];
 		const struct layout_seg *ls = &segs[i];
+		int k = ls->hole ? 0 : seg_pick_copy(f->c, ls);
 
+		/*
+		 * The module writes one extent per segment: a write that reached
+		 * one copy of several would leave the others silently behind.
+		 */
+		if (lr->allocate && ls->ncopies > 1) {
+			log_msg(LOG_LVL_WARN, "inode %llu has %d copies: the kernel client cannot "
+				"write files with more than one copy yet (use rdfs-fuse)",
+				(unsigned long long)in->ino, ls->ncopies);
+			err = -EOPNOTSUPP;
+			break;
+		}
 		memset(s, 0, sizeof(*s));
 		s->offset = ls->start * BLK;
 		s->length = (ls->end - ls->start) * BLK;
-		s->block = ls->block;
-		s->server_id = ls->server_id;
+		s->block = ls->copy[k].block;
+		s->server_id = ls->copy[k].server_id;
 		/* unwritten blocks read as zeros, except for the client that wrote them */
 		if (ls->hole || (!lr->allocate && ls->unwritten &&
 				 !inode_block_written_here(in, ls->start, ls->end)))
 			s->flags |= RDFS_DEV_SEG_HOLE;
 		if (ls->unwritten)
 			s->flags |= RDFS_DEV_SEG_UNWRITTEN;
-		if (s->flags & RDFS_DEV_SEG_HOLE || !ls->cap)
+		if (s->flags & RDFS_DEV_SEG_HOLE || !ls->copy[k].cap)
 			continue;
-		s->cap_len = rdfs__capability__get_packed_size(ls->cap);
+		s->cap_len = rdfs__capability__get_packed_size(ls->copy[k].cap);
 		if (caps + s->cap_len > room) {
 			err = -E2BIG;
 			break;
 		}
 		s->cap_off = caps;
-		rdfs__capability__pack(ls->cap, m->out + caps);
+		rdfs__capability__pack(ls->copy[k].cap, m->out + caps);
 		caps += s->cap_len;
 	}
 	pthread_mutex_unlock(&in->lock);

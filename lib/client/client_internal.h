@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "frame.h"
 #include "rdfs.pb-c.h"
 #include "range_set.h"
 #include "rdfs_client.h"
@@ -64,7 +65,16 @@ struct rdfs_peer {
 	uint32_t server_id;
 	struct rdfs_conn *conn;
 	uint64_t gen;
+	/*
+	 * I/O servers: a request to it failed (not a refused capability) before
+	 * this time (monotonic ms): reads prefer another copy until then.
+	 */
+	int64_t suspect_until_ms;	/* atomic */
+	int inflight;			/* atomic: its requests in flight from here */
 };
+
+/* How long a failed I/O server is passed over when another copy has the blocks. */
+#define RDFS_SUSPECT_MS		30000
 
 /* ---------------------------------------------------------------- layouts */
 
@@ -75,17 +85,33 @@ struct layout_piece {
 	int64_t expiry_ns;		/* earliest capability expiry of the reply */
 };
 
-/* A run of file blocks [start, end): an extent or a hole. */
+/* One copy of a segment's blocks: where they are on one I/O server. */
+struct seg_copy {
+	uint64_t block;			/* volume block of the segment's start */
+	uint32_t server_id;
+	const Rdfs__Capability *cap;	/* in the segment's piece->reply; NULL: none granted */
+};
+
+/*
+ * A run of file blocks [start, end): a hole (no copy), or the same blocks in
+ * @ncopies copies, each a contiguous extent on another I/O server. A read
+ * takes one copy (seg_pick_copy), a write goes to all of them.
+ */
 struct layout_seg {
 	uint64_t start;
 	uint64_t end;
-	uint64_t block;			/* volume block of @start (extents) */
-	uint32_t server_id;
 	int hole;
 	int unwritten;
+	int ncopies;
+	struct seg_copy copy[RDFS_MAX_COPIES];
 	struct layout_piece *piece;	/* holds a reference */
-	const Rdfs__Capability *cap;	/* in piece->reply; NULL for holes */
 };
+
+/* Copy @k of @s has a capability (with @rights, if not 0). */
+static inline int seg_copy_usable(const struct layout_seg *s, int k, uint32_t rights)
+{
+	return s->copy[k].cap && (s->copy[k].cap->rights & rights) == rights;
+}
 
 /* The cached layout of one file: segments sorted by start, never overlapping. */
 struct layout_cache {
@@ -124,6 +150,7 @@ struct unstable_server {
 	uint32_t server_id;
 	uint64_t verifier;
 	int mixed;			/* WRITEs saw different verifiers */
+	struct range_set blocks;	/* file blocks written there (a copy to mark stale) */
 };
 
 /* What this client knows of one file, shared by all of its opens here. */
@@ -191,11 +218,15 @@ void inode_truncate_state(struct rdfs_inode *in, uint64_t size);
 /* Under in->lock: forget the layout and what it implies (close-to-open). */
 void inode_drop_layout(struct rdfs_inode *in);
 /*
- * Under in->lock: @server_id holds unstable writes whose WRITE replies carried
- * @verifier (merged with what is noted for it; @mixed: already inconsistent).
+ * Under in->lock: @server_id holds unstable writes of file blocks [@b0, @b1)
+ * whose WRITE replies carried @verifier (merged with what is noted for it;
+ * @mixed: already inconsistent).
  */
 int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id, uint64_t verifier,
-			int mixed);
+			int mixed, uint64_t b0, uint64_t b1);
+/* Under in->lock: note @u again (an IO_COMMIT of it failed; it keeps its ranges). */
+int inode_renote_unstable(struct rdfs_inode *in, const struct unstable_server *u);
+void unstable_servers_free(struct unstable_server *u, size_t n);
 
 /* ---------------------------------------------------------------- client */
 
@@ -315,7 +346,8 @@ int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f
 
 /* One READ or WRITE to an I/O server. */
 struct io_req {
-	const struct layout_seg *seg;	/* extent (its capability and server) */
+	const struct layout_seg *seg;	/* extent (its copies) */
+	int copy;			/* which of them: its capability and server */
 	uint64_t first_block;
 	uint32_t block_count;
 	uint32_t head;
@@ -337,6 +369,18 @@ struct io_req {
 	struct rdfs_conn *conn;
 	struct rpc_pending *pending;
 };
+
+/* The server of request @r. */
+static inline uint32_t io_req_server(const struct io_req *r)
+{
+	return r->seg->copy[r->copy].server_id;
+}
+
+/*
+ * The copy of @s a read should use: one whose server has not failed lately,
+ * with the fewest requests in flight from this client, else the first.
+ */
+int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s);
 
 /*
  * Requests of one batch in flight at once: enough to keep every server of a
@@ -419,6 +463,7 @@ struct read_plan {
 	uint64_t max_zeros;		/* longest run of zeros (iov mode) */
 	struct layout_seg *segs;	/* referenced while the READs are in flight */
 	int nsegs;
+	int had_copies;			/* some segment has another copy to fail over to */
 	struct io_batch batch;
 	int started;
 };
@@ -457,6 +502,13 @@ struct write_plan {
  */
 int write_plan_start(struct rdfs_file *f, struct write_plan *p);
 int write_plan_end(struct rdfs_file *f, struct write_plan *p);
+/*
+ * The copy on @server_id of blocks [@b0, @b1) of @in missed a write the other
+ * copies took: have the metaserver mark it stale (through @f's handle, else
+ * with @cr). 0 or -errno (-EIO: it is the last current copy).
+ */
+int io_copy_stale(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
+		  const struct rdfs_cred *cr, uint32_t server_id, uint64_t b0, uint64_t b1);
 /* Write all of [off, off + size) now, with one retry on a fresh layout. */
 int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off);
 

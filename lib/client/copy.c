@@ -35,6 +35,44 @@ struct copy_piece {
 };
 
 /*
+ * Queue the COPY of @len bytes from source offset @s0 (copy @ks of @ss) to
+ * destination offset @d0 (copy @k of @ds).
+ */
+static int copy_piece_add(const struct layout_seg *ds, int k, uint64_t d0,
+			  const struct layout_seg *ss, int ks, uint64_t s0, uint64_t len,
+			  struct copy_piece **pieces, size_t *np, size_t *cap)
+{
+	struct copy_piece *p;
+
+	if (!seg_copy_usable(ds, k, RDFS_CAP_WRITE))
+		return -EIO;
+	if (*np == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct copy_piece *q = realloc(*pieces, nc * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		*pieces = q;
+		*cap = nc;
+	}
+	p = &(*pieces)[(*np)++];
+	memset(p, 0, sizeof(*p));
+	p->r.seg = ds;
+	p->r.copy = k;
+	p->r.first_block = ds->copy[k].block + (BLK_DOWN(d0) - ds->start);
+	p->r.head = (uint32_t)(d0 % BLK);
+	p->r.length = (uint32_t)len;
+	p->r.block_count = (uint32_t)BLK_UP(p->r.head + len);
+	p->r.stable = 1;
+	rdfs__copy_src__init(&p->src);
+	p->src.cap = (Rdfs__Capability *)ss->copy[ks].cap;
+	p->src.first_block = ss->copy[ks].block + (BLK_DOWN(s0) - ss->start);
+	p->src.head = (uint32_t)(s0 % BLK);
+	p->src.block_count = (uint32_t)BLK_UP(p->src.head + len);
+	return 0;
+}
+
+/*
  * Queue the COPYs of source bytes [a, a + n) (one extent @ss of the source)
  * to destination bytes [b, b + n), allocating the destination.
  */
@@ -43,7 +81,7 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 		       struct layout_seg ***held, size_t *nheld, int **nsegs)
 {
 	struct layout_seg *ds;
-	int nd;
+	int nd, ks = seg_pick_copy(dst->c, ss);
 
 	nd = layout_get(dst->c, dst->in, dst, NULL, BLK_DOWN(b), BLK_UP(b + n), BLK_UP(b + n), 1, &ds);
 	if (nd < 0)
@@ -70,33 +108,17 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 
 		while (d0 < d1) {
 			uint64_t len = d1 - d0 < COPY_PIECE_MAX ? d1 - d0 : COPY_PIECE_MAX;
-			uint64_t s0 = a + (d0 - b);
-			struct copy_piece *p;
 
-			if (ds[i].hole || !ds[i].cap)
+			if (ds[i].hole)
 				return -EIO;
-			if (*np == *cap) {
-				size_t nc = *cap ? *cap * 2 : 16;
-				struct copy_piece *q = realloc(*pieces, nc * sizeof(*q));
+			/* every copy of the destination fetches the bytes itself */
+			for (int k = 0; k < ds[i].ncopies; k++) {
+				int ret = copy_piece_add(&ds[i], k, d0, ss, ks, a + (d0 - b), len,
+							 pieces, np, cap);
 
-				if (!q)
-					return -ENOMEM;
-				*pieces = q;
-				*cap = nc;
+				if (ret)
+					return ret;
 			}
-			p = &(*pieces)[(*np)++];
-			memset(p, 0, sizeof(*p));
-			p->r.seg = &ds[i];
-			p->r.first_block = ds[i].block + (BLK_DOWN(d0) - ds[i].start);
-			p->r.head = (uint32_t)(d0 % BLK);
-			p->r.length = (uint32_t)len;
-			p->r.block_count = (uint32_t)BLK_UP(p->r.head + len);
-			p->r.stable = 1;
-			rdfs__copy_src__init(&p->src);
-			p->src.cap = (Rdfs__Capability *)ss->cap;
-			p->src.first_block = ss->block + (BLK_DOWN(s0) - ss->start);
-			p->src.head = (uint32_t)(s0 % BLK);
-			p->src.block_count = (uint32_t)BLK_UP(p->src.head + len);
 			d0 += len;
 		}
 	}
@@ -107,7 +129,7 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 static int source_zeros(struct rdfs_file *src, const struct layout_seg *s, uint64_t a0,
 			uint64_t a1)
 {
-	int zeros = s->hole || !s->cap;
+	int zeros = s->hole || !s->copy[seg_pick_copy(src->c, s)].cap;
 
 	if (!zeros && s->unwritten) {
 		/* never written: zeros, unless the blocks are ours (not committed yet) */

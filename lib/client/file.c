@@ -341,7 +341,25 @@ static int server_io_commit(struct rdfs_client *c, const struct unstable_server 
  * that restarted since some of them was acknowledged may have lost them: the
  * client no longer has the data, so the inode is marked as having lost writes
  * (NFS's write verifier), and every open of it from before reports -EIO.
+ * Unless other copies hold those writes: then the copy on that server is
+ * marked stale (file_copy_stale) and nothing is lost.
  */
+
+/* Mark the copy on @u's server of every range @u wrote stale: 0 if the metaserver took all. */
+static int file_copy_stale(struct rdfs_file *f, const struct unstable_server *u)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < u->blocks.n && !ret; i++)
+		ret = io_copy_stale(f->c, f->in, f, NULL, u->server_id, u->blocks.r[i].start,
+				    u->blocks.r[i].end);
+	if (ret == 0)
+		log_warn("inode %llu: I/O server %u lost or could not commit unstable writes; "
+			 "other copies hold them, its copy is marked stale",
+			 (unsigned long long)f->in->ino, u->server_id);
+	return ret;
+}
+
 static int file_io_commit(struct rdfs_file *f)
 {
 	struct rdfs_client *c = f->c;
@@ -361,6 +379,8 @@ static int file_io_commit(struct rdfs_file *f)
 		struct unstable_server *u = &servers[i];
 		int r = server_io_commit(c, u);
 
+		if (r && r != -ENOMEM && file_copy_stale(f, u) == 0)
+			continue;
 		if (r == COMMIT_VERIFIER_CHANGED) {
 			log_error("I/O server %u restarted before committing unstable writes of inode %llu: they may be lost",
 				  u->server_id, (unsigned long long)in->ino);
@@ -373,12 +393,12 @@ static int file_io_commit(struct rdfs_file *f)
 				 (unsigned long long)in->ino, strerror(-r));
 			/* the next fsync tries again, still knowing the verifier */
 			pthread_mutex_lock(&in->lock);
-			inode_note_unstable(in, u->server_id, u->verifier, u->mixed);
+			inode_renote_unstable(in, u);
 			pthread_mutex_unlock(&in->lock);
 			ret = -EIO;
 		}
 	}
-	free(servers);
+	unstable_servers_free(servers, n);
 	return ret;
 }
 

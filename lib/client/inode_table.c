@@ -23,7 +23,7 @@ static void inode_free(struct rdfs_inode *in)
 	layout_cache_free(&in->layout);
 	range_set_free(&in->uncommitted);
 	range_set_free(&in->committed);
-	free(in->unstable);
+	unstable_servers_free(in->unstable, in->n_unstable);
 	write_behind_free(in);
 	pthread_mutex_destroy(&in->wb_lock);
 	pthread_mutex_destroy(&in->lock);
@@ -169,26 +169,44 @@ void inode_drop_layout(struct rdfs_inode *in)
 }
 
 int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id, uint64_t verifier,
-			int mixed)
+			int mixed, uint64_t b0, uint64_t b1)
 {
-	struct unstable_server *grown;
+	struct unstable_server *grown, *u;
 	size_t i;
 
 	for (i = 0; i < in->n_unstable; i++) {
-		struct unstable_server *u = &in->unstable[i];
-
+		u = &in->unstable[i];
 		if (u->server_id != server_id)
 			continue;
 		if (mixed || u->verifier != verifier)
 			u->mixed = 1;
-		return 0;
+		return range_set_add(&u->blocks, b0, b1);
 	}
 	grown = realloc(in->unstable, (in->n_unstable + 1) * sizeof(*grown));
 	if (!grown)
 		return -ENOMEM;
 	in->unstable = grown;
-	in->unstable[in->n_unstable++] = (struct unstable_server){
+	u = &in->unstable[in->n_unstable++];
+	*u = (struct unstable_server){
 		.server_id = server_id, .verifier = verifier, .mixed = mixed,
 	};
-	return 0;
+	range_set_init(&u->blocks);
+	return range_set_add(&u->blocks, b0, b1);
+}
+
+int inode_renote_unstable(struct rdfs_inode *in, const struct unstable_server *u)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < u->blocks.n && !ret; i++)
+		ret = inode_note_unstable(in, u->server_id, u->verifier, u->mixed,
+					  u->blocks.r[i].start, u->blocks.r[i].end);
+	return ret;
+}
+
+void unstable_servers_free(struct unstable_server *u, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		range_set_free(&u[i].blocks);
+	free(u);
 }

@@ -52,11 +52,11 @@ static int io_start(struct rdfs_client *c, uint16_t op, struct io_req *r)
 	int niov = op == RDFS_OP_WRITE ? r->niov : 0;
 	int ret, attempt;
 
-	r->peer = ios_peer(c, r->seg->server_id, NULL);
+	r->peer = ios_peer(c, io_req_server(r), NULL);
 	if (!r->peer)
 		return -ENOMEM;
 	rdfs__io_req__init(&r->msg);
-	r->msg.cap = (Rdfs__Capability *)r->seg->cap;
+	r->msg.cap = (Rdfs__Capability *)r->seg->copy[r->copy].cap;
 	r->msg.first_block = r->first_block;
 	r->msg.block_count = r->block_count;
 	r->msg.head = r->head;
@@ -159,8 +159,10 @@ static void io_batch_fill(struct io_batch *b)
 		 */
 		r->deadline_ms = io_mono_ms() + b->c->opts.timeout_ms;
 		r->status = io_start(b->c, b->op, r);
-		if (r->pending)
+		if (r->pending) {
 			b->inflight_bytes += r->length;
+			__atomic_add_fetch(&r->peer->inflight, 1, __ATOMIC_RELAXED);
+		}
 		b->started++;
 	}
 }
@@ -187,15 +189,22 @@ int io_batch_end(struct io_batch *b)
 		struct io_req *r = &b->reqs[b->done];
 
 		if (r->pending) {
+			struct rdfs_peer *p = r->peer;
+
 			b->inflight_bytes -= r->length;
 			r->status = io_finish(b->op, r);
+			__atomic_sub_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
 		}
+		/* a server that failed is passed over by reads while another copy has the blocks */
+		if (r->status && !io_cap_error(r->status) && r->peer)
+			__atomic_store_n(&r->peer->suspect_until_ms, io_mono_ms() + RDFS_SUSPECT_MS,
+					 __ATOMIC_RELAXED);
 		b->done++;
 		if (r->status && !first_err) {
 			first_err = r->status;
 			log_debug("%s of blocks %llu+%u on server %u: %s", frame_op_name(b->op),
 				  (unsigned long long)r->first_block, r->block_count,
-				  r->seg->server_id, strerror(-r->status));
+				  io_req_server(r), strerror(-r->status));
 		}
 		io_batch_fill(b);
 	}

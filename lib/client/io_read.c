@@ -64,8 +64,9 @@ static int plan_zeros(struct read_plan *pl, uint64_t a, uint64_t b)
 	return plan_piece(pl, -1, b - a);
 }
 
-/* READs for bytes [a, b) of extent @s, at most RDFS_IO_MAX bytes each. */
-static int plan_extent(struct read_plan *pl, const struct layout_seg *s, uint64_t a, uint64_t b)
+/* READs for bytes [a, b) of copy @k of extent @s, at most RDFS_IO_MAX bytes each. */
+static int plan_extent(struct read_plan *pl, const struct layout_seg *s, int k, uint64_t a,
+		       uint64_t b)
 {
 	while (a < b) {
 		uint64_t piece_end = (a / RDFS_IO_MAX + 1) * RDFS_IO_MAX;
@@ -84,7 +85,8 @@ static int plan_extent(struct read_plan *pl, const struct layout_seg *s, uint64_
 		r = &pl->r[pl->n];
 		memset(r, 0, sizeof(*r));
 		r->seg = s;
-		r->first_block = s->block + (BLK_DOWN(a) - s->start);
+		r->copy = k;
+		r->first_block = s->copy[k].block + (BLK_DOWN(a) - s->start);
 		r->head = a % BLK;
 		r->length = e - a;
 		r->block_count = BLK_UP(r->head + r->length);
@@ -100,7 +102,7 @@ static int plan_extent(struct read_plan *pl, const struct layout_seg *s, uint64_
 
 /* Bytes [a, b) of unwritten extent @s: only blocks this client wrote hold data (for us). */
 static int plan_unwritten(struct read_plan *pl, struct rdfs_inode *in, const struct layout_seg *s,
-			  uint64_t a, uint64_t b)
+			  int k, uint64_t a, uint64_t b)
 {
 	uint64_t blk = BLK_DOWN(a);
 	int ret = 0;
@@ -124,7 +126,7 @@ static int plan_unwritten(struct read_plan *pl, struct rdfs_inode *in, const str
 		wb = w.end * BLK < b ? w.end * BLK : b;
 		ret = plan_zeros(pl, a, wa);
 		if (ret == 0)
-			ret = plan_extent(pl, s, wa, wb);
+			ret = plan_extent(pl, s, k, wa, wb);
 		a = wb;
 		blk = w.end;
 	}
@@ -157,12 +159,14 @@ int read_plan_start(struct rdfs_file *f, struct read_plan *pl, size_t size, uint
 
 		if (a >= b)
 			continue;
+		if (s->ncopies > 1)
+			pl->had_copies = 1;
 		if (s->hole)
 			ret = plan_zeros(pl, a, b);
 		else if (!s->unwritten)
-			ret = plan_extent(pl, s, a, b);
+			ret = plan_extent(pl, s, seg_pick_copy(f->c, s), a, b);
 		else
-			ret = plan_unwritten(pl, in, s, a, b);
+			ret = plan_unwritten(pl, in, s, seg_pick_copy(f->c, s), a, b);
 	}
 	pthread_mutex_unlock(&in->lock);
 
@@ -202,6 +206,7 @@ void read_plan_reset(struct read_plan *pl)
 	pl->p = NULL;
 	pl->n = pl->cap = pl->np = pl->pcap = 0;
 	pl->max_zeros = 0;
+	pl->had_copies = 0;
 }
 
 /* Clamp the request to the file; 0 when nothing is to be read. */
@@ -229,13 +234,14 @@ static int read_clamp(struct rdfs_file *f, size_t *size, off_t off, uint64_t *fs
 static int read_run(struct rdfs_file *f, struct read_plan *pl, size_t size, uint64_t fsize)
 {
 	struct rdfs_inode *in = f->in;
-	int ret, ended, attempt;
+	int ret, ended, attempt, failovers = 0, multi;
 
 	for (attempt = 0; attempt < IO_TRIES; attempt++) {
 		ret = read_plan_start(f, pl, size, fsize);
 		ended = read_plan_end(pl);
 		if (ret == 0 && ended == 0)
 			return 0;
+		multi = pl->had_copies;
 		read_plan_reset(pl);
 		/* the metaserver's own answer (EACCES after a chmod, say) is final */
 		if (ret)
@@ -247,6 +253,15 @@ static int read_run(struct rdfs_file *f, struct read_plan *pl, size_t size, uint
 		 */
 		if (ret == -EIO || io_cap_error(ret))
 			layout_refused(in, ret, BLK_DOWN(pl->off), BLK_UP(pl->off + size));
+		/*
+		 * A failed server is passed over now (io_batch_end): the next try
+		 * reads another copy, while one is left to try.
+		 */
+		if (ret == -EIO && failovers < RDFS_MAX_COPIES && multi) {
+			failovers++;
+			attempt--;
+			continue;
+		}
 		if (!io_cap_error(ret))
 			break;
 	}

@@ -22,8 +22,10 @@
 #include "cap.h"
 #include "client_internal.h"
 #include "frame.h"
+#include "log.h"
 
-static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a, uint64_t b)
+static int plan_add(struct write_plan *p, const struct layout_seg *s, int k, uint64_t a,
+		    uint64_t b)
 {
 	struct io_req *r;
 
@@ -39,7 +41,8 @@ static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a
 	r = &p->r[p->n++];
 	memset(r, 0, sizeof(*r));
 	r->seg = s;
-	r->first_block = s->block + (BLK_DOWN(a) - s->start);
+	r->copy = k;
+	r->first_block = s->copy[k].block + (BLK_DOWN(a) - s->start);
 	r->head = a % BLK;
 	r->length = b - a;
 	r->block_count = BLK_UP(r->head + r->length);
@@ -50,7 +53,10 @@ static int plan_add(struct write_plan *p, const struct layout_seg *s, uint64_t a
 	return 0;
 }
 
-/* WRITEs of the caller's bytes ∩ extent @s, at most RDFS_IO_MAX each. */
+/*
+ * WRITEs of the caller's bytes ∩ extent @s, at most RDFS_IO_MAX each, to every
+ * copy: the requests of one piece are neighbours, copy 0 first.
+ */
 static int plan_extent(struct write_plan *p, const struct layout_seg *s)
 {
 	uint64_t a = s->start * BLK > p->off ? s->start * BLK : p->off;
@@ -61,9 +67,11 @@ static int plan_extent(struct write_plan *p, const struct layout_seg *s)
 		uint64_t piece_end = (a / RDFS_IO_MAX + 1) * RDFS_IO_MAX;
 		uint64_t e = piece_end < b ? piece_end : b;
 
-		ret = plan_add(p, s, a, e);
-		if (ret)
-			return ret;
+		for (int k = 0; k < s->ncopies; k++) {
+			ret = plan_add(p, s, k, a, e);
+			if (ret)
+				return ret;
+		}
 		a = e;
 	}
 	return 0;
@@ -155,6 +163,73 @@ int write_plan_start(struct rdfs_file *f, struct write_plan *p)
 	return ret;
 }
 
+int io_copy_stale(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
+		  const struct rdfs_cred *cr, uint32_t server_id, uint64_t b0, uint64_t b1)
+{
+	Rdfs__StaleReq req = RDFS__STALE_REQ__INIT;
+	Rdfs__BlockRange range = RDFS__BLOCK_RANGE__INIT, *rp = &range;
+	Rdfs__Cred cred;
+	int ret;
+
+	cred_to_pb(f ? &f->cred : cr, &cred);
+	req.cred = &cred;
+	req.ino = in->ino;
+	req.server_id = server_id;
+	range.first = b0 * BLK;
+	range.count = (b1 - b0) * BLK;
+	req.ranges = &rp;
+	req.n_ranges = 1;
+	/* marking a copy stale twice is marking it once */
+	if (f)
+		ret = ms_file_call(f, RDFS_OP_STALE, &req.base, &req.handle, NULL, NULL,
+				   MS_IDEMPOTENT);
+	else
+		ret = ms_call(c, RDFS_OP_STALE, &req.base, NULL, NULL, MS_IDEMPOTENT);
+	/* EIO: it is the last current copy (a file of one copy): the caller reports it */
+	if (ret && ret != -EIO)
+		log_warn("inode %llu: cannot mark the copy on I/O server %u of blocks %llu-%llu "
+			 "stale: %s", (unsigned long long)in->ino, server_id,
+			 (unsigned long long)b0, (unsigned long long)b1, strerror(-ret));
+	return ret;
+}
+
+/*
+ * A WRITE failed with @ret (not a refused capability). Where another copy
+ * took every piece a failed request carried, the write has landed: the copies
+ * that missed it are marked stale (never served again) and it is 0. A piece no
+ * copy took, or a copy the metaserver would not mark, is @ret.
+ */
+static int write_copies_settle(struct rdfs_file *f, struct write_plan *p, int ret)
+{
+	size_t i = 0, j, k;
+
+	while (i < p->n) {
+		int ok = 0, bad = 0;
+
+		for (j = i; j < p->n && p->r[j].seg == p->r[i].seg &&
+			    p->r[j].iov[0].iov_base == p->r[i].iov[0].iov_base; j++) {
+			if (p->r[j].status)
+				bad++;
+			else
+				ok++;
+		}
+		if (bad && !ok)
+			return ret;
+		i = j;
+	}
+	for (k = 0; k < p->n; k++) {
+		const struct io_req *r = &p->r[k];
+		uint64_t a = p->off + ((const uint8_t *)r->iov[0].iov_base - p->buf);
+
+		if (r->status && io_copy_stale(f->c, f->in, f, NULL, io_req_server(r), BLK_DOWN(a),
+					       BLK_UP(a + r->length)))
+			return ret;
+	}
+	/* later writes must not go to the stale copy: its layout is asked for again */
+	layout_refused(f->in, -EIO, BLK_DOWN(p->off), BLK_UP(p->off + p->size));
+	return 0;
+}
+
 int write_plan_end(struct rdfs_file *f, struct write_plan *p)
 {
 	struct rdfs_inode *in = f->in;
@@ -164,6 +239,8 @@ int write_plan_end(struct rdfs_file *f, struct write_plan *p)
 
 	if (p->started)
 		ret = io_batch_end(&p->batch);
+	if (ret && p->started && !io_cap_error(ret))
+		ret = write_copies_settle(f, p, ret);
 	pthread_mutex_lock(&in->lock);
 	if (ret == 0) {
 		ret = range_set_add(&in->uncommitted, bstart, bend);
@@ -171,10 +248,18 @@ int write_plan_end(struct rdfs_file *f, struct write_plan *p)
 			in->pending_size = p->off + p->size;
 		in->mtime_ns = cap_now_ns();
 		in->dirty = 1;
+		/* a copy marked stale holds nothing we must commit */
 		if (!p->stable)
 			for (j = 0; j < p->n && ret == 0; j++)
-				ret = inode_note_unstable(in, p->r[j].seg->server_id,
-							  p->r[j].verifier, 0);
+				if (p->r[j].status == 0) {
+					const struct io_req *r = &p->r[j];
+					uint64_t a = p->off +
+						     ((const uint8_t *)r->iov[0].iov_base - p->buf);
+
+					ret = inode_note_unstable(in, io_req_server(r), r->verifier,
+								  0, BLK_DOWN(a),
+								  BLK_UP(a + r->length));
+				}
 	}
 	/* whatever landed (even in part) may differ from what a read-ahead holds */
 	if (p->started)

@@ -7,6 +7,10 @@
  * from LayoutReplies; each segment keeps its reply alive, because the reply
  * holds the capability an I/O request must carry. A segment is used only while
  * its capabilities are valid for RDFS_CAP_MARGIN_NS more.
+ *
+ * With copies, a reply's extents overlap (one per copy of a range, each on
+ * another server): the cache cuts them at every extent boundary, so each
+ * segment is a run where every copy is one contiguous extent.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -86,9 +90,40 @@ static size_t layout_cache_find(const struct layout_cache *lc, uint64_t b)
 /* Cut @s so that it starts at @b (inside it). */
 static void seg_trim_front(struct layout_seg *s, uint64_t b)
 {
-	if (!s->hole)
-		s->block += b - s->start;
+	for (int k = 0; k < s->ncopies; k++)
+		s->copy[k].block += b - s->start;
 	s->start = b;
+}
+
+int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s)
+{
+	int64_t now = io_mono_ms();
+	int best = -1, best_load = 0;
+
+	for (int k = 0; k < s->ncopies; k++) {
+		struct rdfs_peer *p;
+		int load;
+
+		if (!s->copy[k].cap)
+			continue;
+		p = ios_peer(c, s->copy[k].server_id, NULL);
+		if (!p)
+			continue;
+		if (__atomic_load_n(&p->suspect_until_ms, __ATOMIC_RELAXED) > now)
+			continue;
+		load = __atomic_load_n(&p->inflight, __ATOMIC_RELAXED);
+		if (best < 0 || load < best_load) {
+			best = k;
+			best_load = load;
+		}
+	}
+	if (best >= 0)
+		return best;
+	/* every server with a copy failed lately: try the first that can be asked */
+	for (int k = 0; k < s->ncopies; k++)
+		if (s->copy[k].cap)
+			return k;
+	return 0;
 }
 
 void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end)
@@ -142,25 +177,86 @@ static const Rdfs__Capability *reply_cap(const Rdfs__LayoutReply *r, uint32_t se
 	return NULL;
 }
 
+/* 1 if @b continues @a: the same copies, each contiguous on disk, same flags. */
+static int seg_continues(const struct layout_seg *a, const struct layout_seg *b)
+{
+	if (a->end != b->start || a->hole != b->hole || a->unwritten != b->unwritten ||
+	    a->ncopies != b->ncopies)
+		return 0;
+	for (int k = 0; k < a->ncopies; k++)
+		if (a->copy[k].server_id != b->copy[k].server_id ||
+		    a->copy[k].block + (a->end - a->start) != b->copy[k].block ||
+		    a->copy[k].cap != b->copy[k].cap)
+			return 0;
+	return 1;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Extents that may cover one cut: copies, and a few more from a sloppy reply. */
+#define SEG_ACTIVE_MAX	(4 * RDFS_MAX_COPIES)
+
+/*
+ * The segment of blocks [a, b), which no extent boundary crosses: each extent
+ * of @act (indices into @reply's) that covers it is a copy. Where some copies
+ * are written and others not (a copy being rebuilt), only the written ones count.
+ */
+static void seg_at(const Rdfs__LayoutReply *reply, const size_t *act, int nact, uint64_t a,
+		   uint64_t b, struct layout_seg *s)
+{
+	int written = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->start = a;
+	s->end = b;
+	for (int i = 0; i < nact; i++)
+		if (!reply->extents[act[i]]->unwritten)
+			written = 1;
+	for (int i = 0; i < nact && s->ncopies < RDFS_MAX_COPIES; i++) {
+		const Rdfs__Extent *e = reply->extents[act[i]];
+		int k, dup = 0;
+
+		if (written && e->unwritten)
+			continue;
+		for (k = 0; k < s->ncopies; k++)
+			dup |= s->copy[k].server_id == e->server_id;
+		if (dup)
+			continue;
+		s->copy[s->ncopies].server_id = e->server_id;
+		s->copy[s->ncopies].block = e->block + (a - BLK_DOWN(e->file_offset));
+		s->copy[s->ncopies].cap = reply_cap(reply, e->server_id);
+		s->ncopies++;
+	}
+	s->hole = s->ncopies == 0;
+	s->unwritten = !s->hole && !written;
+}
+
 int layout_cache_insert(struct layout_cache *lc, Rdfs__LayoutReply *reply)
 {
 	uint64_t start = BLK_DOWN(reply->offset);
 	uint64_t end = BLK_DOWN(reply->offset + reply->length);
 	struct layout_seg *segs;
 	struct layout_piece *piece;
-	uint64_t pos = start;
-	size_t i, n = 0, at;
-	int ret;
+	uint64_t *cut;
+	size_t i, n = 0, ncut = 0, at, next = 0, act[SEG_ACTIVE_MAX];
+	int ret, nact = 0;
 
 	if (end <= start) {
 		protobuf_c_message_free_unpacked(&reply->base, NULL);
 		return 0;
 	}
 	piece = calloc(1, sizeof(*piece));
+	cut = calloc(2 * reply->n_extents + 2, sizeof(*cut));
 	segs = calloc(2 * reply->n_extents + 1, sizeof(*segs));
-	if (!piece || !segs) {
+	if (!piece || !segs || !cut) {
 		free(piece);
 		free(segs);
+		free(cut);
 		protobuf_c_message_free_unpacked(&reply->base, NULL);
 		return -ENOMEM;
 	}
@@ -170,36 +266,53 @@ int layout_cache_insert(struct layout_cache *lc, Rdfs__LayoutReply *reply)
 		if (reply->caps[i]->expiry_ns < piece->expiry_ns)
 			piece->expiry_ns = reply->caps[i]->expiry_ns;
 
-	for (i = 0; i < reply->n_extents && pos < end; i++) {
+	/* every extent boundary inside [start, end) cuts a segment */
+	cut[ncut++] = start;
+	cut[ncut++] = end;
+	for (i = 0; i < reply->n_extents; i++) {
 		const Rdfs__Extent *e = reply->extents[i];
 		uint64_t es = BLK_DOWN(e->file_offset), ee = BLK_DOWN(e->file_offset + e->length);
-		struct layout_seg *s;
 
-		if (ee <= pos || es >= end || es >= ee)
-			continue;
-		if (es > pos) {
-			s = &segs[n++];
-			s->start = pos;
-			s->end = es;
-			s->hole = 1;
+		/* sorted by offset, or blocks could be taken for holes */
+		if (i && es < BLK_DOWN(reply->extents[i - 1]->file_offset)) {
+			free(cut);
+			free(segs);
+			free(piece);
+			protobuf_c_message_free_unpacked(&reply->base, NULL);
+			return -EPROTO;
 		}
-		s = &segs[n++];
-		s->start = es;
-		s->end = ee < end ? ee : end;
-		s->block = e->block;
-		s->server_id = e->server_id;
-		s->unwritten = e->unwritten;
-		s->cap = reply_cap(reply, e->server_id);
-		if (es < pos)
-			seg_trim_front(s, pos);
-		pos = s->end;
+		if (es > start && es < end)
+			cut[ncut++] = es;
+		if (ee > start && ee < end)
+			cut[ncut++] = ee;
 	}
-	if (pos < end) {
-		segs[n].start = pos;
-		segs[n].end = end;
-		segs[n].hole = 1;
-		n++;
+	qsort(cut, ncut, sizeof(*cut), u64_cmp);
+	for (i = 0; i + 1 < ncut; i++) {
+		uint64_t a = cut[i];
+		struct layout_seg s;
+		int j, k;
+
+		if (a == cut[i + 1])
+			continue;
+		/* the extents covering a: those begun by now that have not ended */
+		for (; next < reply->n_extents &&
+		       BLK_DOWN(reply->extents[next]->file_offset) <= a; next++)
+			if (nact < SEG_ACTIVE_MAX && !reply->extents[next]->stale)
+				act[nact++] = next;
+		for (j = 0, k = 0; j < nact; j++) {
+			const Rdfs__Extent *e = reply->extents[act[j]];
+
+			if (BLK_DOWN(e->file_offset + e->length) > a)
+				act[k++] = act[j];
+		}
+		nact = k;
+		seg_at(reply, act, nact, a, cut[i + 1], &s);
+		if (n > 0 && seg_continues(&segs[n - 1], &s))
+			segs[n - 1].end = s.end;
+		else
+			segs[n++] = s;
 	}
+	free(cut);
 	for (i = 0; i < n; i++)
 		segs[i].piece = piece;
 	piece->refs = (int)n;
@@ -232,10 +345,14 @@ int layout_cache_lookup(struct layout_cache *lc, uint64_t start, uint64_t end, i
 			return -ENOENT;
 		if (s->piece->expiry_ns < now_ns + RDFS_CAP_MARGIN_NS)
 			return -ENOENT;
-		if (for_write && (s->hole || !s->cap || !(s->cap->rights & RDFS_CAP_WRITE)))
+		if (for_write && s->hole)
 			return -ENOENT;
-		if (!s->hole && !s->cap)
-			return -ENOENT;
+		/* a write goes to every copy; a read needs one */
+		for (int k = 0, usable = 0; k < s->ncopies; k++) {
+			usable += seg_copy_usable(s, k, for_write ? RDFS_CAP_WRITE : 0);
+			if (k == s->ncopies - 1 && (for_write ? usable < s->ncopies : !usable))
+				return -ENOENT;
+		}
 		pos = s->end;
 		n++;
 	}

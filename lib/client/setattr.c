@@ -24,8 +24,8 @@ int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file 
 {
 	uint64_t b = BLK_DOWN(size);
 	struct layout_seg *segs = NULL;
-	struct io_req r;
-	int n, ret = 0, attempt, has_data;
+	struct io_req r[RDFS_MAX_COPIES];
+	int n, ret = 0, attempt, has_data, k;
 
 	if (size % BLK == 0)
 		return 0;
@@ -42,24 +42,44 @@ int io_zero_tail(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file 
 			layout_segs_put(segs, n);
 			return 0;
 		}
-		if (!(segs[0].cap->rights & RDFS_CAP_WRITE)) {
+		for (k = 0, has_data = 1; k < segs[0].ncopies; k++)
+			has_data &= seg_copy_usable(&segs[0], k, RDFS_CAP_WRITE);
+		if (!has_data) {
 			/* the block is allocated: asking with allocate only grants WRITE */
 			layout_segs_put(segs, n);
 			n = layout_get(c, in, f, cr, b, b + 1, b + 1, 1, &segs);
 			if (n < 0)
 				return n;
 		}
-		memset(&r, 0, sizeof(r));
-		r.seg = &segs[0];
-		r.first_block = segs[0].block;
-		r.block_count = 1;
-		r.head = size % BLK;
-		r.length = BLK - r.head;
-		r.stable = 1;
-		r.iov[0].iov_base = (void *)rdfs_zero_block;
-		r.iov[0].iov_len = r.length;
-		r.niov = 1;
-		ret = io_batch_run(c, RDFS_OP_WRITE, &r, 1);
+		/* every copy of the block, as any write */
+		memset(r, 0, sizeof(r));
+		for (k = 0; k < segs[0].ncopies; k++) {
+			r[k].seg = &segs[0];
+			r[k].copy = k;
+			r[k].first_block = segs[0].copy[k].block;
+			r[k].block_count = 1;
+			r[k].head = size % BLK;
+			r[k].length = BLK - r[k].head;
+			r[k].stable = 1;
+			r[k].iov[0].iov_base = (void *)rdfs_zero_block;
+			r[k].iov[0].iov_len = r[k].length;
+			r[k].niov = 1;
+		}
+		ret = io_batch_run(c, RDFS_OP_WRITE, r, segs[0].ncopies);
+		if (ret && !io_cap_error(ret)) {
+			/* landed on some copies: the others are stale, if the metaserver agrees */
+			int ok = 0, err = 0;
+
+			for (k = 0; k < segs[0].ncopies; k++)
+				ok += r[k].status == 0;
+			for (k = 0; ok && k < segs[0].ncopies && !err; k++)
+				if (r[k].status)
+					err = io_copy_stale(c, in, f, cr, io_req_server(&r[k]), b, b + 1);
+			if (ok && !err) {
+				ret = 0;
+				layout_refused(in, -EIO, b, b + 1);
+			}
+		}
 		layout_segs_put(segs, n);
 		if (!io_cap_error(ret))
 			break;

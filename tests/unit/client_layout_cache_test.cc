@@ -19,6 +19,7 @@ struct Ext {
 	uint32_t server;
 	uint64_t block;
 	bool unwritten;
+	bool stale;
 };
 
 // A LayoutReply for blocks [start, end) as the client receives it (packed, unpacked).
@@ -28,7 +29,7 @@ Rdfs__LayoutReply *reply(uint64_t start, uint64_t end, std::vector<Ext> exts,
 	Rdfs__LayoutReply r = RDFS__LAYOUT_REPLY__INIT;
 	std::vector<Rdfs__Extent> e(exts.size());
 	std::vector<Rdfs__Extent *> ep;
-	std::vector<Rdfs__Capability> caps(2);
+	std::vector<Rdfs__Capability> caps(3);
 	std::vector<Rdfs__Capability *> cp;
 
 	for (size_t i = 0; i < exts.size(); i++) {
@@ -38,9 +39,10 @@ Rdfs__LayoutReply *reply(uint64_t start, uint64_t end, std::vector<Ext> exts,
 		e[i].server_id = exts[i].server;
 		e[i].block = exts[i].block;
 		e[i].unwritten = exts[i].unwritten;
+		e[i].stale = exts[i].stale;
 		ep.push_back(&e[i]);
 	}
-	for (uint32_t s = 0; s < 2; s++) {
+	for (uint32_t s = 0; s < 3; s++) {
 		rdfs__capability__init(&caps[s]);
 		caps[s].server_id = s + 1;
 		caps[s].expiry_ns = expiry_ns;
@@ -61,22 +63,30 @@ Rdfs__LayoutReply *reply(uint64_t start, uint64_t end, std::vector<Ext> exts,
 const int64_t later = INT64_MAX / 2;
 const uint32_t rw = RDFS_CAP_READ | RDFS_CAP_WRITE;
 
+// A segment as the tests name it: copy 0, and copy 1 if there is one (server 0: none).
 struct Seg {
 	uint64_t start, end;
 	int hole;
 	uint32_t server;
 	uint64_t block;
+	uint32_t server2;
+	uint64_t block2;
+	int unwritten;
 	bool operator==(const Seg &o) const
 	{
 		return start == o.start && end == o.end && hole == o.hole &&
-		       (hole || (server == o.server && block == o.block));
+		       (hole || (server == o.server && block == o.block && server2 == o.server2 &&
+				 (!server2 || block2 == o.block2) && unwritten == o.unwritten));
 	}
 };
 
 std::ostream &operator<<(std::ostream &os, const Seg &s)
 {
-	return os << "[" << s.start << "," << s.end << ")" << (s.hole ? " hole" : "") << " s"
-		  << s.server << " b" << s.block;
+	os << "[" << s.start << "," << s.end << ")" << (s.hole ? " hole" : "") << " s" << s.server
+	   << " b" << s.block;
+	if (s.server2)
+		os << " + s" << s.server2 << " b" << s.block2;
+	return os << (s.unwritten ? " unwritten" : "");
 }
 
 std::vector<Seg> lookup(struct layout_cache *lc, uint64_t a, uint64_t b, int for_write, int *ret)
@@ -86,9 +96,14 @@ std::vector<Seg> lookup(struct layout_cache *lc, uint64_t a, uint64_t b, int for
 	int n = layout_cache_lookup(lc, a, b, for_write, cap_now_ns(), &segs);
 
 	*ret = n < 0 ? n : 0;
-	for (int i = 0; i < n; i++)
-		v.push_back({ segs[i].start, segs[i].end, segs[i].hole, segs[i].server_id,
-			      segs[i].block });
+	for (int i = 0; i < n; i++) {
+		const struct layout_seg &g = segs[i];
+
+		EXPECT_LE(g.ncopies, 2);
+		v.push_back({ g.start, g.end, g.hole, g.ncopies ? g.copy[0].server_id : 0,
+			      g.ncopies ? g.copy[0].block : 0, g.ncopies > 1 ? g.copy[1].server_id : 0,
+			      g.ncopies > 1 ? g.copy[1].block : 0, g.unwritten });
+	}
 	if (n >= 0)
 		layout_segs_put(segs, n);
 	return v;
@@ -111,9 +126,9 @@ TEST(ClientLayoutCache, RepliesTileAndReplace)
 
 	ASSERT_EQ(layout_cache_insert(&lc, reply(4, 12, { { 4, 8, 2, 200, true } }, later, rw)), 0);
 	EXPECT_EQ(lookup(&lc, 0, 16, 0, &ret),
-		  (std::vector<Seg>{ { 0, 4, 0, 1, 100 }, { 4, 12, 0, 2, 200 }, { 12, 16, 1, 0, 0 } }));
+		  (std::vector<Seg>{ { 0, 4, 0, 1, 100 }, { 4, 12, 0, 2, 200, 0, 0, 1 }, { 12, 16, 1, 0, 0 } }));
 	// a lookup inside a segment is clipped, its volume block moved along
-	EXPECT_EQ(lookup(&lc, 6, 7, 1, &ret), (std::vector<Seg>{ { 6, 7, 0, 2, 202 } }));
+	EXPECT_EQ(lookup(&lc, 6, 7, 1, &ret), (std::vector<Seg>{ { 6, 7, 0, 2, 202, 0, 0, 1 } }));
 
 	layout_cache_forget(&lc, 2, 3);
 	lookup(&lc, 0, 4, 0, &ret);
@@ -142,6 +157,66 @@ TEST(ClientLayoutCache, ExpiringAndReadOnlyCapabilitiesAreNotUsed)
 	EXPECT_EQ(lookup(&lc, 0, 4, 0, &ret), (std::vector<Seg>{ { 0, 4, 0, 1, 7 } }));
 	lookup(&lc, 0, 4, 1, &ret);
 	EXPECT_EQ(ret, -ENOENT);
+	layout_cache_free(&lc);
+}
+
+// Copies: a reply's extents overlap, one per copy; the cache cuts them at every
+// boundary so each segment's copies are contiguous extents.
+TEST(ClientLayoutCache, CopiesOverlapAndAreCutAtEveryBoundary)
+{
+	struct layout_cache lc;
+	int ret;
+
+	layout_cache_init(&lc);
+	// copy on server 1: blocks 0-8 in one extent; on server 2: 0-4 and 4-10 apart
+	ASSERT_EQ(layout_cache_insert(&lc, reply(0, 12,
+						 { { 0, 8, 1, 100, false },
+						   { 0, 4, 2, 500, false },
+						   { 4, 6, 2, 900, false } },
+						 later, rw)), 0);
+	EXPECT_EQ(lookup(&lc, 0, 12, 0, &ret),
+		  (std::vector<Seg>{ { 0, 4, 0, 1, 100, 2, 500 },
+				     { 4, 8, 0, 1, 104, 2, 900 },
+				     { 8, 10, 0, 2, 904 },
+				     { 10, 12, 1 } }));
+	// clipped inside a segment: every copy's block moves along
+	EXPECT_EQ(lookup(&lc, 5, 6, 1, &ret), (std::vector<Seg>{ { 5, 6, 0, 1, 105, 2, 901 } }));
+	layout_cache_free(&lc);
+}
+
+TEST(ClientLayoutCache, StaleCopiesAreSkippedAndWrittenCopiesWinOverUnwritten)
+{
+	struct layout_cache lc;
+	int ret;
+
+	layout_cache_init(&lc);
+	// a stale copy is never a copy; an unwritten one where another is written
+	// (a copy being built) is not one either
+	ASSERT_EQ(layout_cache_insert(&lc, reply(0, 8,
+						 { { 0, 8, 1, 100, false },
+						   { 0, 8, 2, 200, false, true },
+						   { 0, 8, 3, 300, true } },
+						 later, rw)), 0);
+	EXPECT_EQ(lookup(&lc, 0, 8, 0, &ret), (std::vector<Seg>{ { 0, 8, 0, 1, 100 } }));
+	// all copies unwritten: an unwritten segment with both
+	ASSERT_EQ(layout_cache_insert(&lc, reply(0, 8,
+						 { { 0, 8, 1, 100, true }, { 0, 8, 3, 300, true } },
+						 later, rw)), 0);
+	EXPECT_EQ(lookup(&lc, 0, 8, 0, &ret),
+		  (std::vector<Seg>{ { 0, 8, 0, 1, 100, 3, 300, 1 } }));
+	layout_cache_free(&lc);
+}
+
+TEST(ClientLayoutCache, ExtentsOutOfOrderAreRefused)
+{
+	struct layout_cache lc;
+
+	layout_cache_init(&lc);
+	// blocks could otherwise be taken for holes and read as zeros
+	EXPECT_EQ(layout_cache_insert(&lc, reply(0, 8,
+						 { { 4, 4, 1, 100, false }, { 0, 4, 2, 200, false } },
+						 later, rw)), -EPROTO);
+	EXPECT_EQ(lc.n, 0u);
 	layout_cache_free(&lc);
 }
 

@@ -61,6 +61,7 @@ TEST(MsKeys, InodeRoundTrip)
 	in.atime_ns = -1;
 	in.mtime_ns = 1700000000123456789ll;
 	in.ctime_ns = 2;
+	in.copies = 3;
 	in.target_len = 4;
 	memcpy(in.target, "targ", 4);
 	size_t n = inode_encode(&in, buf);
@@ -72,11 +73,21 @@ TEST(MsKeys, InodeRoundTrip)
 	EXPECT_EQ(out.parent, in.parent);
 	EXPECT_EQ(out.atime_ns, in.atime_ns);
 	EXPECT_EQ(out.mtime_ns, in.mtime_ns);
+	EXPECT_EQ(out.copies, 3);
 	EXPECT_STREQ(out.target, "targ");
 	/* truncated, wrong version */
 	EXPECT_EQ(inode_decode(42, buf, MS_INODE_FIXED - 1, &out), -EIO);
-	buf[0] = 2;
+	buf[0] = 3;
 	EXPECT_EQ(inode_decode(42, buf, n, &out), -EIO);
+	/* a version 1 record (no copies byte) reads as the cluster default */
+	uint8_t v1[MS_INODE_FIXED + 4];
+	memcpy(v1, buf, MS_INODE_FIXED_V1);
+	memcpy(v1 + MS_INODE_FIXED_V1, "targ", 4);
+	v1[0] = 1;
+	ASSERT_EQ(inode_decode(42, v1, MS_INODE_FIXED_V1 + 4, &out), 0);
+	EXPECT_EQ(out.copies, 0);
+	EXPECT_EQ(out.mtime_ns, in.mtime_ns);
+	EXPECT_STREQ(out.target, "targ");
 }
 
 TEST(MsKeys, ChunkRecords)
