@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "frame.h"
 #include "log.h"
 #include "rdfs_fuse.h"
 #include "session_loop.h"
@@ -418,11 +419,13 @@ static void rdfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
  * kernel would enforce and rdfs does not implement, so storing them would
  * pretend otherwise. Refusing them here also spares a metaserver round trip
  * per write(2): before every write the kernel asks for security.capability to
- * decide whether to clear privileges.
+ * decide whether to clear privileges. rdfs.copies is the metaserver's own
+ * (the copies of a file's chunks), not stored as an xattr.
  */
 static int xattr_supported(const char *name)
 {
-	return strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0;
+	return strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0 ||
+	       strcmp(name, RDFS_COPIES_XATTR) == 0;
 }
 
 static void rdfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,

@@ -52,6 +52,7 @@ int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 	cred_to_pb(cr, &cred);
 	req.cred = &cred;
 	req.ino = ino;
+	req.with_stale = 1;
 	/* the metaserver caps one reply; ask again from where it stopped */
 	while (pos < end) {
 		Rdfs__LayoutReply *rep = NULL;
@@ -73,6 +74,7 @@ int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 				out[count].server_id = e->server_id;
 				out[count].block = e->block;
 				out[count].unwritten = e->unwritten;
+				out[count].stale = e->stale;
 			}
 			count++;
 		}

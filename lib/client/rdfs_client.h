@@ -349,10 +349,13 @@ struct rdfs_extent_info {
 	uint32_t server_id;
 	uint64_t block;
 	int unwritten;
+	int stale;			/* a copy that missed writes: never read */
 };
 /*
  * The extents of [off, off+len) of @ino straight from the metaserver (no cache),
- * for `rdfs layout` and tests. Fills at most @max; returns the count (may exceed @max).
+ * for `rdfs layout` and tests, stale copies included; with copies, extents
+ * overlap (one per copy, sorted by offset). Fills at most @max; returns the
+ * count (may exceed @max).
  */
 int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, uint64_t off,
 		uint64_t len, struct rdfs_extent_info *out, int max);

@@ -22,19 +22,6 @@ protected:
 		return ms_layout(ms, sess, &root, ino, off, len, allocate, handle, l);
 	}
 
-	uint64_t free_blocks(uint32_t id)
-	{
-		struct ms_server_info *si = nullptr;
-		int n = ms_server_list(ms, &si);
-		uint64_t f = 0;
-
-		for (int i = 0; i < n; i++)
-			if (si[i].id == id)
-				f = si[i].free_blocks;
-		free(si);
-		return f;
-	}
-
 	std::vector<uint64_t> bitmap(uint32_t id)
 	{
 		uint64_t *w = nullptr, n = 0;

@@ -71,19 +71,6 @@ protected:
 		return m;
 	}
 
-	uint64_t stats_free(uint32_t id)
-	{
-		struct ms_server_info *si = nullptr;
-		int n = ms_server_list(ms, &si);
-		uint64_t f = 0;
-
-		for (int i = 0; i < n; i++)
-			if (si[i].id == id)
-				f = si[i].free_blocks;
-		free(si);
-		return f;
-	}
-
 	int truncate(uint64_t ino, uint64_t size)
 	{
 		struct ms_setattr sa = {};
@@ -194,8 +181,8 @@ TEST_F(MsCopiesTest, CommitTruncateAndReopenCoverEveryCopy)
 
 	ASSERT_EQ(layout(f, 0, 64 * 4096, 1, &l), 0);
 	ms_layout_free(&l);
-	EXPECT_EQ(stats_free(a), 10000u - 64);
-	EXPECT_EQ(stats_free(b), 10000u - 64);
+	EXPECT_EQ(free_blocks(a), 10000u - 64);
+	EXPECT_EQ(free_blocks(b), 10000u - 64);
 	struct ms_range w = { 0, 32 * 4096 };
 	struct ms_attr at;
 	ASSERT_EQ(ms_commit(ms, sess, &root, f, 32 * 4096, 0, &w, 1, 0, &at), 0);
@@ -210,11 +197,11 @@ TEST_F(MsCopiesTest, CommitTruncateAndReopenCoverEveryCopy)
 	a = add_server("a", 10000);
 	b = add_server("b", 10000);
 	/* the maps rebuilt from the layouts hold both copies */
-	EXPECT_EQ(stats_free(a), 10000u - 64);
-	EXPECT_EQ(stats_free(b), 10000u - 64);
+	EXPECT_EQ(free_blocks(a), 10000u - 64);
+	EXPECT_EQ(free_blocks(b), 10000u - 64);
 	ASSERT_EQ(truncate(f, 4096), 0);
-	EXPECT_EQ(stats_free(a), 10000u - 1);
-	EXPECT_EQ(stats_free(b), 10000u - 1);
+	EXPECT_EQ(free_blocks(a), 10000u - 1);
+	EXPECT_EQ(free_blocks(b), 10000u - 1);
 }
 
 TEST_F(MsCopiesTest, StaleCopyIsFencedNeverServedAndNeverTheLast)
@@ -275,10 +262,10 @@ TEST_F(MsCopiesTest, StaleCopyIsFencedNeverServedAndNeverTheLast)
 	ASSERT_EQ(layout(f, 0, 16 * 4096, 0, &l), 0);
 	EXPECT_EQ(copies_of(l)[5], std::set<uint32_t>{ b });
 	ms_layout_free(&l);
-	EXPECT_EQ(stats_free(a), 10000u - 16);
+	EXPECT_EQ(free_blocks(a), 10000u - 16);
 	ASSERT_EQ(truncate(f, 0), 0);
-	EXPECT_EQ(stats_free(a), 10000u);
-	EXPECT_EQ(stats_free(b), 10000u);
+	EXPECT_EQ(free_blocks(a), 10000u);
+	EXPECT_EQ(free_blocks(b), 10000u);
 
 	/* bad ranges and rights */
 	EXPECT_EQ(stale(f, a, 0, 0), -EINVAL);

@@ -231,6 +231,20 @@ protected:
 
 	std::vector<struct ms_session *> ioservers;
 
+	/* Free blocks of server @id, as SERVER_LIST reports them. */
+	uint64_t free_blocks(uint32_t id)
+	{
+		struct ms_server_info *si = nullptr;
+		int n = ms_server_list(ms, &si);
+		uint64_t f = 0;
+
+		for (int i = 0; i < n; i++)
+			if (si[i].id == id)
+				f = si[i].free_blocks;
+		free(si);
+		return f;
+	}
+
 	/* Sum of extent lengths per server in @l. */
 	static uint64_t bytes_on(const struct ms_layout &l, uint32_t id)
 	{

@@ -105,19 +105,6 @@ protected:
 		return m;
 	}
 
-	uint64_t free_blocks(uint32_t id)
-	{
-		struct ms_server_info *si = nullptr;
-		int n = ms_server_list(ms, &si);
-		uint64_t f = 0;
-
-		for (int i = 0; i < n; i++)
-			if (si[i].id == id)
-				f = si[i].free_blocks;
-		free(si);
-		return f;
-	}
-
 	/* Edit the database behind the metaserver's back (it must be closed). */
 	void db_edit(const std::function<void(leveldb_t *)> &edit)
 	{

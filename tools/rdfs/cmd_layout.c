@@ -17,8 +17,9 @@ static int layout_run(struct tool *t, int argc, char **argv)
 	};
 	struct rdfs_extent_info *ext = NULL;
 	struct stat st;
-	int opt, n, max = 1024, i, ret;
+	int opt, n, max = 1024, i, ret, copies;
 	uint64_t span;
+	char v[16];
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -57,6 +58,11 @@ static int layout_run(struct tool *t, int argc, char **argv)
 	printf("size:        %llu\n", (unsigned long long)st.st_size);
 	printf("chunk size:  %lu\n", (unsigned long)st.st_blksize);
 	printf("blocks:      %llu (4 KiB)\n", (unsigned long long)st.st_blocks / 8);
+	copies = rdfs_getxattr(t->client, &t->cred, st.st_ino, RDFS_COPIES_XATTR, v, sizeof(v) - 1);
+	if (copies > 0) {
+		v[copies] = '\0';
+		printf("copies:      %s\n", v);
+	}
 	printf("extents:     %d\n", n);
 	if (n)
 		printf("%14s  %12s  %6s  %12s  %s\n", "FILE_OFFSET", "LENGTH", "SERVER", "BLOCK",
@@ -65,7 +71,7 @@ static int layout_run(struct tool *t, int argc, char **argv)
 		printf("%14llu  %12llu  %6u  %12llu  %s\n",
 		       (unsigned long long)ext[i].file_offset, (unsigned long long)ext[i].length,
 		       ext[i].server_id, (unsigned long long)ext[i].block,
-		       ext[i].unwritten ? "unwritten" : "written");
+		       ext[i].stale ? "stale" : ext[i].unwritten ? "unwritten" : "written");
 	free(ext);
 	return TOOL_OK;
 }
@@ -83,6 +89,11 @@ const struct tool_cmd tool_cmd_layout = {
 	"first volume block (4 KiB) where it lives, and whether it is written or still\n"
 	"unwritten (allocated by a writer that has not committed yet; it reads as\n"
 	"zeros). Ranges without an extent are holes.\n"
+	"\n"
+	"A file with several copies (rdfs setcopies) has one extent per copy of a\n"
+	"range, each on another server, listed by offset. A copy whose server\n"
+	"missed a write is \"stale\": it is never read, and stays the file's until\n"
+	"the range is freed.\n"
 	"\n"
 	"PATH is a path inside the rdfs namespace starting at its root, e.g.\n"
 	"/dir/file (not a path through a mount point). Symbolic links are not\n"

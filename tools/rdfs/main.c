@@ -22,7 +22,7 @@
 
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
-	&tool_cmd_node, &tool_cmd_fsck, NULL,
+	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_node, &tool_cmd_fsck, NULL,
 };
 
 static void usage(FILE *out)
@@ -48,7 +48,7 @@ static void usage(FILE *out)
 "\n"
 "COMMANDS\n");
 	for (i = 0; commands[i]; i++)
-		fprintf(out, "    %-7s %-18s %s\n", commands[i]->name, commands[i]->args,
+		fprintf(out, "    %-9s %-18s %s\n", commands[i]->name, commands[i]->args,
 			commands[i]->summary);
 	fprintf(out,
 "\n"
@@ -87,6 +87,7 @@ static void usage(FILE *out)
 "    rdfs --metaserver tcp://127.0.0.1:7000 --secret-file ./secret df\n"
 "    rdfs ls -l /data\n"
 "    rdfs layout /data/big.bin\n"
+"    rdfs setcopies 2 /data/results\n"
 "\n"
 "EXIT STATUS\n"
 "    0  success\n"

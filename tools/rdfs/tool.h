@@ -41,6 +41,8 @@ extern const struct tool_cmd tool_cmd_ls;
 extern const struct tool_cmd tool_cmd_stat;
 extern const struct tool_cmd tool_cmd_node;
 extern const struct tool_cmd tool_cmd_fsck;
+extern const struct tool_cmd tool_cmd_getcopies;
+extern const struct tool_cmd tool_cmd_setcopies;
 
 /*
  * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs

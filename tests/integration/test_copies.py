@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: MIT
+"""Copies: files whose chunks are kept on several I/O servers, through real mounts.
+
+What these tests prove, on a cluster of three I/O servers:
+  - `rdfs setcopies`/`getcopies` and the rdfs.copies xattr (setfattr/getfattr
+    through the mount) set and show the copies of a file and the default of a
+    directory, inherited by what is created in it; bad values are refused
+    (EINVAL, exit 2) and only the owner may change it;
+  - `rdfs layout` shows every copy: each block of a 2-copy file on two
+    distinct servers;
+  - kill -9 of an I/O server in the middle of a large sequential read through a
+    second mount: the read completes, byte for byte;
+  - kill -9 of an I/O server in the middle of a stream of writes and fsync: the
+    writes, fsync and close succeed, and the file reads back byte for byte from
+    another mount; the dead server's copy is shown stale by `rdfs layout` after
+    its restart, and reads (from a fresh mount) never return its old bytes;
+  - `rdfs fsck` is clean afterwards.
+"""
+import errno
+import os
+import re
+
+import pytest
+
+from conftest import MiB, _start, _stop, assert_bytes_equal, fuse_only
+from test_layout import parse_layout
+
+BLK = 4096
+
+pytestmark = [fuse_only("the kernel client does not write files with several copies yet")]
+
+
+@pytest.fixture(scope="module")
+def c3():
+    c = _start("copies", 3)
+    yield c
+    _stop(c)
+
+
+def copies_per_block(rows, states=("written", "unwritten")):
+    """{file block: set of servers} over the rows in @states."""
+    per = {}
+    for r in rows:
+        if r["state"] not in states:
+            continue
+        for b in range(r["offset"] // BLK, (r["offset"] + r["length"]) // BLK):
+            per.setdefault(b, set()).add(r["server"])
+    return per
+
+
+def lowest_id_port(c):
+    """The port of the I/O server with the lowest id: the first copy of every
+    block it holds, the one a reader with no other preference asks."""
+    out = c.rdfs("status").stdout
+    rows = re.findall(r"^\s*(\d+)\s+\S+\s+\S+://[^:]+:(\d+)\s", out, re.M)
+    assert rows, out
+    return int(min(rows, key=lambda r: int(r[0]))[1])
+
+
+def test_copies_attribute_tool_and_inheritance(c3):
+    d = c3.mnt / "attr"
+    d.mkdir()
+    assert c3.rdfs("getcopies", "/attr").stdout.strip() == "/attr: 1"
+    c3.rdfs("setcopies", "2", "/attr")
+    assert os.getxattr(d, "rdfs.copies") == b"2"
+    (d / "f").write_bytes(b"x")
+    (d / "sub").mkdir()
+    assert os.getxattr(d / "f", "rdfs.copies") == b"2"
+    assert c3.rdfs("getcopies", "/attr/sub").stdout.strip() == "/attr/sub: 2"
+    os.setxattr(d / "f", "rdfs.copies", b"3")
+    assert c3.rdfs("getcopies", "/attr/f").stdout.strip() == "/attr/f: 3"
+    for bad in (b"0", b"9", b"x", b""):
+        with pytest.raises(OSError) as e:
+            os.setxattr(d / "f", "rdfs.copies", bad)
+        assert e.value.errno == errno.EINVAL, bad
+    for bad in ("0", "9", "two", ""):
+        p = c3.rdfs("setcopies", bad, "/attr/f", check=False)
+        assert p.returncode == 2 and "from 1 to 8" in p.stderr, (bad, p.stderr)
+    p = c3.rdfs("setcopies", "2", "/attr/missing", check=False)
+    assert p.returncode == 1 and "No such file" in p.stderr, p.stderr
+    # not the owner: refused (the tool runs as root here, so ask as another uid)
+    os.chown(d / "f", 1234, 1234)
+    r = os.fork()
+    if r == 0:
+        try:
+            os.setgid(1234)
+            os.setuid(4321)
+            try:
+                os.setxattr(d / "f", "rdfs.copies", b"1")
+                os._exit(1)
+            except OSError as e:
+                os._exit(0 if e.errno in (errno.EPERM, errno.EACCES) else 2)
+        finally:
+            os._exit(3)
+    assert os.waitpid(r, 0)[1] == 0
+    assert "rdfs.copies" not in os.listxattr(d / "f")
+
+
+def test_two_copies_on_distinct_servers(c3):
+    d = c3.mnt / "spread"
+    d.mkdir()
+    c3.rdfs("setcopies", "2", "/spread")
+    data = os.urandom(20 * MiB + 123)
+    with open(d / "f", "wb") as f:
+        f.write(data)
+        os.fsync(f.fileno())
+    out = c3.rdfs("layout", "/spread/f").stdout
+    assert "copies:      2" in out, out
+    per = copies_per_block(parse_layout(out))
+    nblocks = (len(data) + BLK - 1) // BLK
+    assert all(len(per.get(b, ())) == 2 for b in range(nblocks)), out
+    assert len(set().union(*per.values())) == 3, "copies not spread over all servers:\n" + out
+
+
+def test_server_killed_mid_read_and_mid_write(c3, tmp_path_factory):
+    d = c3.mnt / "failover"
+    d.mkdir()
+    c3.rdfs("setcopies", "2", "/failover")
+    data = os.urandom(64 * MiB)
+    with open(d / "r", "wb") as f:
+        f.write(data)
+    reader = c3.mount_second(c3.dir / "mnt-reader")
+    try:
+        # a sequential read through another mount; an I/O server dies a quarter in
+        got = []
+        with open(reader / "failover" / "r", "rb") as f:
+            got.append(f.read(16 * MiB))
+            saved = c3.kill9(lowest_id_port(c3))
+            while True:
+                b = f.read(MiB)
+                if not b:
+                    break
+                got.append(b)
+        assert_bytes_equal(data, b"".join(got), "read across the death of an I/O server")
+
+        # a stream of writes and fsync while one of the two copies' servers is dead
+        new = os.urandom(32 * MiB)
+        with open(d / "w", "wb") as f:
+            for i in range(32):
+                f.write(new[i * MiB:(i + 1) * MiB])
+            f.flush()
+            os.fsync(f.fileno())
+        # and the file written before, rewritten: its copies on the dead server go stale
+        with open(d / "r", "r+b") as f:
+            f.write(new)
+            os.fsync(f.fileno())
+        c3.restart(saved)
+        c3.wait_servers_up()
+        out = c3.rdfs("layout", "/failover/r").stdout
+        rows = parse_layout(out)
+        assert any(r["state"] == "stale" for r in rows), out
+        cur = copies_per_block(rows)
+        assert all(len(cur.get(b, ())) >= 1 for b in range(len(data) // BLK)), out
+    finally:
+        c3.unmount(reader)
+    # a fresh mount reads the new bytes, never the stale copy's old ones
+    fresh = c3.mount_second(c3.dir / "mnt-fresh")
+    try:
+        with open(fresh / "failover" / "w", "rb") as f:
+            assert_bytes_equal(new, f.read(), "written while a server was dead")
+        with open(fresh / "failover" / "r", "rb") as f:
+            assert_bytes_equal(new + data[len(new):], f.read(), "rewritten with a stale copy")
+    finally:
+        c3.unmount(fresh)
+    p = c3.rdfs("fsck", check=False, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr

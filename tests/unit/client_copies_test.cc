@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+//
+// client_copies_test.cc - files with several copies on a real cluster: an I/O
+// server killed in the middle of a sequential read or of a write + fsync costs
+// the application nothing (the bytes come back exact), and a copy that missed
+// writes while its server was down is never read again, from any client.
+#include <fcntl.h>
+
+#include <string>
+#include <vector>
+
+#include "client_cluster.h"
+
+extern "C" {
+#include "frame.h"
+}
+
+namespace {
+
+using rdfs_test::pattern;
+
+constexpr uint64_t MiB = 1 << 20;
+struct rdfs_cred root = { 0, 0, 0, {} };
+
+struct rdfs_client *client_with(rdfs_test::Cluster *cl, int readahead_kb, int write_behind_kb,
+				int stable)
+{
+	struct rdfs_client_opts o = cl->opts();
+	struct rdfs_client *c = nullptr;
+
+	o.readahead_kb = readahead_kb;
+	o.write_behind_kb = write_behind_kb;
+	o.write_stable = stable;
+	for (int i = 0; i < 100 && rdfs_client_open(&o, &c) != 0; i++)
+		usleep(100000);
+	return c;
+}
+
+// Create @name with @copies copies (set on the empty file, before any block).
+struct rdfs_file *create_copies(struct rdfs_client *c, const std::string &name, int copies)
+{
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+	std::string v = std::to_string(copies);
+
+	EXPECT_EQ(rdfs_create(c, &root, RDFS_ROOT_INO, name.c_str(), 0644,
+			      O_RDWR | O_CREAT | O_EXCL, &st, &f), 0);
+	EXPECT_EQ(rdfs_setxattr(c, &root, st.st_ino, RDFS_COPIES_XATTR, v.data(), v.size(), 0), 0);
+	return f;
+}
+
+struct rdfs_file *open_name(struct rdfs_client *c, const std::string &name, int flags)
+{
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+
+	EXPECT_EQ(rdfs_lookup(c, &root, RDFS_ROOT_INO, name.c_str(), &st), 0);
+	EXPECT_EQ(rdfs_open(c, &root, st.st_ino, flags, &st, &f), 0);
+	return f;
+}
+
+// The whole file through a fresh open of @c: its bytes, or the error of the first read.
+int read_all(struct rdfs_client *c, const std::string &name, size_t size,
+	     std::vector<uint8_t> *out)
+{
+	struct rdfs_file *f = open_name(c, name, O_RDONLY);
+	int err = 0;
+
+	if (!f)
+		return -ENOENT;
+	out->assign(size, 0);
+	for (size_t off = 0; off < size && !err; off += MiB) {
+		ssize_t n = rdfs_pread(f, out->data() + off, std::min<size_t>(MiB, size - off), off);
+
+		if (n < 0)
+			err = (int)n;
+		else if ((size_t)n != std::min<size_t>(MiB, size - off))
+			err = -EIO;
+	}
+	rdfs_release(f);
+	return err;
+}
+
+// The index (ios<i>) of the I/O server with the lowest id: the first copy of
+// every block it holds, so the one a reader with no other preference asks.
+int lowest_id_server(rdfs_test::Cluster *cl)
+{
+	struct rdfs_client *c = cl->client();
+	struct rdfs_server_info s[8];
+	int n = c ? rdfs_server_list(c, s, 8) : -1;
+
+	if (c)
+		rdfs_client_close(c);
+	EXPECT_GT(n, 0);
+	return n > 0 ? atoi(s[0].name + 3) : 0;
+}
+
+size_t first_difference(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b)
+{
+	return std::mismatch(a.begin(), a.end(), b.begin()).first - a.begin();
+}
+
+} // namespace
+
+// Three I/O servers, two copies: whichever server dies, every chunk has a copy left.
+TEST(ClientCopies, ServerKilledMidReadCostsTheReaderNothing)
+{
+	rdfs_test::Cluster cl;
+
+	ASSERT_TRUE(cl.start(3)) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 0, 1), *r = client_with(&cl, 4096, 0, 1);
+	ASSERT_NE(w, nullptr);
+	ASSERT_NE(r, nullptr);
+	auto data = pattern(32 * MiB + 777, 31);
+	struct rdfs_file *f = create_copies(w, "big", 2);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_file *g = open_name(r, "big", O_RDONLY);
+	std::vector<uint8_t> back(data.size());
+	size_t off = 0;
+	// a third of the way in (read-ahead running), an I/O server dies
+	for (; off < data.size() / 3; off += 256 * 1024)
+		ASSERT_EQ(rdfs_pread(g, back.data() + off, 256 * 1024, off), 256 * 1024);
+	cl.kill_ioserver(lowest_id_server(&cl));
+	for (; off < data.size(); off += 256 * 1024) {
+		size_t n = std::min<size_t>(256 * 1024, data.size() - off);
+
+		ASSERT_EQ(rdfs_pread(g, back.data() + off, n, off), (ssize_t)n) << "at " << off;
+	}
+	EXPECT_EQ(first_difference(back, data), data.size());
+	EXPECT_EQ(rdfs_release(g), 0);
+
+	// and a reader that starts after the death reads it all, from the copies left
+	std::vector<uint8_t> again;
+	struct rdfs_client *late = client_with(&cl, 0, 0, 1);
+	EXPECT_EQ(read_all(late, "big", data.size(), &again), 0);
+	EXPECT_EQ(first_difference(again, data), data.size());
+	rdfs_client_close(late);
+	rdfs_client_close(w);
+	rdfs_client_close(r);
+}
+
+// Killed in the middle of a stream of writes, before fsync: fsync and close
+// succeed, and another client reads every byte. Unstable writes (IO_COMMIT at
+// fsync) and stable ones, with write-behind.
+class ClientCopiesWrite : public ::testing::TestWithParam<int> {};
+
+TEST_P(ClientCopiesWrite, ServerKilledMidWriteAndFsyncCostsTheWriterNothing)
+{
+	rdfs_test::Cluster cl;
+	int stable = GetParam();
+
+	ASSERT_TRUE(cl.start(3)) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 8192, stable);
+	ASSERT_NE(w, nullptr);
+	auto data = pattern(24 * MiB, 32);
+	struct rdfs_file *f = create_copies(w, "stream", 2);
+	int victim = lowest_id_server(&cl);
+	for (int i = 0; i < 24; i++) {
+		if (i == 10)
+			cl.kill_ioserver(victim);
+		ASSERT_EQ(rdfs_pwrite(f, data.data() + i * MiB, MiB, (uint64_t)i * MiB),
+			  (ssize_t)MiB) << "MiB " << i;
+	}
+	EXPECT_EQ(rdfs_fsync(f, 0), 0);
+	EXPECT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_client *r = client_with(&cl, 1024, 0, 1);
+	std::vector<uint8_t> back;
+	ASSERT_EQ(read_all(r, "stream", data.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, data), data.size());
+	rdfs_client_close(r);
+	rdfs_client_close(w);
+}
+
+INSTANTIATE_TEST_SUITE_P(StableAndUnstable, ClientCopiesWrite, ::testing::Values(1, 0),
+			 [](const ::testing::TestParamInfo<int> &p) {
+				 return p.param ? "Stable" : "Unstable";
+			 });
+
+// Two servers, two copies. Server A is stopped, the file rewritten, A started
+// again: its copy is stale. Every reader gets the new bytes; with only A left,
+// a read fails rather than return the old ones.
+TEST(ClientCopies, StaleCopyIsNeverReadFromAnyClient)
+{
+	rdfs_test::Cluster cl;
+
+	ASSERT_TRUE(cl.start(2)) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 0, 1);
+	struct rdfs_client *old = client_with(&cl, 0, 0, 1);
+	ASSERT_NE(w, nullptr);
+	ASSERT_NE(old, nullptr);
+	auto v1 = pattern(6 * MiB, 41), v2 = pattern(6 * MiB, 42);
+	struct rdfs_file *f = create_copies(w, "doc", 2);
+	ASSERT_EQ(rdfs_pwrite(f, v1.data(), v1.size(), 0), (ssize_t)v1.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	// a reader that holds the layout (and capabilities) from before
+	struct rdfs_file *o = open_name(old, "doc", O_RDONLY);
+	std::vector<uint8_t> buf(v1.size());
+	ASSERT_EQ(rdfs_pread(o, buf.data(), buf.size(), 0), (ssize_t)buf.size());
+	ASSERT_EQ(first_difference(buf, v1), v1.size());
+
+	int a = lowest_id_server(&cl);
+	cl.kill_ioserver(a);
+	f = open_name(w, "doc", O_RDWR);
+	ASSERT_EQ(rdfs_pwrite(f, v2.data(), v2.size(), 0), (ssize_t)v2.size());
+	ASSERT_EQ(rdfs_fsync(f, 0), 0);
+	ASSERT_EQ(rdfs_release(f), 0);
+	cl.start_ioserver(a);
+	ASSERT_TRUE(cl.wait_up(2));
+
+	for (int round = 0; round < 3; round++) {
+		std::vector<uint8_t> back;
+		struct rdfs_client *fresh = client_with(&cl, round * 1024, 0, 1);
+
+		ASSERT_EQ(read_all(fresh, "doc", v2.size(), &back), 0) << "round " << round;
+		EXPECT_EQ(first_difference(back, v2), v2.size()) << "round " << round;
+		rdfs_client_close(fresh);
+	}
+	// the old reader's cached copy is refused (A's epoch moved on): new bytes
+	ssize_t n = rdfs_pread(o, buf.data(), buf.size(), 0);
+	ASSERT_EQ(n, (ssize_t)buf.size());
+	EXPECT_EQ(first_difference(buf, v2), v2.size());
+
+	// only the stale copy left: an error, never the old bytes
+	cl.kill_ioserver(1 - a);
+	std::vector<uint8_t> back;
+	struct rdfs_client *last = client_with(&cl, 0, 0, 1);
+	int err = read_all(last, "doc", v2.size(), &back);
+	EXPECT_EQ(err, -EIO);
+	size_t old_bytes = 0;
+	for (size_t i = 0; i + 4096 <= back.size(); i += 4096)
+		old_bytes += std::equal(back.begin() + i, back.begin() + i + 4096, v1.begin() + i);
+	EXPECT_EQ(old_bytes, 0u) << "blocks of the stale copy were returned";
+	rdfs_release(o);
+	rdfs_client_close(last);
+	rdfs_client_close(old);
+	rdfs_client_close(w);
+}
