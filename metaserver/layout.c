@@ -25,14 +25,7 @@
 #define BLK	4096ull
 #define MAX_UP	256
 
-struct chunk {
-	uint64_t idx;
-	int n, cap;
-	int dirty;
-	struct ms_ext *e;
-};
-
-static int chunk_reserve(struct chunk *c, int want)
+int chunk_reserve(struct ms_chunk *c, int want)
 {
 	if (want <= c->cap)
 		return 0;
@@ -49,7 +42,7 @@ static int chunk_reserve(struct chunk *c, int want)
 	return 0;
 }
 
-static int chunk_parse(struct chunk *c, const char *v, size_t vl)
+int chunk_parse(struct ms_chunk *c, const char *v, size_t vl)
 {
 	int want = (int)(vl / MS_EXTENT_REC);
 
@@ -63,7 +56,7 @@ static int chunk_parse(struct chunk *c, const char *v, size_t vl)
 	return 0;
 }
 
-static int chunk_load(struct ms *ms, uint64_t ino, uint64_t idx, struct chunk *c)
+int chunk_load(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_chunk *c)
 {
 	uint8_t k[MS_KEY_MAX];
 	char *v;
@@ -83,7 +76,7 @@ static int chunk_load(struct ms *ms, uint64_t ino, uint64_t idx, struct chunk *c
 	return ret;
 }
 
-static void chunk_store(leveldb_writebatch_t *b, uint64_t ino, const struct chunk *c)
+void chunk_store(leveldb_writebatch_t *b, uint64_t ino, const struct ms_chunk *c)
 {
 	uint8_t k[MS_KEY_MAX];
 	size_t kl = key_layout(k, ino, c->idx);
@@ -116,7 +109,7 @@ static int ext_cmp(const void *a, const void *b)
  * disk with the same flags. With copies, the extents of one server need not be
  * neighbours in that order: each is merged into the last one of its server.
  */
-static void chunk_normalize(struct chunk *c)
+void chunk_normalize(struct ms_chunk *c)
 {
 	int j = 0;
 
@@ -144,7 +137,7 @@ static void chunk_normalize(struct chunk *c)
 	c->n = j;
 }
 
-static void chunks_free(struct chunk *cs, size_t n)
+void chunks_free(struct ms_chunk *cs, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(cs[i].e);
@@ -165,7 +158,7 @@ static int layout_cut(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *i
 	uint8_t k[MS_KEY_MAX];
 	size_t plen = key_prefix(k, MS_TAG_LAYOUT, in->ino);
 	leveldb_iterator_t *it;
-	struct chunk c = { 0 };
+	struct ms_chunk c = { 0 };
 	struct ms_ext *out = NULL;
 	int ret = 0;
 
@@ -259,7 +252,7 @@ int layout_rebuild_bitmaps(struct ms *ms)
 {
 	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
 	uint8_t tag = MS_TAG_LAYOUT;
-	struct chunk c = { 0 };
+	struct ms_chunk c = { 0 };
 	int ret = 0;
 
 	for (leveldb_iter_seek(it, (char *)&tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
@@ -417,7 +410,7 @@ static void note_goal(struct alloc_ctx *a, const struct ms_ext *e)
 }
 
 /* 1 if chunk @c has an extent on server @sid. */
-static int chunk_on_server(const struct chunk *c, uint32_t sid)
+static int chunk_on_server(const struct ms_chunk *c, uint32_t sid)
 {
 	for (int i = 0; i < c->n; i++)
 		if (c->e[i].server_id == sid)
@@ -432,7 +425,7 @@ static int chunk_on_server(const struct chunk *c, uint32_t sid)
  * it allocates on is added to @used. 0, or -ENOSPC with what could be
  * allocated left in the chunk.
  */
-static int alloc_copy(struct ms *ms, struct alloc_ctx *a, struct chunk *c, int si, uint32_t from,
+static int alloc_copy(struct ms *ms, struct alloc_ctx *a, struct ms_chunk *c, int si, uint32_t from,
 		      uint32_t to, uint8_t *used, uint64_t *allocated)
 {
 	uint32_t at = from;
@@ -506,7 +499,7 @@ static int alloc_copy(struct ms *ms, struct alloc_ctx *a, struct chunk *c, int s
  * under-replicated); no copy at all is -ENOSPC.
  */
 static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode *in,
-		      struct chunk *c, uint32_t from, uint32_t to, uint32_t copies,
+		      struct ms_chunk *c, uint32_t from, uint32_t to, uint32_t copies,
 		      uint64_t *allocated)
 {
 	uint8_t used[MAX_UP] = { 0 };
@@ -539,9 +532,9 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 	return 0;
 }
 
-static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
+static int chunk_reflag(struct ms_chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
 			uint8_t to);
-static int chunk_reflag_on(struct chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
+int chunk_reflag_on(struct ms_chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
 			   uint8_t from, uint8_t to);
 
 /*
@@ -550,14 +543,14 @@ static int chunk_reflag_on(struct chunk *c, uint32_t sid, uint64_t base, uint64_
  * kept too.
  */
 static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
-		       struct chunk *cs, size_t ncs, uint64_t b0, uint64_t b1)
+		       struct ms_chunk *cs, size_t ncs, uint64_t b0, uint64_t b1)
 {
 	uint64_t cpb = in->chunk_size / BLK, allocated = 0;
 	uint32_t copies = ms_copies(ms, in);
 	int ret = 0;
 
 	for (size_t i = 0; i < ncs && !ret; i++) {
-		struct chunk *c = &cs[i];
+		struct ms_chunk *c = &cs[i];
 		uint64_t base = c->idx * cpb;
 		uint32_t lo = (uint32_t)((b0 > base ? b0 : base) - base);
 		uint32_t hi = (uint32_t)((b1 < base + cpb ? b1 : base + cpb) - base);
@@ -592,10 +585,10 @@ static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
 
 /* Load the chunk records covering chunks [first, last] (all of them, empty ones too). */
 static int load_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last,
-		       struct chunk **out, size_t *nout)
+		       struct ms_chunk **out, size_t *nout)
 {
 	size_t n = (size_t)(last - first + 1);
-	struct chunk *cs = calloc(n, sizeof(*cs));
+	struct ms_chunk *cs = calloc(n, sizeof(*cs));
 	int ret = 0;
 
 	if (!cs)
@@ -613,11 +606,11 @@ static int load_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t las
 
 /* Load only the existing chunk records in [first, last]. */
 static int scan_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last,
-		       struct chunk **out, size_t *nout)
+		       struct ms_chunk **out, size_t *nout)
 {
 	uint8_t k[MS_KEY_MAX];
 	size_t plen = key_prefix(k, MS_TAG_LAYOUT, ino), n = 0, cap = 0;
-	struct chunk *cs = NULL;
+	struct ms_chunk *cs = NULL;
 	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
 	int ret = 0;
 
@@ -634,7 +627,7 @@ static int scan_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t las
 		if (idx > last)
 			break;
 		if (n == cap) {
-			struct chunk *nc = realloc(cs, (cap ? cap * 2 : 16) * sizeof(*nc));
+			struct ms_chunk *nc = realloc(cs, (cap ? cap * 2 : 16) * sizeof(*nc));
 
 			if (!nc) {
 				ret = -ENOMEM;
@@ -666,7 +659,7 @@ static int scan_chunks(struct ms *ms, uint64_t ino, uint64_t first, uint64_t las
  * contiguous, sorted by offset (copies of a range: one extent each, by server).
  * Stale copies only @with_stale (they are never served).
  */
-static int build_reply(const struct ms_inode *in, struct chunk *cs, size_t ncs, uint64_t b0,
+static int build_reply(const struct ms_inode *in, struct ms_chunk *cs, size_t ncs, uint64_t b0,
 		       uint64_t b1, int with_stale, struct ms_layout *out)
 {
 	uint64_t cpb = in->chunk_size / BLK;
@@ -745,7 +738,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 {
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
-	struct chunk *cs = NULL;
+	struct ms_chunk *cs = NULL;
 	size_t ncs = 0;
 	struct alloc_ctx *a = NULL;
 	uint64_t start, end, cpb;
@@ -791,6 +784,14 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	out->offset = start;
 	out->length = end - start;
 	out->chunk_size = in->chunk_size;
+	/* a chunk being rebuilt takes no write until its new copy is in (rebuild.c) */
+	if (end > start && ms_rebuild_busy(ms, ino, start / BLK / cpb, (end / BLK - 1) / cpb)) {
+		if (allocate) {
+			ret = -EAGAIN;
+			goto out;
+		}
+		rights &= ~RDFS_CAP_WRITE;
+	}
 	out->rights = rights;
 	/* under the inode lock: a fence of these extents bumps it under that lock too */
 	out->gen = ms_file_gen(ms, ino);
@@ -828,7 +829,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		a->flags = MS_EXT_UNWRITTEN | (allocate == MS_ALLOC_KEEP ? MS_EXT_KEPT : 0);
 		/* the chunks just before the range tell where this file's blocks end */
 		for (uint64_t p = first > (uint64_t)a->nup ? first - a->nup : 0; p < first; p++) {
-			struct chunk pc = { 0 };
+			struct ms_chunk pc = { 0 };
 
 			if (chunk_load(ms, ino, p, &pc) == 0)
 				for (int j = 0; j < pc.n; j++)
@@ -900,9 +901,7 @@ out:
  * extent's flags are @from and its server is @sid (MS_ANY_SERVER: any); the
  * rest of each such extent keeps its flags.
  */
-#define MS_ANY_SERVER	UINT32_MAX
-
-static int chunk_reflag_on(struct chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
+int chunk_reflag_on(struct ms_chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
 			   uint8_t from, uint8_t to)
 {
 	int n0 = c->n;
@@ -935,14 +934,14 @@ static int chunk_reflag_on(struct chunk *c, uint32_t sid, uint64_t base, uint64_
 	return 0;
 }
 
-static int chunk_reflag(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
+static int chunk_reflag(struct ms_chunk *c, uint64_t base, uint64_t r0, uint64_t r1, uint8_t from,
 			uint8_t to)
 {
 	return chunk_reflag_on(c, MS_ANY_SERVER, base, r0, r1, from, to);
 }
 
 /* Mark blocks [r0, r1) of the file written in chunk @c. */
-static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint64_t r1)
+static int chunk_mark_written(struct ms_chunk *c, uint64_t base, uint64_t r0, uint64_t r1)
 {
 	int ret = chunk_reflag(c, base, r0, r1, MS_EXT_UNWRITTEN, 0);
 
@@ -957,7 +956,7 @@ static int chunk_mark_written(struct chunk *c, uint64_t base, uint64_t r0, uint6
  */
 struct chunk_cache {
 	size_t n, cap;
-	struct chunk *c;
+	struct ms_chunk *c;
 	uint64_t loaded_to;		/* every record below this chunk index is in c[] */
 };
 
@@ -1014,7 +1013,7 @@ static int cache_load(struct ms *ms, leveldb_iterator_t *it, uint64_t ino,
 			break;
 		if (cc->n == cc->cap) {
 			size_t cap = cc->cap ? cc->cap * 2 : 16;
-			struct chunk *nc = realloc(cc->c, cap * sizeof(*nc));
+			struct ms_chunk *nc = realloc(cc->c, cap * sizeof(*nc));
 
 			if (!nc) {
 				ret = -ENOMEM;
@@ -1135,7 +1134,7 @@ out:
 /* ---------------------------------------------------------------- stale copies */
 
 /* 1 if every block of [r0, r1) (in the chunk) has a current copy on a server other than @sid. */
-static int chunk_covered_elsewhere(const struct chunk *c, uint32_t sid, uint32_t r0, uint32_t r1)
+static int chunk_covered_elsewhere(const struct ms_chunk *c, uint32_t sid, uint32_t r0, uint32_t r1)
 {
 	uint32_t pos = r0;
 	int moved = 1;
@@ -1161,7 +1160,7 @@ static int chunk_covered_elsewhere(const struct chunk *c, uint32_t sid, uint32_t
  * Mark the current extents of server @sid in file blocks [r0, r1) of chunk @c
  * stale. -EIO, changing nothing, where one of them is the last current copy.
  */
-static int chunk_mark_stale(struct chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1)
+static int chunk_mark_stale(struct ms_chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1)
 {
 	static const uint8_t kinds[] = { 0, MS_EXT_UNWRITTEN, MS_EXT_UNWRITTEN | MS_EXT_KEPT };
 	int ret = 0;
@@ -1186,7 +1185,7 @@ int ms_stale(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 {
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
-	struct chunk *cs = NULL;
+	struct ms_chunk *cs = NULL;
 	size_t ncs = 0;
 	uint64_t cpb;
 	uint32_t rights;

@@ -77,6 +77,14 @@ static void usage(FILE *f)
 "    --chunk-size SIZE    stripe chunk size of the root directory of a new\n"
 "                         database, inherited by everything created in it;\n"
 "                         k/m suffixes (default 1m; ignored for an existing db)\n"
+"    --rebuild-grace SEC  a down I/O server's copies still count this long;\n"
+"                         then the rebuilder makes new ones on other servers\n"
+"                         (default 300; 0: at once)\n"
+"    --rebuild-interval SEC\n"
+"                         between the rebuilder's passes over all chunks, when\n"
+"                         the last found nothing more to do (default 10)\n"
+"    --rebuild-rate MIB   MiB per second the rebuilder copies at most\n"
+"                         (default 100; 0: no limit)\n"
 "    --default-copies N   copies of every chunk of a file, on distinct I/O\n"
 "                         servers, where neither the file nor a directory\n"
 "                         above it at its creation said otherwise (rdfs\n"
@@ -97,7 +105,8 @@ static void usage(FILE *f)
 "      [cluster]     secret_file, cap_key_file, log_level\n"
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
 "                    cap_lifetime, chunk_size, default_copies, root_squash,\n"
-"                    startup_wait,"
+"                    startup_wait, rebuild_grace, rebuild_interval,\n"
+"                    rebuild_rate,"
 " log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
@@ -164,6 +173,9 @@ int main(int argc, char **argv)
 		{ "log-file", required_argument, NULL, 'F' },
 		{ "chunk-size", required_argument, NULL, 'C' },
 		{ "default-copies", required_argument, NULL, 'N' },
+		{ "rebuild-grace", required_argument, NULL, 'G' },
+		{ "rebuild-interval", required_argument, NULL, 'I' },
+		{ "rebuild-rate", required_argument, NULL, 'P' },
 		{ "root-squash", no_argument, NULL, 'R' },
 		{ "startup-wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
@@ -180,7 +192,7 @@ int main(int argc, char **argv)
 	struct ms *ms = NULL;
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
-	int64_t threads, lifetime, startup_wait, copies;
+	int64_t threads, lifetime, startup_wait, copies, grace, interval, rate;
 	int root_squash;
 	uint64_t chunk_size;
 	struct sigaction sa;
@@ -228,6 +240,15 @@ int main(int argc, char **argv)
 		case 'N':
 			config_set(cfg, SECTION, "default_copies", optarg);
 			break;
+		case 'G':
+			config_set(cfg, SECTION, "rebuild_grace", optarg);
+			break;
+		case 'I':
+			config_set(cfg, SECTION, "rebuild_interval", optarg);
+			break;
+		case 'P':
+			config_set(cfg, SECTION, "rebuild_rate", optarg);
+			break;
 		case 'R':
 			config_set(cfg, SECTION, "root_squash", "true");
 			break;
@@ -270,7 +291,8 @@ int main(int argc, char **argv)
 		static const char *const keys[] = { "db", "secret_file", "cap_key_file", "threads",
 						     "cap_lifetime", "log_level", "log_file",
 						     "chunk_size", "root_squash", "startup_wait",
-						     "default_copies" };
+						     "default_copies", "rebuild_grace",
+						     "rebuild_interval", "rebuild_rate" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -316,6 +338,23 @@ int main(int argc, char **argv)
 			RDFS_MAX_COPIES);
 		return 2;
 	}
+	if (config_get_int(cfg, SECTION, "rebuild_grace", 300, &grace) || grace < 0 ||
+	    grace > 30 * 86400) {
+		fprintf(stderr, PROG ": rebuild_grace must be a number of seconds from 0 to "
+			"2592000\n");
+		return 2;
+	}
+	if (config_get_int(cfg, SECTION, "rebuild_interval", 10, &interval) || interval < 1 ||
+	    interval > 86400) {
+		fprintf(stderr, PROG ": rebuild_interval must be a number of seconds from 1 to "
+			"86400\n");
+		return 2;
+	}
+	if (config_get_int(cfg, SECTION, "rebuild_rate", 100, &rate) || rate < 0 ||
+	    rate > 1000000) {
+		fprintf(stderr, PROG ": rebuild_rate must be MiB per second from 0 to 1000000\n");
+		return 2;
+	}
 	if (config_get_bool(cfg, SECTION, "root_squash", 0, &root_squash)) {
 		fprintf(stderr, PROG ": root_squash must be true or false\n");
 		return 2;
@@ -355,6 +394,8 @@ int main(int argc, char **argv)
 	mo.chunk_size = (uint32_t)chunk_size;
 	mo.startup_wait_ms = (int)startup_wait * 1000;
 	mo.default_copies = (uint32_t)copies;
+	mo.rebuild_grace_ms = grace * 1000;
+	mo.rebuild_rate = (uint64_t)rate << 20;
 	ret = make_dirs(mo.db_dir);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot create database directory %s: %s\n", mo.db_dir,
@@ -380,6 +421,7 @@ int main(int argc, char **argv)
 	so.cap_lifetime_ns = lifetime * 1000000000ll;
 	so.stop = &stop_requested;
 	so.root_squash = root_squash;
+	so.rebuild_interval_ms = interval * 1000;
 	ret = ms_server_create(ms, &so, &srv);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen[0], strerror(-ret));

@@ -72,6 +72,12 @@ struct ms_options {
 	int startup_wait_ms;
 	/* copies of a chunk where the file says 0 (1..RDFS_MAX_COPIES; 0: 1) */
 	uint32_t default_copies;
+	/*
+	 * A down I/O server's copies still count this long (ms); after that
+	 * the rebuilder makes new ones elsewhere. 0: at once.
+	 */
+	int64_t rebuild_grace_ms;
+	uint64_t rebuild_rate;		/* bytes/s the rebuilder copies at most; 0: no limit */
 };
 
 struct ms_cred {
@@ -464,5 +470,38 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 void ms_fsck_report_free(struct ms_fsck_report *r);
 /* Tests only: mark blocks of server @id used (@used) or free in the map, as a bug would. */
 int ms_debug_map(struct ms *ms, uint32_t id, uint64_t block, uint64_t count, int used);
+
+/* ---------------------------------------------------------------- copies: the rebuilder */
+
+/*
+ * Copy @count blocks of @ino from @src_block of I/O server @src to @dst_block
+ * of @dst, server to server (COPY), with capabilities of generation @gen.
+ * 0 once they are durable there, or -errno.
+ */
+typedef int (*ms_copy_fn)(void *arg, uint64_t ino, uint32_t gen, uint32_t dst,
+			  uint64_t dst_block, uint32_t src, uint64_t src_block, uint64_t count);
+/* Who copies for the rebuilder; NULL: no new copy is made (stale and extra ones still go). */
+void ms_set_copier(struct ms *ms, ms_copy_fn fn, void *arg);
+
+struct ms_rebuild_stats {
+	uint64_t chunks_under;		/* with fewer copies than their file's */
+	uint64_t chunks_lost;		/* with blocks no copy that counts holds */
+	uint64_t chunks_building;	/* being copied now (0 or 1) */
+	uint64_t chunks_rebuilt;	/* got a new copy in the pass */
+	uint64_t copies_dropped;	/* extra copies taken away in the pass */
+	uint64_t stale_freed;		/* chunks whose stale copies were freed */
+	uint64_t bytes_copied;
+	uint64_t work_left;		/* chunks found needing work past the pass's limit */
+	uint64_t passes;		/* ms_rebuild_status(): passes finished since the start */
+};
+/*
+ * One pass of the rebuilder over every chunk: counts what is under-replicated
+ * or lost, and repairs at most @max_chunks (stale copies freed, extra copies
+ * dropped, one new copy each). Copies that count are on servers up or down for
+ * less than the grace. Only one caller at a time.
+ */
+int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *out);
+/* What the last pass found, and whether a chunk is being copied now. */
+void ms_rebuild_status(struct ms *ms, struct ms_rebuild_stats *out);
 
 #endif

@@ -124,6 +124,7 @@ struct ms_ioserver {
 	uint8_t uuid[64];
 	size_t uuid_len;
 	struct ms_session *up;		/* the live registration session, or NULL */
+	int64_t down_since_ms;		/* CLOCK_MONOTONIC: when it went down (or we started) */
 	uint64_t epoch;			/* of that registration (ms_server_epoch) */
 	/* freed blocks a fence could not reach: free once it registers again */
 	size_t nheld, held_cap;
@@ -146,6 +147,11 @@ void registry_destroy(struct ms_registry *r);
 int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
 int registry_is_up(struct ms_registry *r, uint32_t id);
 /*
+ * 1 if server @id is up or has been down for less than @grace_ms: its copies
+ * still count (a restart or a short outage is not worth rebuilding them).
+ */
+int registry_alive(struct ms_registry *r, uint32_t id, int64_t grace_ms);
+/*
  * 0 when allocation may go on; -EAGAIN during the startup wait while a known
  * server has not registered again (*@up of *@known are up).
  */
@@ -158,6 +164,40 @@ int registry_hold(struct ms_registry *r, uint32_t id, const struct ms_ext *e, si
 void registry_session_closed(struct ms_registry *r, struct ms_session *s);
 /* Every server's held extents, one malloc'ed array (fsck). 0 or -ENOMEM. */
 int registry_copy_held(struct ms_registry *r, struct ms_ext **out, size_t *n);
+
+/* ---------------------------------------------------------------- chunk records (layout.c) */
+
+/* One chunk record of a file, loaded: its extents (every copy's). */
+struct ms_chunk {
+	uint64_t idx;
+	int n, cap;
+	int dirty;
+	struct ms_ext *e;
+};
+
+int chunk_reserve(struct ms_chunk *c, int want);
+int chunk_parse(struct ms_chunk *c, const char *v, size_t vl);
+/* Load chunk @idx of @ino (an empty one if it has no record). */
+int chunk_load(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_chunk *c);
+/* Put @c (deleted when empty) into @b. */
+void chunk_store(leveldb_writebatch_t *b, uint64_t ino, const struct ms_chunk *c);
+/* Sort by offset (then server) and merge what continues on disk with the same flags. */
+void chunk_normalize(struct ms_chunk *c);
+void chunks_free(struct ms_chunk *cs, size_t n);
+#define MS_ANY_SERVER	UINT32_MAX
+/*
+ * Give blocks [r0, r1) of the file (chunk @c starts at file block @base) flags
+ * @to where their extent has flags @from and server @sid (MS_ANY_SERVER: any),
+ * splitting extents at r0 and r1.
+ */
+int chunk_reflag_on(struct ms_chunk *c, uint32_t sid, uint64_t base, uint64_t r0, uint64_t r1,
+		    uint8_t from, uint8_t to);
+
+/*
+ * 1 if a chunk in [@first, @last] of @ino is being rebuilt: LAYOUT neither
+ * allocates there (-EAGAIN) nor grants WRITE (rebuild.c says why).
+ */
+int ms_rebuild_busy(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last);
 
 /* ---------------------------------------------------------------- fencing (fence.c) */
 
@@ -289,6 +329,17 @@ struct ms {
 	ms_fence_fn fence;		/* ms_set_fencer(); NULL: blocks freed at once */
 	void *fence_arg;
 	struct ms_opentab opentab;
+
+	/* the rebuilder (rebuild.c) */
+	pthread_mutex_t rebuild_mu;	/* the fields below */
+	ms_copy_fn copy;
+	void *copy_arg;
+	int rebuilding;			/* chunk rebuild_idx of rebuild_ino is being copied */
+	uint64_t rebuild_ino, rebuild_idx;
+	struct ms_rebuild_stats rebuild_last;
+	uint64_t rebuild_passes;
+	int64_t rebuild_grace_ms;	/* set at open */
+	uint64_t rebuild_rate;		/* bytes/s, 0: unlimited; set at open */
 	/*
 	 * Held shared by whoever has blocks between the allocator's maps and the
 	 * database: marked in a map but not yet in a durable layout (LAYOUT's

@@ -85,6 +85,7 @@
 #define MS_EXT_UNWRITTEN	1u
 #define MS_EXT_KEPT		2u
 #define MS_EXT_STALE		4u
+#define MS_EXT_BUILDING		8u	/* with STALE: a copy being built (rebuild.c) */
 
 /* Longest key: tag + be64 + a 255-byte name (dirents, xattrs). */
 #define MS_KEY_MAX		(1 + 8 + 256)

@@ -421,6 +421,9 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	}
 	ms->chunk_size = o->chunk_size ? o->chunk_size : MS_DEFAULT_CHUNK;
 	ms->default_copies = o->default_copies ? o->default_copies : 1;
+	ms->rebuild_grace_ms = o->rebuild_grace_ms;
+	ms->rebuild_rate = o->rebuild_rate;
+	pthread_mutex_init(&ms->rebuild_mu, NULL);
 	locks_init(&ms->locks);
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);
@@ -546,6 +549,7 @@ void ms_close(struct ms *ms)
 	pthread_mutex_destroy(&ms->fsck_mu);
 	alloc_destroy(&ms->alloc);
 	pthread_mutex_destroy(&ms->high_mu);
+	pthread_mutex_destroy(&ms->rebuild_mu);
 	opentab_destroy(&ms->opentab);
 	locks_destroy(&ms->locks);
 	pthread_mutex_destroy(&ms->rename_mu);

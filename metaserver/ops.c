@@ -528,8 +528,9 @@ static void op_layout(struct op_call *c)
 		ms_layout_free(&l);
 	}
 	if (ret == -EAGAIN)
-		rpc_server_reply_error(c->req, ret, "the metaserver has just started and waits for "
-				       "its I/O servers to register again; retry");
+		rpc_server_reply_error(c->req, ret, "not now: the metaserver waits for its I/O "
+				       "servers to register again after a start, or the copies "
+				       "of this range are being rebuilt; retry");
 	else
 		reply(c, ret, &r.base);
 	layout_pb_free(&r);
@@ -724,6 +725,16 @@ static void op_server_list(struct op_call *c)
 	}
 	r.servers = pp;
 	r.n_servers = (size_t)n;
+	{
+		struct ms_rebuild_stats st;
+
+		ms_rebuild_status(c->ctx->ms, &st);
+		r.chunks_under = st.chunks_under;
+		r.chunks_building = st.chunks_building;
+		r.chunks_lost = st.chunks_lost;
+		r.bytes_rebuilt = st.bytes_copied;
+		r.rebuild_passes = st.passes;
+	}
 	reply(c, 0, &r.base);
 out:
 	free(pi);

@@ -86,6 +86,14 @@ static struct ms_ioserver *server_insert(struct ms_registry *r, const struct ms_
 /* The last registration epoch handed out (registry.c), persisted with each. */
 static const uint8_t key_epoch[] = { MS_TAG_COUNTER, 'e', 'p', 'o', 'c', 'h' };
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int registry_load(struct ms *ms)
 {
 	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
@@ -106,6 +114,8 @@ int registry_load(struct ms *ms)
 			break;
 		}
 		s.id = (uint32_t)k[1] << 24 | (uint32_t)k[2] << 16 | (uint32_t)k[3] << 8 | k[4];
+		/* down since we started: the grace for rebuilding its copies runs from now */
+		s.down_since_ms = mono_ms();
 		if (!server_insert(&ms->reg, &s) || alloc_set_capacity(&ms->alloc, s.id, s.capacity)) {
 			ret = -ENOMEM;
 			break;
@@ -145,14 +155,6 @@ int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max)
 			ids[n++] = r->servers[i].id;
 	pthread_mutex_unlock(&r->mu);
 	return n;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void registry_start_wait(struct ms_registry *r, int ms)
@@ -213,12 +215,25 @@ int registry_is_up(struct ms_registry *r, uint32_t id)
 	return up;
 }
 
+int registry_alive(struct ms_registry *r, uint32_t id, int64_t grace_ms)
+{
+	struct ms_ioserver *s;
+	int alive;
+
+	pthread_mutex_lock(&r->mu);
+	s = server_find_locked(r, id);
+	alive = s && (s->up || mono_ms() - s->down_since_ms < grace_ms);
+	pthread_mutex_unlock(&r->mu);
+	return alive;
+}
+
 void registry_session_closed(struct ms_registry *r, struct ms_session *s)
 {
 	pthread_mutex_lock(&r->mu);
 	for (int i = 0; i < r->n; i++)
 		if (r->servers[i].up == s) {
 			r->servers[i].up = NULL;
+			r->servers[i].down_since_ms = mono_ms();
 			log_info("I/O server %u (%s) is down", r->servers[i].id, r->servers[i].url);
 		}
 	pthread_mutex_unlock(&r->mu);

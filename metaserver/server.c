@@ -66,7 +66,51 @@ struct ms_server {
 	int nthreads;
 	pthread_t *threads;
 	struct conn_state *conns;
+
+	/* the rebuilder's thread: a pass, then a wait of rebuild_interval_ms (or less) */
+	pthread_t rebuilder;
+	int rebuilder_started;
+	int rebuilder_stop;		/* under mu */
+	pthread_cond_t rebuilder_cv;
+	int64_t rebuild_interval_ms;
 };
+
+/* Chunks one rebuild pass repairs at most before the next scan. */
+#define REBUILD_PASS_CHUNKS	256
+
+static void *rebuilder_main(void *arg)
+{
+	struct ms_server *srv = arg;
+
+	for (;;) {
+		struct ms_rebuild_stats st;
+		struct timespec ts;
+		int64_t wait_ms = srv->rebuild_interval_ms;
+
+		if (ms_rebuild_pass(srv->ms, REBUILD_PASS_CHUNKS, &st) == 0 && st.work_left)
+			wait_ms = 0;	/* more to do: go on at once */
+		if (st.chunks_under || st.chunks_lost)
+			log_debug("rebuild: %llu chunks under-replicated, %llu lost, %llu rebuilt",
+				  (unsigned long long)st.chunks_under,
+				  (unsigned long long)st.chunks_lost,
+				  (unsigned long long)st.chunks_rebuilt);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += wait_ms / 1000;
+		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&srv->mu);
+		if (!srv->rebuilder_stop && wait_ms)
+			pthread_cond_timedwait(&srv->rebuilder_cv, &srv->mu, &ts);
+		if (srv->rebuilder_stop) {
+			pthread_mutex_unlock(&srv->mu);
+			return NULL;
+		}
+		pthread_mutex_unlock(&srv->mu);
+	}
+}
 
 static void conn_state_put(struct ms_server *srv, struct conn_state *cs)
 {
@@ -220,6 +264,14 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	ms_set_zeroer(ms, ms_zeroer_zero, srv->zeroer);
 	/* ... and fences every file whose blocks it frees */
 	ms_set_fencer(ms, ms_zeroer_fence, srv->zeroer);
+	/* ... and the rebuilder copies between I/O servers through it */
+	ms_set_copier(ms, ms_zeroer_copy, srv->zeroer);
+	pthread_cond_init(&srv->rebuilder_cv, NULL);
+	srv->rebuild_interval_ms = o->rebuild_interval_ms > 0 ? o->rebuild_interval_ms : 10000;
+	if (pthread_create(&srv->rebuilder, NULL, rebuilder_main, srv) == 0)
+		srv->rebuilder_started = 1;
+	else
+		log_error("cannot start the rebuilder thread: copies will not be rebuilt");
 	for (int i = 0; i < srv->nthreads; i++) {
 		ret = pthread_create(&srv->threads[i], NULL, worker_main, srv);
 		if (ret) {
@@ -346,7 +398,16 @@ void ms_server_destroy(struct ms_server *srv)
 		for (int i = 0; i < srv->nthreads; i++)
 			pthread_join(srv->threads[i], NULL);
 	}
+	if (srv->rebuilder_started) {
+		pthread_mutex_lock(&srv->mu);
+		srv->rebuilder_stop = 1;
+		pthread_cond_broadcast(&srv->rebuilder_cv);
+		pthread_mutex_unlock(&srv->mu);
+		pthread_join(srv->rebuilder, NULL);
+		srv->rebuilder_started = 0;
+	}
 	rpc_server_destroy(srv->rpc);
+	ms_set_copier(srv->ms, NULL, NULL);
 	ms_set_zeroer(srv->ms, NULL, NULL);
 	ms_set_fencer(srv->ms, NULL, NULL);
 	ms_zeroer_destroy(srv->zeroer);
@@ -359,6 +420,7 @@ void ms_server_destroy(struct ms_server *srv)
 		free(cs);
 	}
 	free(srv->threads);
+	pthread_cond_destroy(&srv->rebuilder_cv);
 	pthread_cond_destroy(&srv->not_empty);
 	pthread_cond_destroy(&srv->not_full);
 	pthread_mutex_destroy(&srv->mu);

@@ -22,6 +22,7 @@ struct ms_server_opts {
 	int64_t cap_lifetime_ns;		/* 0: 600 s */
 	volatile sig_atomic_t *stop;		/* optional: set (by a signal handler) to stop */
 	int root_squash;			/* requests of uid 0 from clients run as 65534 */
+	int64_t rebuild_interval_ms;		/* between the rebuilder's passes; 0: 10 s */
 };
 
 int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_server **out);

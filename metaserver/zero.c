@@ -199,6 +199,28 @@ static int conn_get(struct ms_zeroer *z, uint32_t id, struct zero_conn **out)
 	return 0;
 }
 
+/* A capability of ours (holder "server") for @count blocks at @block of server @id. */
+static int server_cap(struct ms_zeroer *z, Rdfs__Capability *cap, Rdfs__BlockRange *range,
+		    Rdfs__BlockRange **rangep, uint32_t id, uint64_t ino, uint32_t gen,
+		    uint32_t rights, uint64_t block, uint64_t count)
+{
+	rdfs__capability__init(cap);
+	rdfs__block_range__init(range);
+	range->first = block;
+	range->count = count;
+	*rangep = range;
+	cap->server_id = id;
+	cap->ino = ino;
+	cap->gen = gen;
+	cap->rights = rights;
+	cap->holder = (char *)"server";
+	cap->epoch = ms_server_epoch(z->ms, id);
+	cap->expiry_ns = cap_now_ns() + ZERO_CAP_LIFETIME_NS;
+	cap->n_ranges = 1;
+	cap->ranges = rangep;
+	return cap_sign(&z->cap_key, cap);
+}
+
 static int zero_start(struct ms_zeroer *z, struct zero_call *zc)
 {
 	Rdfs__IoReq req = RDFS__IO_REQ__INIT;
@@ -209,19 +231,9 @@ static int zero_start(struct ms_zeroer *z, struct zero_call *zc)
 	ret = conn_get(z, zc->r->server_id, &zc->conn);
 	if (ret)
 		return ret;
-	rdfs__capability__init(&zc->cap);
-	rdfs__block_range__init(&zc->range);
-	zc->range.first = zc->r->block;
-	zc->range.count = zc->r->count;
-	zc->rangep = &zc->range;
-	zc->cap.server_id = zc->r->server_id;
-	zc->cap.rights = RDFS_CAP_WRITE;
-	zc->cap.holder = (char *)"server";
-	zc->cap.epoch = ms_server_epoch(z->ms, zc->r->server_id);
-	zc->cap.expiry_ns = cap_now_ns() + ZERO_CAP_LIFETIME_NS;
-	zc->cap.n_ranges = 1;
-	zc->cap.ranges = &zc->rangep;
-	ret = cap_sign(&z->cap_key, &zc->cap);
+	/* of no file: ZERO is for blocks no file holds yet */
+	ret = server_cap(z, &zc->cap, &zc->range, &zc->rangep, zc->r->server_id, 0, 0,
+			 RDFS_CAP_WRITE, zc->r->block, zc->r->count);
 	if (ret)
 		return ret;
 	req.cap = &zc->cap;
@@ -376,4 +388,82 @@ void ms_zeroer_fence(void *arg, const uint32_t *servers, size_t n, uint64_t ino,
 out:
 	free(conns);
 	free(pend);
+}
+
+/* COPY pieces: what one COPY may carry at an I/O server (ioserver/copy.h). */
+#define COPY_PIECE_BLOCKS	1024
+/* A COPY is a READ there and a stable WRITE here: give it the time of both. */
+#define COPY_CALL_MS		60000
+
+/* One COPY of at most COPY_PIECE_BLOCKS blocks, on @dst's connection. */
+static int copy_piece(struct ms_zeroer *z, uint64_t ino, uint32_t gen, uint32_t dst,
+		      uint64_t dst_block, uint32_t src, uint64_t src_block, uint32_t count)
+{
+	Rdfs__Capability dcap, scap;
+	Rdfs__BlockRange drange, srange, *drp, *srp;
+	Rdfs__IoReq io = RDFS__IO_REQ__INIT;
+	Rdfs__CopySrc from = RDFS__COPY_SRC__INIT;
+	Rdfs__CopyReq req = RDFS__COPY_REQ__INIT;
+	struct zero_conn *conn = NULL;
+	int ret, attempt;
+
+	rdfs__capability__init(&dcap);
+	rdfs__capability__init(&scap);
+	ret = server_cap(z, &dcap, &drange, &drp, dst, ino, gen, RDFS_CAP_WRITE, dst_block, count);
+	if (!ret)
+		ret = server_cap(z, &scap, &srange, &srp, src, ino, gen, RDFS_CAP_READ, src_block,
+			       count);
+	if (ret)
+		goto out;
+	io.cap = &dcap;
+	io.first_block = dst_block;
+	io.block_count = count;
+	io.length = count * (uint32_t)RDFS_BLOCK_SIZE;
+	io.stable = 1;
+	from.cap = &scap;
+	from.first_block = src_block;
+	from.block_count = count;
+	req.dst = &io;
+	req.src = &from;
+	/* the server restarted since this connection was made: once more */
+	for (attempt = 0; attempt < 2; attempt++) {
+		struct rpc_reply rep;
+		struct rpc_pending *p = NULL;
+
+		ret = conn_get(z, dst, &conn);
+		if (ret)
+			break;
+		ret = rpc_call_start(conn->rpc, RDFS_OP_COPY, &req.base, NULL, 0, &p);
+		if (!ret)
+			ret = rpc_call_wait(p, COPY_CALL_MS, &rep);
+		if (!ret) {
+			ret = rep.status;
+			rpc_reply_release(&rep);
+		}
+		conn_put(z, conn);
+		conn = NULL;
+		if (ret != -ENOTCONN)
+			break;
+	}
+out:
+	cap_free_mac(&dcap);
+	cap_free_mac(&scap);
+	return ret;
+}
+
+int ms_zeroer_copy(void *arg, uint64_t ino, uint32_t gen, uint32_t dst, uint64_t dst_block,
+		   uint32_t src, uint64_t src_block, uint64_t count)
+{
+	struct ms_zeroer *z = arg;
+	int ret = 0;
+
+	while (count && !ret) {
+		uint32_t n = count < COPY_PIECE_BLOCKS ? (uint32_t)count : COPY_PIECE_BLOCKS;
+
+		ret = copy_piece(z, ino, gen, dst, dst_block, src, src_block, n);
+		dst_block += n;
+		src_block += n;
+		count -= n;
+	}
+	return ret;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zero.h - the metaserver's zeroer: ZERO requests to the I/O servers for the
- * recycled blocks a LAYOUT allocates (see ms_set_zeroer() in ms.h, zero.c).
+ * zero.h - the metaserver's calls to its I/O servers: ZERO for the recycled
+ * blocks a LAYOUT allocates, FENCE, and COPY for the rebuilder (ms.h, zero.c).
  */
 #ifndef RDFS_MS_ZERO_H
 #define RDFS_MS_ZERO_H
@@ -32,5 +32,11 @@ int ms_zeroer_zero(void *arg, const struct ms_zero_range *r, size_t n);
  */
 void ms_zeroer_fence(void *arg, const uint32_t *servers, size_t n, uint64_t ino, uint32_t gen,
 		     int *status);
+/*
+ * The ms_copy_fn: COPY to I/O server @dst from @src, in pieces of at most
+ * 4 MiB, each with capabilities of ours (holder "server") for that piece.
+ */
+int ms_zeroer_copy(void *arg, uint64_t ino, uint32_t gen, uint32_t dst, uint64_t dst_block,
+		   uint32_t src, uint64_t src_block, uint64_t count);
 
 #endif

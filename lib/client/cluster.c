@@ -37,6 +37,24 @@ int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int ma
 	return ret;
 }
 
+int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out)
+{
+	Rdfs__ServerListReply *rep = NULL;
+	int ret;
+
+	ret = ms_call(c, RDFS_OP_SERVER_LIST, NULL, &rdfs__server_list_reply__descriptor, &rep,
+		      MS_IDEMPOTENT);
+	if (ret)
+		return ret;
+	out->chunks_under = rep->chunks_under;
+	out->chunks_building = rep->chunks_building;
+	out->chunks_lost = rep->chunks_lost;
+	out->bytes_rebuilt = rep->bytes_rebuilt;
+	out->passes = rep->rebuild_passes;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return 0;
+}
+
 int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, uint64_t off,
 		uint64_t len, struct rdfs_extent_info *out, int max)
 {

@@ -298,6 +298,16 @@ struct rdfs_server_info {
 /* Fill at most @max entries, sorted by id; returns the number of servers (may exceed @max). */
 int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int max);
 
+/* The metaserver's rebuilder, as its last pass over every chunk found it. */
+struct rdfs_copies_status {
+	uint64_t chunks_under;		/* fewer copies than their file's */
+	uint64_t chunks_building;	/* a new copy being made now */
+	uint64_t chunks_lost;		/* blocks no copy that counts holds */
+	uint64_t bytes_rebuilt;		/* copied in that pass */
+	uint64_t passes;		/* passes since the metaserver started */
+};
+int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out);
+
 /* A client node (the metaserver's node table; see `rdfs node --help`). */
 struct rdfs_node_info {
 	char name[41];

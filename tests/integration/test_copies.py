@@ -22,7 +22,7 @@ import re
 
 import pytest
 
-from conftest import MiB, _start, _stop, assert_bytes_equal, fuse_only
+from conftest import MiB, _start, _stop, assert_bytes_equal, fuse_only, wait_until
 from test_layout import parse_layout
 
 BLK = 4096
@@ -164,3 +164,61 @@ def test_server_killed_mid_read_and_mid_write(c3, tmp_path_factory):
         c3.unmount(fresh)
     p = c3.rdfs("fsck", check=False, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+STATUS = re.compile(r"copies \(rebuild pass (\d+)\): (\d+) chunks under-replicated, (\d+) being "
+                    r"rebuilt, (\d+) lost")
+
+
+def copies_status(c):
+    out = c.rdfs("status").stdout
+    m = STATUS.search(out)
+    assert m, out
+    return dict(passes=int(m.group(1)), under=int(m.group(2)), building=int(m.group(3)),
+                lost=int(m.group(4)))
+
+
+def test_dead_server_rebuilt_elsewhere(c3):
+    """After the grace (0 here), every chunk of a dead server gets its second copy
+    on the server left over, checked through the metaserver; then the other
+    original server dies too, and a fresh mount reads every byte back."""
+    # a rebuilder with no grace that passes every second: the metaserver restarted with it
+    with open(c3.conf, "a") as f:
+        f.write("\n[metaserver]\nrebuild_grace = 0\nrebuild_interval = 1\n")
+    c3.restart(c3.kill9(c3.port))
+    c3.wait_servers_up()
+    d = c3.mnt / "rebuild"
+    d.mkdir()
+    c3.rdfs("setcopies", "2", "/rebuild")
+    data = os.urandom(16 * MiB + 99)
+    with open(d / "f", "wb") as f:
+        f.write(data)
+    before = copies_status(c3)
+    saved = c3.kill9(lowest_id_port(c3))
+    out = c3.rdfs("status").stdout
+    down = [int(m) for m in re.findall(r"^\s*(\d+)\s+\S+\s+\S+\s+down\b", out, re.M)]
+    assert len(down) == 1, out
+    nblocks = (len(data) + BLK - 1) // BLK
+
+    def rebuilt():
+        lay = c3.rdfs("layout", "/rebuild/f").stdout
+        per = copies_per_block(parse_layout(lay))
+        return all(len(per.get(b, set()) - set(down)) == 2 for b in range(nblocks))
+
+    # checked through the metaserver: two current copies of every block on live servers
+    wait_until(rebuilt, "the rebuilder to give every chunk of the file its copies again")
+    st = copies_status(c3)
+    assert st["passes"] > before["passes"], st
+    # every other server but one dies: the rebuilt copies must hold the bytes
+    ports = [p for p in (c3.ioserver_port(i) for i in range(3)) if p != saved["port"]]
+    second = c3.kill9(ports[0])
+    fresh = c3.mount_second(c3.dir / "mnt-rebuilt")
+    try:
+        # blocks whose only live copy is now a rebuilt one are read from it
+        with open(fresh / "rebuild" / "f", "rb") as f:
+            assert_bytes_equal(data, f.read(), "read back from rebuilt copies")
+    finally:
+        c3.unmount(fresh)
+        c3.restart(saved)
+        c3.restart(second)
+        c3.wait_servers_up()

@@ -128,11 +128,16 @@ public:
 
 	void start_metaserver()
 	{
-		ms_pid = spawn({ bin_dir() + "/rdfs-metaserver", "--listen", ms_url,
-				 "--db", dir + "/db", "--secret-file", secret_path,
-				 "--cap-key-file", cap_path, "--log-level", "warn" },
-			       dir + "/metaserver.log");
+		std::vector<std::string> args = { bin_dir() + "/rdfs-metaserver", "--listen", ms_url,
+						  "--db", dir + "/db", "--secret-file", secret_path,
+						  "--cap-key-file", cap_path, "--log-level", "warn" };
+
+		args.insert(args.end(), ms_args.begin(), ms_args.end());
+		ms_pid = spawn(args, dir + "/metaserver.log");
 	}
+
+	// Extra options for the metaserver (set before start()).
+	std::vector<std::string> ms_args;
 
 	void start_ioserver(int i)
 	{

@@ -6,6 +6,8 @@
 // writes while its server was down is never read again, from any client.
 #include <fcntl.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -237,5 +239,81 @@ TEST(ClientCopies, StaleCopyIsNeverReadFromAnyClient)
 	rdfs_release(o);
 	rdfs_client_close(last);
 	rdfs_client_close(old);
+	rdfs_client_close(w);
+}
+
+// The rebuilder, for real: a server dies, the metaserver (grace 0) copies its
+// chunks onto the one left over server to server; then the other original
+// server dies too, and every byte is read back from the rebuilt copies.
+TEST(ClientCopies, DeadServerIsRebuiltElsewhereAndTheCopiesHoldTheBytes)
+{
+	rdfs_test::Cluster cl;
+
+	cl.ms_args = { "--rebuild-grace", "0", "--rebuild-interval", "1" };
+	ASSERT_TRUE(cl.start(3)) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 0, 1);
+	ASSERT_NE(w, nullptr);
+	auto data = pattern(8 * MiB + 5000, 51);
+	struct rdfs_file *f = create_copies(w, "kept", 2);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	struct stat st;
+	ASSERT_EQ(rdfs_lookup(w, &root, RDFS_ROOT_INO, "kept", &st), 0);
+
+	int first = lowest_id_server(&cl);
+	struct rdfs_copies_status cs = {};
+	ASSERT_EQ(rdfs_copies_status(w, &cs), 0);
+	uint64_t passes = cs.passes;
+	cl.kill_ioserver(first);
+	// until a pass begun after the death finds every chunk with its copies (bounded)
+	int rounds = 0;
+	for (; rounds < 600; rounds++) {
+		ASSERT_EQ(rdfs_copies_status(w, &cs), 0);
+		if (cs.passes >= passes + 2 && cs.chunks_under == 0 && cs.chunks_building == 0)
+			break;
+		usleep(100000);
+	}
+	ASSERT_EQ(cs.chunks_under, 0u) << "not rebuilt after " << rounds / 10 << " s";
+	EXPECT_EQ(cs.chunks_lost, 0u);
+	// checked through the metaserver: every block has two current copies on live servers
+	struct rdfs_server_info srv[8];
+	int ns = rdfs_server_list(w, srv, 8);
+	ASSERT_EQ(ns, 3);
+	std::vector<struct rdfs_extent_info> ext(4096);
+	int n = rdfs_layout(w, &root, st.st_ino, 0, data.size(), ext.data(), (int)ext.size());
+	ASSERT_GT(n, 0);
+	std::map<uint64_t, std::set<uint32_t>> per;
+	for (int i = 0; i < n; i++) {
+		EXPECT_FALSE(ext[i].stale);
+		for (uint64_t b = 0; b < ext[i].length / 4096; b++)
+			per[ext[i].file_offset / 4096 + b].insert(ext[i].server_id);
+	}
+	uint32_t dead_id = 0;
+	for (int i = 0; i < ns; i++)
+		if (!srv[i].up)
+			dead_id = srv[i].id;
+	ASSERT_NE(dead_id, 0u);
+	for (uint64_t b = 0; b < (data.size() + 4095) / 4096; b++) {
+		std::set<uint32_t> live = per[b];
+		live.erase(dead_id);
+		EXPECT_EQ(live.size(), 2u) << "block " << b;
+	}
+
+	// the second server of the original pair dies: the rebuilt copies must hold the bytes
+	int second = -1;
+	for (int i = 0; i < 3; i++)
+		if (i != first && cl.ios_pids[i] > 0 && second < 0)
+			second = i;
+	// kill the live server that is not the one the rebuilder filled: any chunk
+	// that lost its first copy now has only its rebuilt one (and the survivor)
+	cl.kill_ioserver(second);
+	std::vector<uint8_t> back;
+	struct rdfs_client *r = client_with(&cl, 0, 0, 1);
+	int err = read_all(r, "kept", data.size(), &back);
+	// blocks whose two live copies were on (rebuilt target, survivor) read back;
+	// the ones on (second, target) read from the target: either way, all of them
+	EXPECT_EQ(err, 0);
+	EXPECT_EQ(first_difference(back, data), data.size());
+	rdfs_client_close(r);
 	rdfs_client_close(w);
 }

@@ -70,9 +70,12 @@ protected:
 		(void)system(cmd.c_str());
 	}
 
+	/* Options of every open (db_dir is set there). */
+	struct ms_options options = {};
+
 	void open_db()
 	{
-		struct ms_options o = {};
+		struct ms_options o = options;
 		char err[256];
 
 		o.db_dir = dir.c_str();

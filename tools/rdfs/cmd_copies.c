@@ -124,6 +124,7 @@ const struct tool_cmd tool_cmd_setcopies = {
 	"and never read again. With fewer I/O servers up (or with room) than N,\n"
 	"blocks get as many copies as there are, without an error.\n"
 	"\n"
-	"Not yet: copies are not added to or removed from blocks that exist when N\n"
-	"changes, and stale or missing copies are not rebuilt in the background.\n",
+	"The metaserver's rebuilder brings existing blocks to N copies in the\n"
+	"background (adding or dropping copies, rebuilding stale ones and those of\n"
+	"a server down longer than its rebuild_grace); rdfs status shows progress.\n",
 };

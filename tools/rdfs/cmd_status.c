@@ -18,6 +18,7 @@ static int status_run(struct tool *t, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct rdfs_copies_status cs;
 	struct rdfs_server_info *srv = NULL;
 	int n, max = 64, i, opt, up = 0;
 
@@ -70,6 +71,15 @@ static int status_run(struct tool *t, int argc, char **argv)
 	}
 	printf("%d I/O server%s, %d up\n", n, n == 1 ? "" : "s", up);
 	free(srv);
+	if (rdfs_copies_status(t->client, &cs) == 0) {
+		char b[16];
+
+		tool_human(cs.bytes_rebuilt, b, sizeof(b));
+		printf("copies (rebuild pass %llu): %llu chunks under-replicated, %llu being "
+		       "rebuilt, %llu lost; %s copied in the pass\n",
+		       (unsigned long long)cs.passes, (unsigned long long)cs.chunks_under,
+		       (unsigned long long)cs.chunks_building, (unsigned long long)cs.chunks_lost, b);
+	}
 	return TOOL_OK;
 }
 
@@ -84,6 +94,12 @@ const struct tool_cmd tool_cmd_status = {
 	"Print one line per I/O server registered with the metaserver: its id, name,\n"
 	"URL, whether it is connected to the metaserver now (up) or not (down), and\n"
 	"the capacity, used and free space of its volume (powers of 1024, as df -h).\n"
-	"A down server keeps its id and its data; files with blocks on it return EIO\n"
-	"until it is back.\n",
+	"A down server keeps its id and its data; blocks of files with one copy on it\n"
+	"return EIO until it is back, blocks with other copies are read from those.\n"
+	"\n"
+	"The last line is the rebuilder's last pass over every chunk: chunks with\n"
+	"fewer copies than their file's (rdfs setcopies), the one being copied now,\n"
+	"and chunks with blocks no copy holds (lost until a down server returns).\n"
+	"A server down longer than the metaserver's rebuild_grace no longer counts:\n"
+	"its chunks are copied again elsewhere.\n",
 };

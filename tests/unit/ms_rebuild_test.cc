@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ms_rebuild_test.cc - the rebuilder: stale copies freed and rebuilt on
+ * another server, a server down past the grace replaced and its extra copy
+ * dropped when it returns, copies added and dropped after rdfs.copies
+ * changes, writes held off (and only reads granted) while a chunk is copied,
+ * a failed copy leaving nothing behind, and the counts of `rdfs status`.
+ */
+#include <errno.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "ms_fixture.h"
+extern "C" {
+#include "frame.h"
+}
+
+namespace {
+
+/* Stands in for the I/O servers' COPY: records each, answers what a test says. */
+struct CopyLog {
+	struct Copy {
+		uint64_t ino;
+		uint32_t dst, src;
+		uint64_t dst_block, src_block, count;
+	};
+	std::vector<Copy> copies;
+	int fail = 0;
+	std::function<void()> during;	/* runs inside the copy: a client meanwhile */
+
+	static int fn(void *arg, uint64_t ino, uint32_t gen, uint32_t dst, uint64_t dst_block,
+		      uint32_t src, uint64_t src_block, uint64_t count)
+	{
+		CopyLog *l = static_cast<CopyLog *>(arg);
+
+		l->copies.push_back({ ino, dst, src, dst_block, src_block, count });
+		if (l->during)
+			l->during();
+		return l->fail;
+	}
+};
+
+}  // namespace
+
+class MsRebuildTest : public MsTest {
+protected:
+	CopyLog log;
+	uint32_t a = 0, b = 0, c = 0;
+	struct ms_session *sa = nullptr;	/* a's registration: closing it takes a down */
+
+	void SetUp() override
+	{
+		options.rebuild_grace_ms = 0;
+		MsTest::SetUp();
+		a = add_server("a", 10000, &sa);
+		b = add_server("b", 10000);
+		c = add_server("c", 10000);
+		ms_set_copier(ms, CopyLog::fn, &log);
+	}
+
+	void TearDown() override
+	{
+		if (sa)
+			ms_session_close(ms, sa);
+		sa = nullptr;
+		MsTest::TearDown();
+	}
+
+	int set_copies(uint64_t ino, int n)
+	{
+		std::string v = std::to_string(n);
+
+		return ms_setxattr(ms, &root, ino, RDFS_COPIES_XATTR, v.data(), v.size(), 0);
+	}
+
+	/* A file of @nblocks written blocks with @copies copies. */
+	uint64_t written_file(const char *name, int copies, uint64_t nblocks)
+	{
+		uint64_t f = mkfile(1, name);
+		struct ms_layout l;
+		struct ms_range w = { 0, nblocks * 4096 };
+		struct ms_attr at;
+
+		EXPECT_EQ(set_copies(f, copies), 0);
+		EXPECT_EQ(ms_layout(ms, sess, &root, f, 0, nblocks * 4096, 1, 0, &l), 0);
+		ms_layout_free(&l);
+		EXPECT_EQ(ms_commit(ms, sess, &root, f, nblocks * 4096, 0, &w, 1, 0, &at), 0);
+		return f;
+	}
+
+	/* Per file block: the servers of its current copies (and whether they are written). */
+	std::map<uint64_t, std::set<uint32_t>> current(uint64_t ino, uint64_t nblocks,
+						       int with_stale = 0)
+	{
+		std::map<uint64_t, std::set<uint32_t>> m;
+		struct ms_layout l;
+
+		EXPECT_EQ(ms_layout(ms, sess, &root, ino, 0, nblocks * 4096,
+				    with_stale ? MS_LAYOUT_WITH_STALE : 0, 0, &l), 0);
+		for (size_t i = 0; i < l.n; i++) {
+			EXPECT_FALSE(l.ext[i].unwritten) << "offset " << l.ext[i].file_offset;
+			for (uint64_t k = 0; k < l.ext[i].length / 4096; k++)
+				m[l.ext[i].file_offset / 4096 + k].insert(l.ext[i].server_id);
+		}
+		ms_layout_free(&l);
+		return m;
+	}
+
+	struct ms_rebuild_stats pass(size_t max = 100)
+	{
+		struct ms_rebuild_stats st;
+
+		EXPECT_EQ(ms_rebuild_pass(ms, max, &st), 0);
+		return st;
+	}
+
+	void expect_fsck_clean()
+	{
+		struct ms_session *srv = ms_session_new(ms, "server");
+		struct ms_fsck_report rep;
+
+		ASSERT_EQ(ms_fsck(ms, srv, 0, 0, 100, &rep), 0);
+		EXPECT_EQ(rep.problems, 0u);
+		ms_fsck_report_free(&rep);
+		ms_session_close(ms, srv);
+	}
+};
+
+TEST_F(MsRebuildTest, NothingToDoOnAHealthyFile)
+{
+	uint64_t f = written_file("f", 2, 64);
+	auto before = current(f, 64);
+	struct ms_rebuild_stats st = pass();
+
+	EXPECT_EQ(st.chunks_under, 0u);
+	EXPECT_EQ(st.chunks_rebuilt, 0u);
+	EXPECT_TRUE(log.copies.empty());
+	EXPECT_EQ(current(f, 64), before);
+}
+
+TEST_F(MsRebuildTest, StaleCopyIsFreedAndRebuiltOnAnotherServer)
+{
+	uint64_t f = written_file("f", 2, 16);
+	auto before = current(f, 16);
+	ASSERT_EQ(before[0].size(), 2u);
+	uint32_t victim = *before[0].begin(), keeper = *before[0].rbegin();
+	uint32_t spare = a + b + c - victim - keeper;
+	struct ms_range r = { 4 * 4096, 4 * 4096 };
+	uint64_t spare_free = free_blocks(spare);
+
+	ASSERT_EQ(ms_stale(ms, sess, &root, f, 0, victim, &r, 1), 0);
+	struct ms_rebuild_stats st = pass();
+	EXPECT_EQ(st.chunks_under, 1u);
+	EXPECT_EQ(st.chunks_rebuilt, 1u);
+	EXPECT_EQ(st.stale_freed, 1u);
+	ASSERT_EQ(log.copies.size(), 1u);
+	EXPECT_EQ(log.copies[0].dst, spare);
+	EXPECT_EQ(log.copies[0].src, keeper);
+	EXPECT_EQ(log.copies[0].count, 4u);
+	/* blocks 4-7 now on keeper and spare; the stale blocks went back */
+	auto now = current(f, 16, 1);
+	for (uint64_t k = 0; k < 16; k++)
+		EXPECT_EQ(now[k], (k >= 4 && k < 8 ? std::set<uint32_t>{ keeper, spare } : before[k]))
+			<< "block " << k;
+	EXPECT_EQ(free_blocks(spare), spare_free - 4);
+	EXPECT_EQ(free_blocks(victim), 10000u - 12);
+	/* and the next pass finds nothing */
+	st = pass();
+	EXPECT_EQ(st.chunks_under, 0u);
+	EXPECT_EQ(log.copies.size(), 1u);
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebuildTest, DownServerIsReplacedAfterTheGraceAndItsCopyDroppedOnReturn)
+{
+	uint64_t f = written_file("f", 2, 3 * 256);	/* three chunks: every server holds some */
+	uint64_t n = 3 * 256;
+
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	struct ms_rebuild_stats st = pass();
+	EXPECT_EQ(st.chunks_under, 2u) << "a holds a copy of two of the three chunks";
+	EXPECT_EQ(st.chunks_rebuilt, 2u);
+	for (auto &blk : current(f, n)) {
+		std::set<uint32_t> live;
+
+		for (uint32_t s : blk.second)
+			if (s != a)
+				live.insert(s);
+		EXPECT_EQ(live, (std::set<uint32_t>{ b, c })) << "block " << blk.first;
+	}
+	EXPECT_EQ(pass().chunks_under, 0u);
+
+	/* a comes back: three copies of two chunks, one too many */
+	a = add_server("a", 10000, &sa);
+	st = pass();
+	EXPECT_EQ(st.copies_dropped, 2u);
+	for (auto &blk : current(f, n))
+		EXPECT_EQ(blk.second.size(), 2u) << "block " << blk.first;
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebuildTest, WithinTheGraceNothingIsCopied)
+{
+	close_db();
+	options.rebuild_grace_ms = 3600 * 1000;
+	open_db();
+	a = add_server("a", 10000, &sa);
+	b = add_server("b", 10000);
+	c = add_server("c", 10000);
+	ms_set_copier(ms, CopyLog::fn, &log);
+	uint64_t f = written_file("f", 2, 256);
+	(void)f;
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	struct ms_rebuild_stats st = pass();
+	EXPECT_EQ(st.chunks_under, 0u);
+	EXPECT_TRUE(log.copies.empty());
+}
+
+TEST_F(MsRebuildTest, CopiesFollowChangesOfRdfsCopies)
+{
+	uint64_t f = written_file("f", 1, 100);
+
+	ASSERT_EQ(set_copies(f, 3), 0);
+	/* one new copy per chunk and pass */
+	EXPECT_EQ(pass().chunks_rebuilt, 1u);
+	EXPECT_EQ(pass().chunks_rebuilt, 1u);
+	EXPECT_EQ(pass().chunks_under, 0u);
+	for (auto &blk : current(f, 100))
+		EXPECT_EQ(blk.second, (std::set<uint32_t>{ a, b, c })) << "block " << blk.first;
+
+	ASSERT_EQ(set_copies(f, 1), 0);
+	pass();
+	pass();
+	for (auto &blk : current(f, 100))
+		EXPECT_EQ(blk.second.size(), 1u) << "block " << blk.first;
+	EXPECT_EQ(free_blocks(a) + free_blocks(b) + free_blocks(c), 3 * 10000u - 100);
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebuildTest, WritesWaitAndReadsGoOnWhileAChunkIsCopied)
+{
+	uint64_t f = written_file("f", 1, 16);
+	uint64_t g = written_file("g", 1, 16);
+	int during = 0;
+
+	ASSERT_EQ(set_copies(f, 2), 0);
+	log.during = [&] {
+		struct ms_layout l;
+
+		during++;
+		/* no allocation in the chunk: the client retries */
+		EXPECT_EQ(ms_layout(ms, sess, &root, f, 0, 4096, 1, 0, &l), -EAGAIN);
+		/* reads are fine, but the capabilities grant no WRITE */
+		ASSERT_EQ(ms_layout(ms, sess, &root, f, 0, 16 * 4096, 0, 0, &l), 0);
+		EXPECT_EQ(l.rights, RDFS_CAP_READ);
+		EXPECT_EQ(l.n, 1u) << "the copy being built is not described";
+		ms_layout_free(&l);
+		/* other files are not held up */
+		ASSERT_EQ(ms_layout(ms, sess, &root, g, 0, 4096, 1, 0, &l), 0);
+		EXPECT_EQ(l.rights, RDFS_CAP_READ | RDFS_CAP_WRITE);
+		ms_layout_free(&l);
+	};
+	EXPECT_EQ(pass().chunks_rebuilt, 1u);
+	EXPECT_EQ(during, 1);
+	log.during = nullptr;
+	struct ms_layout l;
+	ASSERT_EQ(ms_layout(ms, sess, &root, f, 0, 4096, 1, 0, &l), 0);
+	EXPECT_EQ(l.n, 2u);
+	ms_layout_free(&l);
+}
+
+TEST_F(MsRebuildTest, FailedCopyLeavesNothingBehind)
+{
+	uint64_t f = written_file("f", 1, 16);
+	auto before = current(f, 16);
+	uint64_t total = free_blocks(a) + free_blocks(b) + free_blocks(c);
+
+	ASSERT_EQ(set_copies(f, 2), 0);
+	log.fail = -EIO;
+	struct ms_rebuild_stats st = pass();
+	EXPECT_EQ(st.chunks_rebuilt, 0u);
+	EXPECT_EQ(log.copies.size(), 1u);
+	EXPECT_EQ(current(f, 16, 1), before);
+	EXPECT_EQ(free_blocks(a) + free_blocks(b) + free_blocks(c), total);
+	expect_fsck_clean();
+	/* and the next pass tries again */
+	log.fail = 0;
+	EXPECT_EQ(pass().chunks_rebuilt, 1u);
+}
+
+TEST_F(MsRebuildTest, LostChunksAreCounted)
+{
+	uint64_t f = written_file("f", 1, 3 * 256);
+
+	(void)f;
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	struct ms_rebuild_stats st = pass();
+	/* one chunk in three was on a alone: nothing to copy from */
+	EXPECT_EQ(st.chunks_lost, 1u);
+	EXPECT_EQ(st.chunks_under, 1u);
+	EXPECT_EQ(st.chunks_rebuilt, 0u);
+	struct ms_rebuild_stats now;
+	ms_rebuild_status(ms, &now);
+	EXPECT_EQ(now.chunks_lost, 1u);
+}
