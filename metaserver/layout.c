@@ -817,7 +817,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 				  (unsigned long long)ino, up, known);
 			goto out;
 		}
-		a->nup = registry_up_ids(&ms->reg, a->up, MAX_UP);
+		a->nup = registry_alloc_ids(&ms->reg, a->up, MAX_UP);
 		if (a->nup == 0) {
 			log_warn("inode %llu: cannot allocate: no I/O server is up",
 				 (unsigned long long)ino);

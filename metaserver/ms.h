@@ -323,6 +323,7 @@ struct ms_server_info {
 	uint64_t capacity_blocks;
 	uint64_t free_blocks;
 	int up;
+	int draining;
 };
 
 /*
@@ -470,6 +471,14 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 void ms_fsck_report_free(struct ms_fsck_report *r);
 /* Tests only: mark blocks of server @id used (@used) or free in the map, as a bug would. */
 int ms_debug_map(struct ms *ms, uint32_t id, uint64_t block, uint64_t count, int used);
+
+/*
+ * rdfs drain: with @on, no new block goes to I/O server @id and its copies
+ * count for nothing, so the rebuilder copies its chunks to the other servers
+ * and then drops them from it; without, it is an ordinary server again.
+ * Persisted. Servers only (-EPERM); -ENOENT for an unknown id.
+ */
+int ms_drain(struct ms *ms, struct ms_session *s, uint32_t id, int on);
 
 /* ---------------------------------------------------------------- copies: the rebuilder */
 

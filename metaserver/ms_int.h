@@ -125,6 +125,7 @@ struct ms_ioserver {
 	size_t uuid_len;
 	struct ms_session *up;		/* the live registration session, or NULL */
 	int64_t down_since_ms;		/* CLOCK_MONOTONIC: when it went down (or we started) */
+	int draining;			/* rdfs drain: nothing new there, its copies go */
 	uint64_t epoch;			/* of that registration (ms_server_epoch) */
 	/* freed blocks a fence could not reach: free once it registers again */
 	size_t nheld, held_cap;
@@ -145,10 +146,13 @@ void registry_start_wait(struct ms_registry *r, int ms);
 void registry_destroy(struct ms_registry *r);
 /* The ids of the up servers, ascending; returns the count (at most @max). */
 int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
+/* The ids of the servers new blocks may go to: up and not being drained. */
+int registry_alloc_ids(struct ms_registry *r, uint32_t *ids, int max);
 int registry_is_up(struct ms_registry *r, uint32_t id);
 /*
- * 1 if server @id is up or has been down for less than @grace_ms: its copies
- * still count (a restart or a short outage is not worth rebuilding them).
+ * 1 if server @id is up or has been down for less than @grace_ms, and is not
+ * being drained: its copies still count (a restart or a short outage is not
+ * worth rebuilding them).
  */
 int registry_alive(struct ms_registry *r, uint32_t id, int64_t grace_ms);
 /*

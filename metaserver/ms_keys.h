@@ -18,6 +18,9 @@
  *   'H' server_id:be32                    u64 high-water mark: no block at or above it
  *                                         was ever allocated on that server
  *   'U' volume_uuid                       u32 server_id
+ *   'E' server_id:be32                    empty: the server is being drained
+ *                                         (rdfs drain): no allocation there, and
+ *                                         its copies count for nothing
  *
  * Inode record (MS_INODE_FIXED bytes, then for symlinks the target):
  *   0 u8  version (2)       1 u32 mode      5 u32 nlink     9 u32 uid
@@ -77,6 +80,7 @@
 #define MS_TAG_UUID		'U'
 #define MS_TAG_HIGH_WATER	'H'
 #define MS_TAG_NODE		'N'	/* + node name: its generation and policy (nodes.c) */
+#define MS_TAG_DRAIN		'E'	/* + server_id:be32: being drained */
 
 #define MS_INODE_FIXED_V1	77
 #define MS_INODE_FIXED		78

@@ -608,6 +608,20 @@ out:
 	FREE(rdfs__stale_req);
 }
 
+static void op_drain(struct op_call *c)
+{
+	UNPACK(Rdfs__DrainReq, rdfs__drain_req, "DrainReq");
+	int ret = ms_drain(c->ctx->ms, c->s, m->server_id, !m->cancel);
+
+	if (ret == -EPERM)
+		rpc_server_reply_error(c->req, ret, "drain needs the server key");
+	else if (ret == -ENOENT)
+		rpc_server_reply_error(c->req, ret, "no I/O server has that id");
+	else
+		reply_empty(c, ret);
+	FREE(rdfs__drain_req);
+}
+
 #define FSCK_MAX_PROBLEMS	100000u
 
 static void op_fsck(struct op_call *c)
@@ -719,6 +733,7 @@ static void op_server_list(struct op_call *c)
 		pi[i].capacity_blocks = si[i].capacity_blocks;
 		pi[i].free_blocks = si[i].free_blocks;
 		pi[i].up = si[i].up;
+		pi[i].draining = si[i].draining;
 		pi[i].volume_uuid.data = si[i].uuid;
 		pi[i].volume_uuid.len = si[i].uuid_len;
 		pp[i] = &pi[i];
@@ -851,6 +866,7 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_PUNCH] = op_punch,
 	[RDFS_OP_FSCK] = op_fsck,
 	[RDFS_OP_STALE] = op_stale,
+	[RDFS_OP_DRAIN] = op_drain,
 };
 
 int ops_is_admin(uint16_t op)

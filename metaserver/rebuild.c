@@ -109,6 +109,18 @@ static void census(struct ms *ms, const struct ms_chunk *c, uint64_t cpb, uint32
 	}
 }
 
+/*
+ * How many copies that count a chunk can have: @wanted, or fewer when fewer
+ * servers take blocks (a drain must not wait for a copy there is no room for).
+ */
+static uint32_t copies_possible(struct ms *ms, uint32_t wanted)
+{
+	uint32_t ids[MAX_SERVERS];
+	int n = registry_alloc_ids(&ms->reg, ids, MAX_SERVERS);
+
+	return (uint32_t)n < wanted ? (uint32_t)n : wanted;
+}
+
 /* What chunk @c needs. */
 enum { NEED_FREE_STALE = 1, NEED_DROP = 2, NEED_COPY = 4, LOST = 8, UNDER = 16 };
 
@@ -117,10 +129,22 @@ static int chunk_needs(struct ms *ms, const struct ms_chunk *c, uint64_t cpb, ui
 {
 	int need = 0;
 
+	uint32_t possible = copies_possible(ms, wanted);
+
 	census(ms, c, cpb, MS_ANY_SERVER, alive, readable);
 	for (int i = 0; i < c->n; i++) {
 		const struct ms_ext *e = &c->e[i];
 
+		/* a copy that does not count (draining, down too long) goes once it is not needed */
+		if (!(e->flags & MS_EXT_STALE) && possible &&
+		    !registry_alive(&ms->reg, e->server_id, ms->rebuild_grace_ms)) {
+			int enough = 1;
+
+			for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && b < cpb; b++)
+				enough &= alive[b] >= possible;
+			if (enough)
+				need |= NEED_DROP;
+		}
 		if (e->flags & MS_EXT_STALE) {
 			need |= NEED_FREE_STALE;
 			/* a block only stale copies hold: its data is gone */
@@ -190,7 +214,7 @@ static int chunk_drop(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uint64_t cpb,
 		      uint32_t wanted, uint8_t *alive, uint8_t *readable, int *dropped)
 {
-	uint32_t ids[MAX_SERVERS];
+	uint32_t ids[MAX_SERVERS], possible = copies_possible(ms, wanted);
 	int n = 0;
 
 	for (int i = 0; i < c->n && n < MAX_SERVERS; i++) {
@@ -201,12 +225,14 @@ static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 		if (!seen)
 			ids[n++] = c->e[i].server_id;
 	}
-	/* a server that is down goes first, then the highest id */
+	/* a copy that does not count (draining, down too long) goes first, then the highest id */
 	for (int pass = 0; pass < 2; pass++) {
 		for (int k = n - 1; k >= 0; k--) {
-			int ok = 1;
+			/* one that counts goes only above @wanted; one that does not, above what can be */
+			uint32_t floor = pass == 0 ? possible : wanted;
+			int ok = floor > 0;
 
-			if ((pass == 0) == registry_is_up(&ms->reg, ids[k]))
+			if ((pass == 0) == registry_alive(&ms->reg, ids[k], ms->rebuild_grace_ms))
 				continue;
 			census(ms, c, cpb, ids[k], alive, readable);
 			for (int i = 0; i < c->n && ok; i++) {
@@ -215,7 +241,7 @@ static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 				if (e->server_id != ids[k])
 					continue;
 				for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && ok; b++)
-					ok = alive[b] >= wanted;
+					ok = alive[b] >= floor;
 			}
 			if (ok) {
 				*dropped = 1;
@@ -236,7 +262,7 @@ static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 static uint32_t pick_target(struct ms *ms, const struct ms_inode *in, const struct ms_chunk *c)
 {
 	uint32_t up[MAX_SERVERS];
-	int n = registry_up_ids(&ms->reg, up, MAX_SERVERS);
+	int n = registry_alloc_ids(&ms->reg, up, MAX_SERVERS);
 
 	for (int k = 0; k < n; k++) {
 		uint32_t id = up[(in->stripe_start + c->idx + (uint64_t)k) % (uint64_t)n];

@@ -86,6 +86,8 @@ static struct ms_ioserver *server_insert(struct ms_registry *r, const struct ms_
 /* The last registration epoch handed out (registry.c), persisted with each. */
 static const uint8_t key_epoch[] = { MS_TAG_COUNTER, 'e', 'p', 'o', 'c', 'h' };
 
+static struct ms_ioserver *server_find_locked(struct ms_registry *r, uint32_t id);
+
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -121,6 +123,23 @@ int registry_load(struct ms *ms)
 			break;
 		}
 	}
+	/* the servers being drained */
+	tag = MS_TAG_DRAIN;
+	for (leveldb_iter_seek(it, (char *)&tag, 1); !ret && leveldb_iter_valid(it);
+	     leveldb_iter_next(it)) {
+		size_t kl;
+		const uint8_t *k = (const uint8_t *)leveldb_iter_key(it, &kl);
+		struct ms_ioserver *s;
+
+		if (kl == 0 || k[0] != MS_TAG_DRAIN)
+			break;
+		s = kl == 5 ? server_find_locked(&ms->reg, (uint32_t)k[1] << 24 |
+								(uint32_t)k[2] << 16 |
+								(uint32_t)k[3] << 8 | k[4])
+			    : NULL;
+		if (s)
+			s->draining = 1;
+	}
 	leveldb_iter_destroy(it);
 	if (!ret) {
 		char *ev;
@@ -143,6 +162,18 @@ void registry_destroy(struct ms_registry *r)
 	r->servers = NULL;
 	r->n = 0;
 	pthread_mutex_destroy(&r->mu);
+}
+
+int registry_alloc_ids(struct ms_registry *r, uint32_t *ids, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n && n < max; i++)
+		if (r->servers[i].up && !r->servers[i].draining)
+			ids[n++] = r->servers[i].id;
+	pthread_mutex_unlock(&r->mu);
+	return n;
 }
 
 int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max)
@@ -222,7 +253,7 @@ int registry_alive(struct ms_registry *r, uint32_t id, int64_t grace_ms)
 
 	pthread_mutex_lock(&r->mu);
 	s = server_find_locked(r, id);
-	alive = s && (s->up || mono_ms() - s->down_since_ms < grace_ms);
+	alive = s && !s->draining && (s->up || mono_ms() - s->down_since_ms < grace_ms);
 	pthread_mutex_unlock(&r->mu);
 	return alive;
 }
@@ -463,6 +494,7 @@ int ms_server_list(struct ms *ms, struct ms_server_info **out)
 		memcpy(a[i].uuid, s->uuid, s->uuid_len);
 		a[i].uuid_len = s->uuid_len;
 		a[i].up = s->up != NULL;
+		a[i].draining = s->draining;
 	}
 	pthread_mutex_unlock(&r->mu);
 	for (int i = 0; i < n; i++)
@@ -489,4 +521,41 @@ int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len)
 int ms_alloc_bitmap(struct ms *ms, uint32_t id, uint64_t **words, uint64_t *nblocks)
 {
 	return alloc_copy_bitmap(&ms->alloc, id, words, nblocks);
+}
+
+int ms_drain(struct ms *ms, struct ms_session *sess, uint32_t id, int on)
+{
+	struct ms_registry *r = &ms->reg;
+	struct ms_ioserver *s;
+	uint8_t k[5] = { MS_TAG_DRAIN, (uint8_t)(id >> 24), (uint8_t)(id >> 16), (uint8_t)(id >> 8),
+			 (uint8_t)id };
+	leveldb_writebatch_t *b;
+	int ret;
+
+	if (!ms_session_is_server(sess))
+		return -EPERM;
+	pthread_mutex_lock(&r->mu);
+	s = server_find_locked(r, id);
+	pthread_mutex_unlock(&r->mu);
+	if (!s)
+		return -ENOENT;
+	b = leveldb_writebatch_create();
+	if (on)
+		leveldb_writebatch_put(b, (char *)k, sizeof(k), "", 0);
+	else
+		leveldb_writebatch_delete(b, (char *)k, sizeof(k));
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&r->mu);
+	s = server_find_locked(r, id);
+	if (s && s->draining != on) {
+		s->draining = on;
+		log_info("I/O server %u (%s): %s", id, s->url,
+			 on ? "draining: its copies are moved to the other servers"
+			    : "no longer draining");
+	}
+	pthread_mutex_unlock(&r->mu);
+	return 0;
 }

@@ -101,6 +101,7 @@ enum rdfs_op {
 	RDFS_OP_PUNCH		= 42,	/* fallocate PUNCH_HOLE: whole blocks leave a file */
 	RDFS_OP_FSCK		= 43,	/* servers only: check (and repair) layouts vs maps */
 	RDFS_OP_STALE		= 44,	/* a copy missed writes: never serve it again */
+	RDFS_OP_DRAIN		= 45,	/* servers only: move every copy off an I/O server */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

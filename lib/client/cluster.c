@@ -31,10 +31,21 @@ int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int ma
 		out[i].capacity_blocks = s->capacity_blocks;
 		out[i].free_blocks = s->free_blocks;
 		out[i].up = s->up;
+		out[i].draining = s->draining;
 	}
 	ret = (int)rep->n_servers;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return ret;
+}
+
+int rdfs_drain(struct rdfs_client *c, uint32_t server_id, int on)
+{
+	Rdfs__DrainReq req = RDFS__DRAIN_REQ__INIT;
+
+	req.server_id = server_id;
+	req.cancel = !on;
+	/* setting it twice is setting it once */
+	return ms_call(c, RDFS_OP_DRAIN, &req.base, NULL, NULL, MS_IDEMPOTENT);
 }
 
 int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out)

@@ -293,6 +293,7 @@ struct rdfs_server_info {
 	uint64_t capacity_blocks;
 	uint64_t free_blocks;
 	int up;
+	int draining;			/* rdfs drain: its copies are being moved away */
 };
 
 /* Fill at most @max entries, sorted by id; returns the number of servers (may exceed @max). */
@@ -307,6 +308,12 @@ struct rdfs_copies_status {
 	uint64_t passes;		/* passes since the metaserver started */
 };
 int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out);
+/*
+ * rdfs drain: with @on, no new block goes to I/O server @server_id and the
+ * metaserver moves every copy it holds to the others; without, stop that.
+ * Needs a client connected with the server key (-EPERM).
+ */
+int rdfs_drain(struct rdfs_client *c, uint32_t server_id, int on);
 
 /* A client node (the metaserver's node table; see `rdfs node --help`). */
 struct rdfs_node_info {

@@ -222,3 +222,46 @@ def test_dead_server_rebuilt_elsewhere(c3):
         c3.restart(saved)
         c3.restart(second)
         c3.wait_servers_up()
+
+
+def test_drain_empties_a_server_online(c3):
+    """`rdfs drain --wait` returns once the server holds no block, with a file
+    open for reading through it; every file reads back from a fresh mount with
+    the drained server stopped; --cancel gives it back; bad use is refused."""
+    assert c3.rdfs("drain", check=False).returncode == 2
+    assert c3.rdfs("drain", "--wait", "--cancel", "1", check=False).returncode == 2
+    p = c3.rdfs("drain", "no-such-server", check=False)
+    assert p.returncode == 1 and "No such file" in p.stderr, p.stderr
+    d = c3.mnt / "drain"
+    d.mkdir()
+    files = {}
+    for name, copies in (("one", 1), ("two", 2)):
+        (d / name).write_bytes(b"")
+        os.setxattr(d / name, "rdfs.copies", str(copies).encode())
+        files[name] = os.urandom(6 * MiB + copies)
+        (d / name).write_bytes(files[name])
+    port = lowest_id_port(c3)
+    out = c3.rdfs("status").stdout
+    row = re.search(r"^\s*(\d+)\s+(\S+)\s+\S+://[^:]+:%d\s" % port, out, re.M)
+    assert row, out
+    name = row.group(2)
+    with open(d / "one", "rb") as held:
+        p = c3.rdfs("drain", "--wait", name, timeout=300)
+        assert "drained" in p.stdout, p.stdout
+        assert_bytes_equal(files["one"], held.read(), "read through the drain")
+    out = c3.rdfs("status").stdout
+    assert re.search(r"^\s*%s\s+%s\s+\S+\s+drain\s" % (row.group(1), name), out, re.M), out
+    saved = c3.kill9(port)
+    fresh = c3.mount_second(c3.dir / "mnt-drained")
+    try:
+        for n, data in files.items():
+            with open(fresh / "drain" / n, "rb") as f:
+                assert_bytes_equal(data, f.read(), "read back with the drained server stopped")
+    finally:
+        c3.unmount(fresh)
+        c3.restart(saved)
+        c3.wait_servers_up()
+    p = c3.rdfs("drain", "--cancel", name)
+    assert "no longer draining" in p.stdout
+    assert re.search(r"^\s*%s\s+%s\s+\S+\s+up\s" % (row.group(1), name),
+                     c3.rdfs("status").stdout, re.M)

@@ -317,3 +317,71 @@ TEST(ClientCopies, DeadServerIsRebuiltElsewhereAndTheCopiesHoldTheBytes)
 	rdfs_client_close(r);
 	rdfs_client_close(w);
 }
+
+// rdfs drain, for real: every block moves off the drained server (online, with
+// a file open), which ends up holding nothing; every file reads back identical,
+// also once the drained server is stopped.
+TEST(ClientCopies, DrainEmptiesTheServerAndEveryFileReadsBack)
+{
+	rdfs_test::Cluster cl;
+
+	cl.ms_args = { "--rebuild-interval", "1" };
+	ASSERT_TRUE(cl.start(3)) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 0, 1);
+	ASSERT_NE(w, nullptr);
+	auto one = pattern(6 * MiB + 100, 61), two = pattern(5 * MiB, 62);
+	struct rdfs_file *f = create_copies(w, "one", 1);
+	ASSERT_EQ(rdfs_pwrite(f, one.data(), one.size(), 0), (ssize_t)one.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	f = create_copies(w, "two", 2);
+	ASSERT_EQ(rdfs_pwrite(f, two.data(), two.size(), 0), (ssize_t)two.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	// a reader holds "one" open across the drain
+	struct rdfs_file *open_one = open_name(w, "one", O_RDONLY);
+
+	// as a server host does it: the server key, derived from the capability key
+	struct rdfs_client_opts o = cl.opts();
+	struct auth_secret cap;
+	struct auth_identity id;
+	ASSERT_EQ(auth_secret_load(cl.cap_path.c_str(), &cap), 0);
+	auth_identity_server(&cap, &id);
+	o.secret = id.key;
+	o.role = "server";
+	struct rdfs_client *admin = nullptr;
+	ASSERT_EQ(rdfs_client_open(&o, &admin), 0);
+	// not with the cluster secret
+	EXPECT_EQ(rdfs_drain(w, 1, 1), -EPERM);
+
+	int victim = lowest_id_server(&cl);
+	struct rdfs_server_info srv[8];
+	ASSERT_EQ(rdfs_server_list(w, srv, 8), 3);
+	uint32_t vid = srv[0].id;
+	ASSERT_GT(srv[0].capacity_blocks - srv[0].free_blocks, 0u);
+	ASSERT_EQ(rdfs_drain(admin, vid, 1), 0);
+	int rounds = 0;
+	for (; rounds < 600; rounds++) {
+		ASSERT_EQ(rdfs_server_list(w, srv, 8), 3);
+		if (srv[0].capacity_blocks == srv[0].free_blocks)
+			break;
+		usleep(100000);
+	}
+	ASSERT_EQ(srv[0].capacity_blocks, srv[0].free_blocks)
+		<< "still used after " << rounds / 10 << " s";
+	EXPECT_TRUE(srv[0].draining);
+
+	// the open reader goes on, and with the drained server stopped all reads back
+	std::vector<uint8_t> buf(one.size());
+	ASSERT_EQ(rdfs_pread(open_one, buf.data(), buf.size(), 0), (ssize_t)buf.size());
+	EXPECT_EQ(first_difference(buf, one), one.size());
+	EXPECT_EQ(rdfs_release(open_one), 0);
+	cl.kill_ioserver(victim);
+	struct rdfs_client *r = client_with(&cl, 0, 0, 1);
+	std::vector<uint8_t> back;
+	ASSERT_EQ(read_all(r, "one", one.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, one), one.size());
+	ASSERT_EQ(read_all(r, "two", two.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, two), two.size());
+	rdfs_client_close(r);
+	rdfs_client_close(admin);
+	rdfs_client_close(w);
+}

@@ -173,7 +173,7 @@ TEST_F(MsRebuildTest, StaleCopyIsFreedAndRebuiltOnAnotherServer)
 	expect_fsck_clean();
 }
 
-TEST_F(MsRebuildTest, DownServerIsReplacedAfterTheGraceAndItsCopyDroppedOnReturn)
+TEST_F(MsRebuildTest, DownServerIsReplacedAfterTheGraceAndItsUnneededCopyDropped)
 {
 	uint64_t f = written_file("f", 2, 3 * 256);	/* three chunks: every server holds some */
 	uint64_t n = 3 * 256;
@@ -191,14 +191,87 @@ TEST_F(MsRebuildTest, DownServerIsReplacedAfterTheGraceAndItsCopyDroppedOnReturn
 				live.insert(s);
 		EXPECT_EQ(live, (std::set<uint32_t>{ b, c })) << "block " << blk.first;
 	}
-	EXPECT_EQ(pass().chunks_under, 0u);
+	/* a's copies count for nothing and are not needed: dropped (freed when it returns) */
+	st = pass();
+	EXPECT_EQ(st.chunks_under, 0u);
+	EXPECT_EQ(st.copies_dropped, 2u);
+	for (auto &blk : current(f, n))
+		EXPECT_EQ(blk.second, (std::set<uint32_t>{ b, c })) << "block " << blk.first;
 
-	/* a comes back: three copies of two chunks, one too many */
+	/* a comes back: nothing of the file is on it, its blocks are free again */
 	a = add_server("a", 10000, &sa);
 	st = pass();
+	EXPECT_EQ(st.copies_dropped, 0u);
+	EXPECT_EQ(free_blocks(a), 10000u);
+	for (auto &blk : current(f, n))
+		EXPECT_EQ(blk.second.size(), 2u) << "block " << blk.first;
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebuildTest, ReturningServerWithinTheGraceLeavesAnExtraCopyThatIsDropped)
+{
+	uint64_t f = written_file("f", 2, 3 * 256);
+	uint64_t n = 3 * 256;
+
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	EXPECT_EQ(pass().chunks_rebuilt, 2u);
+	/* back before its copies were dropped (as within a grace): three copies, one too many */
+	a = add_server("a", 10000, &sa);
+	struct ms_rebuild_stats st = pass();
 	EXPECT_EQ(st.copies_dropped, 2u);
 	for (auto &blk : current(f, n))
 		EXPECT_EQ(blk.second.size(), 2u) << "block " << blk.first;
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebuildTest, DrainMovesEveryCopyOffAndNothingNewGoesThere)
+{
+	uint64_t f = written_file("f", 1, 3 * 256);
+	uint64_t n = 3 * 256;
+	struct ms_session *srv = ms_session_new(ms, "server");
+
+	EXPECT_EQ(ms_drain(ms, sess, a, 1), -EPERM) << "a client may not drain";
+	EXPECT_EQ(ms_drain(ms, srv, 999, 1), -ENOENT);
+	ASSERT_EQ(ms_drain(ms, srv, a, 1), 0);
+	/* new blocks avoid it at once */
+	uint64_t g = written_file("g", 1, 3 * 256);
+	for (auto &blk : current(g, n))
+		EXPECT_EQ(blk.second.count(a), 0u) << "block " << blk.first;
+	/* its chunk is copied elsewhere, then dropped from it */
+	pass();
+	pass();
+	EXPECT_EQ(free_blocks(a), 10000u);
+	for (auto &blk : current(f, n)) {
+		EXPECT_EQ(blk.second.size(), 1u) << "block " << blk.first;
+		EXPECT_EQ(blk.second.count(a), 0u) << "block " << blk.first;
+	}
+	EXPECT_FALSE(log.copies.empty());
+	for (auto &cp : log.copies)
+		EXPECT_EQ(cp.src, a);
+	/* remembered across a restart */
+	struct ms_server_info *si = nullptr;
+	ms_session_close(ms, srv);
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	reopen();
+	a = add_server("a", 10000, &sa);
+	b = add_server("b", 10000);
+	c = add_server("c", 10000);
+	int ns = ms_server_list(ms, &si);
+	ASSERT_EQ(ns, 3);
+	for (int i = 0; i < ns; i++)
+		EXPECT_EQ(si[i].draining, si[i].id == a) << "server " << si[i].id;
+	free(si);
+	/* cancelled: it takes new blocks again */
+	srv = ms_session_new(ms, "server");
+	ASSERT_EQ(ms_drain(ms, srv, a, 0), 0);
+	ms_session_close(ms, srv);
+	uint64_t h = written_file("h", 1, 3 * 256);
+	size_t on_a = 0;
+	for (auto &blk : current(h, n))
+		on_a += blk.second.count(a);
+	EXPECT_GT(on_a, 0u);
 	expect_fsck_clean();
 }
 
@@ -307,4 +380,19 @@ TEST_F(MsRebuildTest, LostChunksAreCounted)
 	struct ms_rebuild_stats now;
 	ms_rebuild_status(ms, &now);
 	EXPECT_EQ(now.chunks_lost, 1u);
+}
+
+TEST_F(MsRebuildTest, DrainCompletesWhenTheCopiesWantedExceedTheServersLeft)
+{
+	/* three copies on three servers: draining one leaves room for two */
+	uint64_t f = written_file("f", 3, 256);
+	struct ms_session *srv = ms_session_new(ms, "server");
+
+	ASSERT_EQ(ms_drain(ms, srv, a, 1), 0);
+	ms_session_close(ms, srv);
+	pass();
+	EXPECT_EQ(free_blocks(a), 10000u);
+	for (auto &blk : current(f, 256))
+		EXPECT_EQ(blk.second, (std::set<uint32_t>{ b, c })) << "block " << blk.first;
+	EXPECT_TRUE(log.copies.empty()) << "nothing to copy: the others hold it";
 }

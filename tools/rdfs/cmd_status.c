@@ -65,7 +65,8 @@ static int status_run(struct tool *t, int argc, char **argv)
 		else
 			snprintf(pct, sizeof(pct), "%d%%", p);
 		printf("%4u  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s\n", srv[i].id,
-		       srv[i].name[0] ? srv[i].name : "-", srv[i].url, srv[i].up ? "up" : "down",
+		       srv[i].name[0] ? srv[i].name : "-", srv[i].url,
+		       srv[i].draining ? "drain" : srv[i].up ? "up" : "down",
 		       c, u, f, pct);
 		up += srv[i].up;
 	}

@@ -22,7 +22,8 @@
 
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
-	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_node, &tool_cmd_fsck, NULL,
+	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_drain, &tool_cmd_node,
+	&tool_cmd_fsck, NULL,
 };
 
 static void usage(FILE *out)
@@ -41,8 +42,8 @@ static void usage(FILE *out)
 "\n"
 "DESCRIPTION\n"
 "    rdfs talks to the metaserver of an rdfs cluster (authenticating with the\n"
-"    cluster secret or a node key, as a client; `node` and `fsck` with the\n"
-"    server key) and prints what it asks. Paths are paths inside the rdfs\n"
+"    cluster secret or a node key, as a client; `node`, `fsck` and `drain`\n"
+"    with the server key) and prints what it asks. Paths are paths inside the rdfs\n"
 "    namespace, starting at its root (/dir/file), not paths through a FUSE\n"
 "    mount.\n"
 "\n"
