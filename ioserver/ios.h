@@ -59,6 +59,7 @@ struct ios_options {
 	const char *metaserver;
 	uint32_t fixed_server_id;
 	const char *name;			/* NULL: "hostname:port" */
+	const char *domain;			/* failure domain; NULL: none */
 	const struct auth_secret *secret;	/* cluster secret: the shared client key */
 	const struct auth_secret *cap_key;	/* capability key; server and node keys derive from it */
 	int io_threads;				/* io_uring threads; 0: IOS_DEFAULT_IO_THREADS */

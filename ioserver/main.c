@@ -106,6 +106,10 @@ static const char usage_text[] =
 "                         wildcard host such as 0.0.0.0 replaced by 127.0.0.1).\n"
 "    --metaserver URL     the metaserver (default " DEFAULT_METASERVER ").\n"
 "    --name NAME          a name for tools' listings (default: hostname:port).\n"
+"    --domain NAME        the failure domain the server is in (a rack, a power\n"
+"                         feed): copies of a chunk go to servers of distinct\n"
+"                         domains where there are enough (default: none, a\n"
+"                         domain of its own). At most 63 bytes.\n"
 "    --secret-file PATH   cluster secret, mode 0600 (default " DEFAULT_SECRET ").\n"
 "    --cap-key-file PATH  capability key shared with the metaserver, mode 0600\n"
 "                         (default " DEFAULT_CAP_KEY ").\n"
@@ -140,9 +144,9 @@ static const char usage_text[] =
 "\n"
 "CONFIGURATION\n"
 "    Keys of section [ioserver], falling back to [cluster]:\n"
-"      volume, create_size, format (bool), listen, advertise, name, io_threads,\n"
-"      send_mode, unit_size, pipeline_depth, readahead_cache_mb, buffer_pool,\n"
-"      log_level, log_file\n"
+"      volume, create_size, format (bool), listen, advertise, name, domain,\n"
+"      io_threads, send_mode, unit_size, pipeline_depth, readahead_cache_mb,\n"
+"      buffer_pool, log_level, log_file\n"
 "    Keys of section [cluster] (or [ioserver] to override):\n"
 "      metaserver, secret_file, cap_key_file\n"
 "\n"
@@ -188,7 +192,7 @@ enum opt_id {
 	OPT_CONFIG = 256, OPT_VOLUME, OPT_CREATE_SIZE, OPT_FORMAT, OPT_LISTEN, OPT_ADVERTISE,
 	OPT_METASERVER, OPT_NAME, OPT_SECRET, OPT_CAP_KEY, OPT_IO_THREADS, OPT_SEND_MODE,
 	OPT_UNIT_SIZE, OPT_PIPELINE_DEPTH, OPT_READAHEAD, OPT_BUFFER_POOL, OPT_LOG_LEVEL,
-	OPT_LOG_FILE, OPT_HELP, OPT_VERSION,
+	OPT_LOG_FILE, OPT_DOMAIN, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -200,6 +204,7 @@ static const struct option long_opts[] = {
 	{ "advertise",	  required_argument, NULL, OPT_ADVERTISE },
 	{ "metaserver",	  required_argument, NULL, OPT_METASERVER },
 	{ "name",	  required_argument, NULL, OPT_NAME },
+	{ "domain",	  required_argument, NULL, OPT_DOMAIN },
 	{ "secret-file",  required_argument, NULL, OPT_SECRET },
 	{ "cap-key-file", required_argument, NULL, OPT_CAP_KEY },
 	{ "io-threads",	  required_argument, NULL, OPT_IO_THREADS },
@@ -234,6 +239,7 @@ static const char *const opt_keys[] = {
 	[OPT_BUFFER_POOL - OPT_CONFIG]	= "buffer_pool",
 	[OPT_LOG_LEVEL - OPT_CONFIG]	= "log_level",
 	[OPT_LOG_FILE - OPT_CONFIG]	= "log_file",
+	[OPT_DOMAIN - OPT_CONFIG]	= "domain",
 };
 
 struct override {
@@ -509,6 +515,11 @@ static int prepare(const struct rdfs_config *cfg, struct ios_options *o,
 	o->advertise = config_get(cfg, SECTION, "advertise", NULL);
 	o->metaserver = config_get(cfg, SECTION, "metaserver", DEFAULT_METASERVER);
 	o->name = config_get(cfg, SECTION, "name", NULL);
+	o->domain = config_get(cfg, SECTION, "domain", NULL);
+	if (o->domain && strlen(o->domain) > 63) {
+		fprintf(stderr, PROG ": domain must be at most 63 bytes\n");
+		return EXIT_USAGE;
+	}
 	o->secret = secret;
 	o->cap_key = cap_key;
 	o->io_threads = (int)threads;

@@ -30,6 +30,7 @@ struct registration {
 	struct auth_secret server_key;	/* proves this is a server (auth.h) */
 	char *url;
 	char *name;
+	char *domain;
 	uint8_t uuid[VOLUME_UUID_LEN];
 	uint64_t capacity_blocks;
 	bool pristine;			/* until the first successful REGISTER */
@@ -90,6 +91,7 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	req.volume_uuid.len = VOLUME_UUID_LEN;
 	req.capacity_blocks = r->capacity_blocks;
 	req.name = r->name;
+	req.domain = r->domain;
 	req.pristine = r->pristine;
 
 	ret = rpc_call_start(c, RDFS_OP_REGISTER, &req.base, NULL, 0, &pending);
@@ -199,6 +201,7 @@ static void reg_free(struct registration *r)
 	free(r->metaserver);
 	free(r->url);
 	free(r->name);
+	free(r->domain);
 	free(r);
 }
 
@@ -213,7 +216,8 @@ int registration_start(const struct registration_opts *o, struct registration **
 	r->metaserver = strdup(o->metaserver);
 	r->url = strdup(o->url);
 	r->name = strdup(o->name ? o->name : "");
-	if (!r->metaserver || !r->url || !r->name) {
+	r->domain = strdup(o->domain ? o->domain : "");
+	if (!r->metaserver || !r->url || !r->name || !r->domain) {
 		reg_free(r);
 		return -ENOMEM;
 	}

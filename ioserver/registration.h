@@ -27,6 +27,7 @@ struct registration_opts {
 	const struct auth_secret *cap_key;	/* the server key derives from it */
 	const char *url;			/* advertised to the metaserver */
 	const char *name;
+	const char *domain;			/* NULL: none */
 	const uint8_t *volume_uuid;		/* VOLUME_UUID_LEN bytes */
 	uint64_t capacity_blocks;
 	/*

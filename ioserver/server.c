@@ -297,6 +297,7 @@ static int ios_start_registration(struct ios_server *s, const struct ios_options
 	ro.cap_key = o->cap_key;
 	ro.url = s->advertise;
 	ro.name = name;
+	ro.domain = o->domain;
 	ro.volume_uuid = volume_uuid(s->vol);
 	ro.capacity_blocks = volume_capacity(s->vol);
 	ro.pristine = pristine;

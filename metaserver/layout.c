@@ -373,6 +373,7 @@ struct alloc_ctx {
 	struct alloc_undo undo;		/* every run taken */
 	struct alloc_undo reused;	/* the parts of them below the high-water mark */
 	uint8_t flags;			/* of new extents: UNWRITTEN, with fallocate's KEPT */
+	uint64_t dom[MAX_UP];		/* per up server: its failure domain (registry_domain) */
 };
 
 /*
@@ -492,10 +493,11 @@ static int alloc_copy(struct ms *ms, struct alloc_ctx *a, struct ms_chunk *c, in
 
 /*
  * Fill blocks [from, to) of chunk @c, a hole in every copy, with @copies
- * copies of new unwritten extents, each on another up server. The chunk's own
- * servers come first while they are up (a chunk grows where it started), then
- * the servers that follow the file's stripe position. Fewer copies than asked
- * for, when too few servers are up or have room, is not an error (the chunk is
+ * copies of new unwritten extents, each on another up server, and on another
+ * failure domain while there are domains left. The chunk's own servers come
+ * first while they are up (a chunk grows where it started), then the servers
+ * that follow the file's stripe position. Fewer copies than asked for, when
+ * too few servers are up or have room, is not an error (the chunk is
  * under-replicated); no copy at all is -ENOSPC.
  */
 static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode *in,
@@ -515,14 +517,25 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 		if (!chunk_on_server(c, a->up[i]))
 			order[n++] = i;
 	}
-	for (int k = 0; k < n && (uint32_t)made < copies; k++) {
-		if (used[order[k]])
-			continue;
-		ret = alloc_copy(ms, a, c, order[k], from, to, used, allocated);
-		if (ret == 0)
-			made++;
-		else if (ret != -ENOSPC)
-			return ret;
+	uint64_t taken[RDFS_MAX_COPIES];
+
+	/* first round: a domain no copy is in yet; second: any server left */
+	for (int round = 0; round < 2; round++) {
+		for (int k = 0; k < n && (uint32_t)made < copies; k++) {
+			int dup = 0;
+
+			if (used[order[k]])
+				continue;
+			for (int j = 0; j < made && round == 0; j++)
+				dup |= taken[j] == a->dom[order[k]];
+			if (dup)
+				continue;
+			ret = alloc_copy(ms, a, c, order[k], from, to, used, allocated);
+			if (ret == 0)
+				taken[made++] = a->dom[order[k]];
+			else if (ret != -ENOSPC)
+				return ret;
+		}
 	}
 	if (made == 0)
 		return -ENOSPC;
@@ -818,6 +831,8 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 			goto out;
 		}
 		a->nup = registry_alloc_ids(&ms->reg, a->up, MAX_UP);
+		for (int i = 0; i < a->nup; i++)
+			a->dom[i] = registry_domain(&ms->reg, a->up[i]);
 		if (a->nup == 0) {
 			log_warn("inode %llu: cannot allocate: no I/O server is up",
 				 (unsigned long long)ino);

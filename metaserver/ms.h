@@ -304,10 +304,12 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
  * vouches that every block of the volume reads as zeros, so the server's
  * high-water mark starts at 0; otherwise it starts at the capacity and every
  * block is zeroed before its first use. A known uuid keeps its mark.
+ * @domain is the server's failure domain ("": one of its own): copies of a
+ * chunk go to distinct domains where there are enough.
  */
 int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void *uuid,
-		size_t uuid_len, uint64_t capacity_blocks, const char *name, int pristine,
-		uint32_t *id, uint64_t *epoch);
+		size_t uuid_len, uint64_t capacity_blocks, const char *name, const char *domain,
+		int pristine, uint32_t *id, uint64_t *epoch);
 /*
  * The epoch of server @id's current registration (0: never registered in this
  * run): capabilities for it carry it, and it refuses those of older epochs.
@@ -318,6 +320,7 @@ struct ms_server_info {
 	uint32_t id;
 	char url[256];
 	char name[256];
+	char domain[64];
 	uint8_t uuid[64];
 	size_t uuid_len;
 	uint64_t capacity_blocks;

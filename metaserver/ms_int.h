@@ -121,6 +121,7 @@ struct ms_ioserver {
 	uint64_t capacity;
 	char url[256];
 	char name[256];
+	char domain[64];		/* failure domain; "": one of its own */
 	uint8_t uuid[64];
 	size_t uuid_len;
 	struct ms_session *up;		/* the live registration session, or NULL */
@@ -148,6 +149,11 @@ void registry_destroy(struct ms_registry *r);
 int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
 /* The ids of the servers new blocks may go to: up and not being drained. */
 int registry_alloc_ids(struct ms_registry *r, uint32_t *ids, int max);
+/*
+ * A key of server @id's failure domain: equal keys, same domain. A server
+ * without one (or unknown) is a domain of its own: its key is unique to it.
+ */
+uint64_t registry_domain(struct ms_registry *r, uint32_t id);
 int registry_is_up(struct ms_registry *r, uint32_t id);
 /*
  * 1 if server @id is up or has been down for less than @grace_ms, and is not

@@ -48,8 +48,9 @@
  * With several copies, a block of the file is covered by one extent per copy,
  * each on another server: extents overlap in offset, never on one server.
  *
- * Server record: u64 capacity_blocks, then three length-prefixed (u16) byte
- * strings: volume_uuid, url, name.
+ * Server record: u64 capacity_blocks, then length-prefixed (u16) byte strings:
+ * volume_uuid, url, name, and (since copies) domain; a record without the
+ * last has none.
  *
  * The high-water mark is written with the server's first registration (0) and
  * raised, rounded up, in the write batch of any allocation that reaches it

@@ -696,7 +696,8 @@ static void op_register(struct op_call *c)
 	int ret;
 
 	ret = ms_register(c->ctx->ms, c->s, m->url, m->volume_uuid.data, m->volume_uuid.len,
-			  m->capacity_blocks, m->name, m->pristine, &r.server_id, &r.epoch);
+			  m->capacity_blocks, m->name, m->domain ? m->domain : "", m->pristine,
+			  &r.server_id, &r.epoch);
 	if (ret == -EPERM)
 		rpc_server_reply_error(c->req, ret,
 				       "REGISTER needs a connection that proved the server key");
@@ -734,6 +735,7 @@ static void op_server_list(struct op_call *c)
 		pi[i].free_blocks = si[i].free_blocks;
 		pi[i].up = si[i].up;
 		pi[i].draining = si[i].draining;
+		pi[i].domain = si[i].domain;
 		pi[i].volume_uuid.data = si[i].uuid;
 		pi[i].volume_uuid.len = si[i].uuid_len;
 		pp[i] = &pi[i];

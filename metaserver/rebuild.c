@@ -256,22 +256,42 @@ static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 }
 
 /*
- * The server for a new copy of chunk @c: up, holding none of its extents,
- * in the order of the file's stripe. 0 if there is none.
+ * The server for a new copy of chunk @c: taking blocks, holding none of its
+ * extents, in a failure domain none of its copies that count is in if there
+ * is one, in the order of the file's stripe. 0 if there is none.
  */
+static uint32_t pick_target_in(struct ms *ms, const struct ms_inode *in, const struct ms_chunk *c,
+			       const uint32_t *up, int n, int new_domain);
+
 static uint32_t pick_target(struct ms *ms, const struct ms_inode *in, const struct ms_chunk *c)
 {
 	uint32_t up[MAX_SERVERS];
 	int n = registry_alloc_ids(&ms->reg, up, MAX_SERVERS);
 
+	for (int round = 0; round < 2; round++) {
+		uint32_t id = pick_target_in(ms, in, c, up, n, round == 0);
+
+		if (id)
+			return id;
+	}
+	return 0;
+}
+
+/* pick_target(), among @up; with @new_domain, only in a domain no copy that counts is in. */
+static uint32_t pick_target_in(struct ms *ms, const struct ms_inode *in, const struct ms_chunk *c,
+			       const uint32_t *up, int n, int new_domain)
+{
 	for (int k = 0; k < n; k++) {
 		uint32_t id = up[(in->stripe_start + c->idx + (uint64_t)k) % (uint64_t)n];
+		uint64_t dom = registry_domain(&ms->reg, id), capacity, free_blocks;
 		int used = 0;
 
+		for (int i = 0; i < c->n && !used && new_domain; i++)
+			used = !(c->e[i].flags & MS_EXT_STALE) &&
+			       registry_alive(&ms->reg, c->e[i].server_id, ms->rebuild_grace_ms) &&
+			       registry_domain(&ms->reg, c->e[i].server_id) == dom;
 		for (int i = 0; i < c->n && !used; i++)
 			used = c->e[i].server_id == id;
-		uint64_t capacity, free_blocks;
-
 		if (!used && alloc_usage(&ms->alloc, id, &capacity, &free_blocks) == 0 &&
 		    free_blocks > 0)
 			return id;

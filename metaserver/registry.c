@@ -45,6 +45,16 @@ static int server_decode(const uint8_t *p, size_t len, struct ms_ioserver *s)
 		return -EIO;
 	memcpy(s->name, p + off, l);
 	s->name[l] = '\0';
+	off += l;
+	s->domain[0] = '\0';
+	if (off + 2 <= len) {
+		l = p[off] | (size_t)p[off + 1] << 8;
+		off += 2;
+		if (l >= sizeof(s->domain) || off + l > len)
+			return -EIO;
+		memcpy(s->domain, p + off, l);
+		s->domain[l] = '\0';
+	}
 	return 0;
 }
 
@@ -64,6 +74,7 @@ static size_t server_encode(const struct ms_ioserver *s, uint8_t *p)
 	off += put_str(p + off, s->uuid, s->uuid_len);
 	off += put_str(p + off, s->url, strlen(s->url));
 	off += put_str(p + off, s->name, strlen(s->name));
+	off += put_str(p + off, s->domain, strlen(s->domain));
 	return off;
 }
 
@@ -246,6 +257,24 @@ int registry_is_up(struct ms_registry *r, uint32_t id)
 	return up;
 }
 
+uint64_t registry_domain(struct ms_registry *r, uint32_t id)
+{
+	struct ms_ioserver *s;
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
+
+	pthread_mutex_lock(&r->mu);
+	s = server_find_locked(r, id);
+	if (s && s->domain[0]) {
+		for (const char *p = s->domain; *p; p++)
+			h = (h ^ (uint8_t)*p) * 1099511628211ull;
+		h |= 1ull << 63;
+	} else {
+		h = id;		/* below 2^63: never a named domain's */
+	}
+	pthread_mutex_unlock(&r->mu);
+	return h;
+}
+
 int registry_alive(struct ms_registry *r, uint32_t id, int64_t grace_ms)
 {
 	struct ms_ioserver *s;
@@ -271,12 +300,12 @@ void registry_session_closed(struct ms_registry *r, struct ms_session *s)
 }
 
 int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const void *uuid,
-		size_t uuid_len, uint64_t capacity_blocks, const char *name, int pristine,
-		uint32_t *id, uint64_t *epoch)
+		size_t uuid_len, uint64_t capacity_blocks, const char *name, const char *domain,
+		int pristine, uint32_t *id, uint64_t *epoch)
 {
 	struct ms_registry *r = &ms->reg;
 	struct ms_ioserver *s = NULL, tmp = { 0 };
-	uint8_t k[MS_KEY_MAX], v[8 + 6 + 64 + 256 + 256];
+	uint8_t k[MS_KEY_MAX], v[8 + 8 + 64 + 256 + 256 + 64];
 	leveldb_writebatch_t *b;
 	/*
 	 * A new volume reads as zeros only when its I/O server created it sparse
@@ -291,7 +320,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		return -EPERM;
 	}
 	if (uuid_len == 0 || uuid_len > sizeof(tmp.uuid) || strlen(url) == 0 ||
-	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name))
+	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name) ||
+	    strlen(domain) >= sizeof(tmp.domain))
 		return -EINVAL;
 
 	/* its held blocks go back to the maps below: fsck waits (ms->blocks_rw) */
@@ -319,6 +349,7 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	}
 	snprintf(tmp.url, sizeof(tmp.url), "%s", url);
 	snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+	snprintf(tmp.domain, sizeof(tmp.domain), "%s", domain);
 	tmp.capacity = capacity_blocks;
 	/*
 	 * A new epoch per registration, larger than every earlier one, across
@@ -338,7 +369,7 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 				       (char *)ev, 8);
 	}
 	if (!s || strcmp(s->url, tmp.url) || strcmp(s->name, tmp.name) ||
-	    s->capacity != tmp.capacity) {
+	    strcmp(s->domain, tmp.domain) || s->capacity != tmp.capacity) {
 		uint8_t idv[4];
 		size_t ukl;
 
@@ -491,6 +522,7 @@ int ms_server_list(struct ms *ms, struct ms_server_info **out)
 		a[i].id = s->id;
 		snprintf(a[i].url, sizeof(a[i].url), "%s", s->url);
 		snprintf(a[i].name, sizeof(a[i].name), "%s", s->name);
+		snprintf(a[i].domain, sizeof(a[i].domain), "%s", s->domain);
 		memcpy(a[i].uuid, s->uuid, s->uuid_len);
 		a[i].uuid_len = s->uuid_len;
 		a[i].up = s->up != NULL;

@@ -32,6 +32,7 @@ int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int ma
 		out[i].free_blocks = s->free_blocks;
 		out[i].up = s->up;
 		out[i].draining = s->draining;
+		snprintf(out[i].domain, sizeof(out[i].domain), "%s", s->domain ? s->domain : "");
 	}
 	ret = (int)rep->n_servers;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);

@@ -294,6 +294,7 @@ struct rdfs_server_info {
 	uint64_t free_blocks;
 	int up;
 	int draining;			/* rdfs drain: its copies are being moved away */
+	char domain[64];		/* failure domain ("": none) */
 };
 
 /* Fill at most @max entries, sorted by id; returns the number of servers (may exceed @max). */

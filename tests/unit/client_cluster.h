@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -151,6 +152,8 @@ public:
 		};
 
 		args.insert(args.end(), ios_args.begin(), ios_args.end());
+		if (ios_args_of.count(i))
+			args.insert(args.end(), ios_args_of[i].begin(), ios_args_of[i].end());
 		// RDFS_TEST_IOSERVER_OPTS="--send-mode whole ...": run the suites against other modes
 		if (const char *env = getenv("RDFS_TEST_IOSERVER_OPTS")) {
 			std::istringstream words(env);
@@ -162,8 +165,9 @@ public:
 		ios_pids[i] = spawn(args, dir + "/ioserver" + std::to_string(i) + ".log");
 	}
 
-	// Extra options for every I/O server (set before start()).
+	// Extra options for every I/O server, and for I/O server i (set before start()).
 	std::vector<std::string> ios_args;
+	std::map<int, std::vector<std::string>> ios_args_of;
 
 	static void kill_wait(pid_t &pid)
 	{

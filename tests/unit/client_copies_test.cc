@@ -385,3 +385,43 @@ TEST(ClientCopies, DrainEmptiesTheServerAndEveryFileReadsBack)
 	rdfs_client_close(admin);
 	rdfs_client_close(w);
 }
+
+// Failure domains, from the I/O servers' --domain to the placement: four
+// servers in two racks, two copies: every block has a copy in each rack.
+TEST(ClientCopies, CopiesGoToDistinctFailureDomains)
+{
+	rdfs_test::Cluster cl;
+
+	for (int i = 0; i < 4; i++)
+		cl.ios_args_of[i] = { "--domain", i < 2 ? "rack1" : "rack2" };
+	ASSERT_TRUE(cl.start(4, "256m")) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 0, 1);
+	ASSERT_NE(w, nullptr);
+	struct rdfs_server_info srv[8];
+	ASSERT_EQ(rdfs_server_list(w, srv, 8), 4);
+	std::map<uint32_t, std::string> dom;
+	for (int i = 0; i < 4; i++)
+		dom[srv[i].id] = srv[i].domain;
+	EXPECT_EQ(std::count_if(dom.begin(), dom.end(),
+				[](auto &p) { return p.second == "rack1"; }), 2);
+	auto data = pattern(12 * MiB, 71);
+	struct rdfs_file *f = create_copies(w, "racked", 2);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	struct stat st;
+	ASSERT_EQ(rdfs_lookup(w, &root, RDFS_ROOT_INO, "racked", &st), 0);
+	std::vector<struct rdfs_extent_info> ext(4096);
+	int n = rdfs_layout(w, &root, st.st_ino, 0, data.size(), ext.data(), (int)ext.size());
+	ASSERT_GT(n, 0);
+	std::map<uint64_t, std::set<std::string>> racks;
+	std::set<uint32_t> used;
+	for (int i = 0; i < n; i++) {
+		used.insert(ext[i].server_id);
+		for (uint64_t b = 0; b < ext[i].length / 4096; b++)
+			racks[ext[i].file_offset / 4096 + b].insert(dom[ext[i].server_id]);
+	}
+	EXPECT_EQ(used.size(), 4u) << "every server takes a share";
+	for (auto &r : racks)
+		EXPECT_EQ(r.second.size(), 2u) << "block " << r.first;
+	rdfs_client_close(w);
+}

@@ -37,20 +37,20 @@ TEST_F(MsAllocTest, RegisterOnlyFromIoservers)
 {
 	uint32_t id;
 
-	EXPECT_EQ(ms_register(ms, sess, "tcp://x:1", "u", 1, 100, "n", 1, &id, &epoch_), -EPERM);
+	EXPECT_EQ(ms_register(ms, sess, "tcp://x:1", "u", 1, 100, "n", "", 1, &id, &epoch_), -EPERM);
 	/* only the identity "server" (the server key) may register, whatever else a client says */
 	struct ms_session *fake = ms_session_new(ms, "ioserver");
-	EXPECT_EQ(ms_register(ms, fake, "tcp://x:1", "u", 1, 100, "n", 1, &id, &epoch_), -EPERM);
+	EXPECT_EQ(ms_register(ms, fake, "tcp://x:1", "u", 1, 100, "n", "", 1, &id, &epoch_), -EPERM);
 	ms_session_close(ms, fake);
 	struct ms_session *sa;
 	uint32_t a = add_server("uuid-a", 1000, &sa), b = add_server("uuid-b", 1000);
 	EXPECT_NE(a, b);
 	/* while its server is up, a second registration of the volume is refused */
 	struct ms_session *s = ms_session_new(ms, "server");
-	EXPECT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", 1, &id, &epoch_), -EBUSY);
+	EXPECT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", "", 1, &id, &epoch_), -EBUSY);
 	/* once it is down, the same volume keeps its id, with a new URL and capacity */
 	ms_session_close(ms, sa);
-	ASSERT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", 1, &id, &epoch_), 0);
+	ASSERT_EQ(ms_register(ms, s, "tcp://new:7100", "uuid-a", 6, 2000, "a2", "", 1, &id, &epoch_), 0);
 	EXPECT_EQ(id, a);
 	struct ms_server_info *si = nullptr;
 	int n = ms_server_list(ms, &si);

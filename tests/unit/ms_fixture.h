@@ -217,13 +217,13 @@ protected:
 	 * told otherwise; its session stays open (up).
 	 */
 	uint32_t add_server(const char *uuid, uint64_t blocks, struct ms_session **out = nullptr,
-			    bool pristine = true)
+			    bool pristine = true, const char *domain = "")
 	{
 		struct ms_session *s = ms_session_new(ms, "server");
 		uint32_t id = 0;
 		std::string url = std::string("tcp://127.0.0.1:71") + uuid;
 
-		EXPECT_EQ(ms_register(ms, s, url.c_str(), uuid, strlen(uuid), blocks, uuid,
+		EXPECT_EQ(ms_register(ms, s, url.c_str(), uuid, strlen(uuid), blocks, uuid, domain,
 				      pristine, &id, &epoch_), 0);
 		if (out)
 			*out = s;

@@ -396,3 +396,44 @@ TEST_F(MsRebuildTest, DrainCompletesWhenTheCopiesWantedExceedTheServersLeft)
 		EXPECT_EQ(blk.second, (std::set<uint32_t>{ b, c })) << "block " << blk.first;
 	EXPECT_TRUE(log.copies.empty()) << "nothing to copy: the others hold it";
 }
+
+TEST_F(MsRebuildTest, CopiesAndNewCopiesGoToDistinctFailureDomains)
+{
+	/* a, b, c are domains of their own; r1 and r2 share rack "x" */
+	uint32_t r1 = add_server("r1", 10000, nullptr, true, "x");
+	uint32_t r2 = add_server("r2", 10000, nullptr, true, "x");
+	struct ms_server_info *si = nullptr;
+	int n = ms_server_list(ms, &si);
+	int in_x = 0;
+
+	for (int i = 0; i < n; i++)
+		in_x += !strcmp(si[i].domain, "x");
+	free(si);
+	EXPECT_EQ(in_x, 2);
+	/* many chunks, two copies: never both in rack x */
+	uint64_t f = written_file("f", 2, 20 * 256);
+	for (auto &blk : current(f, 20 * 256))
+		EXPECT_FALSE(blk.second.count(r1) && blk.second.count(r2)) << "block " << blk.first;
+	/* with a and b drained, c and the rack are left: a copy in each, never two in x */
+	struct ms_session *srv = ms_session_new(ms, "server");
+	ASSERT_EQ(ms_drain(ms, srv, a, 1), 0);
+	ASSERT_EQ(ms_drain(ms, srv, b, 1), 0);
+	ms_session_close(ms, srv);
+	for (int i = 0; i < 4; i++)
+		pass();
+	for (auto &blk : current(f, 20 * 256)) {
+		EXPECT_EQ(blk.second.size(), 2u) << "block " << blk.first;
+		EXPECT_TRUE(blk.second.count(c)) << "block " << blk.first;
+	}
+	/* the domain is remembered in the server record */
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	reopen();
+	si = nullptr;
+	n = ms_server_list(ms, &si);
+	in_x = 0;
+	for (int i = 0; i < n; i++)
+		in_x += !strcmp(si[i].domain, "x");
+	free(si);
+	EXPECT_EQ(in_x, 2);
+}

@@ -48,8 +48,8 @@ static int status_run(struct tool *t, int argc, char **argv)
 		max = n;
 	}
 	printf("metaserver %s\n", t->metaserver);
-	printf("%4s  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s\n", "ID", "NAME", "URL", "STATE",
-	       "CAPACITY", "USED", "FREE", "USE%");
+	printf("%4s  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s  %s\n", "ID", "NAME", "URL", "STATE",
+	       "CAPACITY", "USED", "FREE", "USE%", "DOMAIN");
 	for (i = 0; i < n; i++) {
 		uint64_t cap = srv[i].capacity_blocks * RDFS_BLOCK_SIZE;
 		uint64_t free_b = srv[i].free_blocks * RDFS_BLOCK_SIZE;
@@ -64,10 +64,10 @@ static int status_run(struct tool *t, int argc, char **argv)
 			snprintf(pct, sizeof(pct), "-");
 		else
 			snprintf(pct, sizeof(pct), "%d%%", p);
-		printf("%4u  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s\n", srv[i].id,
+		printf("%4u  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s  %s\n", srv[i].id,
 		       srv[i].name[0] ? srv[i].name : "-", srv[i].url,
 		       srv[i].draining ? "drain" : srv[i].up ? "up" : "down",
-		       c, u, f, pct);
+		       c, u, f, pct, srv[i].domain[0] ? srv[i].domain : "-");
 		up += srv[i].up;
 	}
 	printf("%d I/O server%s, %d up\n", n, n == 1 ? "" : "s", up);
