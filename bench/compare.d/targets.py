@@ -232,6 +232,18 @@ class RdfsFuseTlsTarget(RdfsFuseTarget):
     transport = "tls"
 
 
+class RdfsFuseCopies2Target(RdfsFuseTarget):
+    """The same cluster, the benchmark directory with two copies of every chunk
+    (rdfs.copies = 2): every write goes to both I/O servers (client fan-out),
+    reads take one copy. Beside rdfs-fuse, what a second copy costs."""
+    name = "rdfs-fuse-copies2"
+
+    def setup(self):
+        super().setup()
+        os.setxattr(str(self.path), "rdfs.copies", b"2")
+        self.description += ", 2 copies of every chunk"
+
+
 class RdfsLibTarget(RdfsFuseTarget):
     """The same cluster, but rdfs-bench -a RDFS: lib/client straight to the
     servers. The mount stays, only for making and removing directories."""
@@ -430,9 +442,11 @@ class GlusterFSTarget(Target):
                 pass
 
 
-TARGETS = {t.name: t for t in (LocalTarget, RdfsFuseTarget, RdfsFuseTlsTarget, MooseFSTarget,
-                                GlusterFSTarget, RdfsLibTarget)}
-DEFAULT_TARGETS = ["local", "rdfs-fuse", "rdfs-fuse-tls", "moosefs", "glusterfs"]
+TARGETS = {t.name: t for t in (LocalTarget, RdfsFuseTarget, RdfsFuseTlsTarget,
+                                RdfsFuseCopies2Target, MooseFSTarget, GlusterFSTarget,
+                                RdfsLibTarget)}
+DEFAULT_TARGETS = ["local", "rdfs-fuse", "rdfs-fuse-tls", "rdfs-fuse-copies2", "moosefs",
+                   "glusterfs"]
 
 
 def _ancestors():
