@@ -425,3 +425,45 @@ TEST(ClientCopies, CopiesGoToDistinctFailureDomains)
 		EXPECT_EQ(r.second.size(), 2u) << "block " << r.first;
 	rdfs_client_close(w);
 }
+
+// A server that hangs (SIGSTOP: its connections stay open, nothing answers),
+// as a partitioned one does: reads go on from the other copy after the
+// reader's timeout; a write goes on too, and the hung copy is marked stale
+// (the writer's timeout must outlast the metaserver's FENCE of the hung
+// server, 10 s); once the server is back, no client reads its copy.
+TEST(ClientCopies, HungServerIsRoutedAroundAfterTheTimeout)
+{
+	rdfs_test::Cluster cl;
+
+	ASSERT_TRUE(cl.start(2)) << cl.dir;
+	struct rdfs_client_opts o = cl.opts();
+	struct rdfs_client *w = nullptr, *quick = nullptr;
+	o.timeout_ms = 15000;
+	ASSERT_EQ(rdfs_client_open(&o, &w), 0);
+	o.timeout_ms = 1500;
+	ASSERT_EQ(rdfs_client_open(&o, &quick), 0);
+	auto v1 = pattern(4 * MiB, 81), v2 = pattern(4 * MiB, 82);
+	struct rdfs_file *f = create_copies(w, "hung", 2);
+	ASSERT_EQ(rdfs_pwrite(f, v1.data(), v1.size(), 0), (ssize_t)v1.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	int victim = lowest_id_server(&cl);
+	pid_t pid = cl.ios_pids[victim];
+	ASSERT_EQ(kill(pid, SIGSTOP), 0);
+	std::vector<uint8_t> back;
+	EXPECT_EQ(read_all(quick, "hung", v1.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, v1), v1.size());
+	f = open_name(w, "hung", O_RDWR);
+	EXPECT_EQ(rdfs_pwrite(f, v2.data(), v2.size(), 0), (ssize_t)v2.size());
+	EXPECT_EQ(rdfs_fsync(f, 0), 0);
+	EXPECT_EQ(rdfs_release(f), 0);
+	ASSERT_EQ(kill(pid, SIGCONT), 0);
+
+	// back: its copy missed the rewrite, and no new client reads it
+	struct rdfs_client *r = client_with(&cl, 0, 0, 1);
+	ASSERT_EQ(read_all(r, "hung", v2.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, v2), v2.size());
+	rdfs_client_close(r);
+	rdfs_client_close(quick);
+	rdfs_client_close(w);
+}
