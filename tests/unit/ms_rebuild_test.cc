@@ -277,6 +277,8 @@ TEST_F(MsRebuildTest, DrainMovesEveryCopyOffAndNothingNewGoesThere)
 
 TEST_F(MsRebuildTest, WithinTheGraceNothingIsCopied)
 {
+	ms_session_close(ms, sa);
+	sa = nullptr;
 	close_db();
 	options.rebuild_grace_ms = 3600 * 1000;
 	open_db();
