@@ -99,8 +99,15 @@ int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s)
 {
 	int64_t now = io_mono_ms();
 	int best = -1, best_load = 0;
+	/*
+	 * Ties go round the copies by MiB of the file: the segments of one read
+	 * are planned before any is sent, so loads alone would send them all to
+	 * the first copy, where striping spreads a one-copy file over its servers.
+	 */
+	int first = s->ncopies ? (int)((s->start >> 8) % (uint64_t)s->ncopies) : 0;
 
-	for (int k = 0; k < s->ncopies; k++) {
+	for (int i = 0; i < s->ncopies; i++) {
+		int k = (first + i) % s->ncopies;
 		struct rdfs_peer *p;
 		int load;
 

@@ -84,7 +84,7 @@ int read_all(struct rdfs_client *c, const std::string &name, size_t size,
 }
 
 // The index (ios<i>) of the I/O server with the lowest id: the first copy of
-// every block it holds, so the one a reader with no other preference asks.
+// every block it holds, which readers ask for every other MiB (seg_pick_copy).
 int lowest_id_server(rdfs_test::Cluster *cl)
 {
 	struct rdfs_client *c = cl->client();
