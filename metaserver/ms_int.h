@@ -344,7 +344,7 @@ struct ms {
 	pthread_mutex_t rebuild_mu;	/* the fields below */
 	ms_copy_fn copy;
 	void *copy_arg;
-	int rebuilding;			/* chunk rebuild_idx of rebuild_ino is being copied */
+	int rebuilding;			/* atomic: chunk rebuild_idx of rebuild_ino is being copied */
 	uint64_t rebuild_ino, rebuild_idx;
 	struct ms_rebuild_stats rebuild_last;
 	uint64_t rebuild_passes;

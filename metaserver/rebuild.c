@@ -69,6 +69,9 @@ int ms_rebuild_busy(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last)
 {
 	int busy;
 
+	/* every LAYOUT asks: nothing being copied (nearly always) costs no lock */
+	if (!__atomic_load_n(&ms->rebuilding, __ATOMIC_ACQUIRE))
+		return 0;
 	pthread_mutex_lock(&ms->rebuild_mu);
 	busy = ms->rebuilding && ms->rebuild_ino == ino && ms->rebuild_idx >= first &&
 	       ms->rebuild_idx <= last;
@@ -79,9 +82,9 @@ int ms_rebuild_busy(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last)
 static void mark_chunk(struct ms *ms, uint64_t ino, uint64_t idx, int on)
 {
 	pthread_mutex_lock(&ms->rebuild_mu);
-	ms->rebuilding = on;
 	ms->rebuild_ino = ino;
 	ms->rebuild_idx = idx;
+	__atomic_store_n(&ms->rebuilding, on, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&ms->rebuild_mu);
 }
 
@@ -127,48 +130,40 @@ enum { NEED_FREE_STALE = 1, NEED_DROP = 2, NEED_COPY = 4, LOST = 8, UNDER = 16 }
 static int chunk_needs(struct ms *ms, const struct ms_chunk *c, uint64_t cpb, uint32_t wanted,
 		       uint8_t *alive, uint8_t *readable)
 {
-	int need = 0;
-
-	uint32_t possible = copies_possible(ms, wanted);
+	int need = 0, possible = -1;
 
 	census(ms, c, cpb, MS_ANY_SERVER, alive, readable);
+	/* every block some extent holds, once per extent that holds it */
 	for (int i = 0; i < c->n; i++) {
 		const struct ms_ext *e = &c->e[i];
+		uint64_t end = (uint64_t)e->off + e->count < cpb ? (uint64_t)e->off + e->count : cpb;
 
+		if (e->flags & MS_EXT_STALE)
+			need |= NEED_FREE_STALE;
 		/* a copy that does not count (draining, down too long) goes once it is not needed */
-		if (!(e->flags & MS_EXT_STALE) && possible &&
+		if (!(e->flags & MS_EXT_STALE) &&
 		    !registry_alive(&ms->reg, e->server_id, ms->rebuild_grace_ms)) {
 			int enough = 1;
 
-			for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && b < cpb; b++)
-				enough &= alive[b] >= possible;
-			if (enough)
+			if (possible < 0)
+				possible = (int)copies_possible(ms, wanted);
+			for (uint64_t b = e->off; b < end; b++)
+				enough &= alive[b] >= (uint32_t)possible;
+			if (enough && possible > 0)
 				need |= NEED_DROP;
 		}
-		if (e->flags & MS_EXT_STALE) {
-			need |= NEED_FREE_STALE;
-			/* a block only stale copies hold: its data is gone */
-			for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && b < cpb; b++)
-				if (!alive[b])
-					need |= LOST;
+		for (uint64_t b = e->off; b < end; b++) {
+			if (alive[b] > wanted)
+				need |= NEED_DROP;
+			if (alive[b] < wanted) {
+				need |= UNDER;
+				if (readable[b])
+					need |= NEED_COPY;
+			}
+			/* held by no copy that counts: its data is gone, or away past the grace */
+			if (!alive[b])
+				need |= LOST;
 		}
-	}
-	for (uint64_t b = 0; b < cpb; b++) {
-		int held = 0;
-
-		for (int i = 0; i < c->n && !held; i++)
-			held = c->e[i].off <= b && b < (uint64_t)c->e[i].off + c->e[i].count;
-		if (!held)
-			continue;
-		if (alive[b] > wanted)
-			need |= NEED_DROP;
-		if (alive[b] < wanted) {
-			need |= UNDER;
-			if (readable[b])
-				need |= NEED_COPY;
-		}
-		if (!alive[b])
-			need |= LOST;
 	}
 	return need;
 }
@@ -299,6 +294,24 @@ static uint32_t pick_target_in(struct ms *ms, const struct ms_inode *in, const s
 	return 0;
 }
 
+/* Room for twice as many runs and jobs (the same count each). */
+static int grow_runs(struct ms_ext **runs, struct copy_job **jobs, size_t *cap)
+{
+	size_t nc = *cap ? *cap * 2 : 8;
+	struct ms_ext *nr = realloc(*runs, nc * sizeof(*nr));
+	struct copy_job *nj;
+
+	if (!nr)
+		return -ENOMEM;
+	*runs = nr;
+	nj = realloc(*jobs, nc * sizeof(*nj));
+	if (!nj)
+		return -ENOMEM;
+	*jobs = nj;
+	*cap = nc;
+	return 0;
+}
+
 /*
  * Step 1: allocate one new copy, on @dst, of the blocks of @c that lack
  * copies and have a readable one; record it STALE|BUILDING. The jobs say
@@ -348,22 +361,8 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 				ret = (int)got;
 				break;
 			}
-			if (nruns == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				struct ms_ext *nr = realloc(runs, nc * sizeof(*nr));
-				struct copy_job *nj = realloc(*jobs, nc * sizeof(*nj));
-
-				if (nr)
-					runs = nr;
-				if (nj)
-					*jobs = nj;
-				if (!nr || !nj || chunk_reserve(c, c->n + 1)) {
-					alloc_free(&ms->alloc, dst, block, (uint64_t)got);
-					ret = -ENOMEM;
-					break;
-				}
-				cap = nc;
-			} else if (chunk_reserve(c, c->n + 1)) {
+			if ((nruns == cap && grow_runs(&runs, jobs, &cap)) ||
+			    chunk_reserve(c, c->n + 1)) {
 				alloc_free(&ms->alloc, dst, block, (uint64_t)got);
 				ret = -ENOMEM;
 				break;

@@ -193,6 +193,12 @@ int io_copy_stale(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file
 	return ret;
 }
 
+/* The file offset of the bytes request @r of plan @p carries. */
+static uint64_t req_file_off(const struct write_plan *p, const struct io_req *r)
+{
+	return p->off + (uint64_t)((const uint8_t *)r->iov[0].iov_base - p->buf);
+}
+
 /*
  * A WRITE failed with @ret (not a refused capability). Where another copy
  * took every piece a failed request carried, the write has landed: the copies
@@ -219,7 +225,7 @@ static int write_copies_settle(struct rdfs_file *f, struct write_plan *p, int re
 	}
 	for (k = 0; k < p->n; k++) {
 		const struct io_req *r = &p->r[k];
-		uint64_t a = p->off + ((const uint8_t *)r->iov[0].iov_base - p->buf);
+		uint64_t a = req_file_off(p, r);
 
 		if (r->status && io_copy_stale(f->c, f->in, f, NULL, io_req_server(r), BLK_DOWN(a),
 					       BLK_UP(a + r->length)))
@@ -253,8 +259,7 @@ int write_plan_end(struct rdfs_file *f, struct write_plan *p)
 			for (j = 0; j < p->n && ret == 0; j++)
 				if (p->r[j].status == 0) {
 					const struct io_req *r = &p->r[j];
-					uint64_t a = p->off +
-						     ((const uint8_t *)r->iov[0].iov_base - p->buf);
+					uint64_t a = req_file_off(p, r);
 
 					ret = inode_note_unstable(in, io_req_server(r), r->verifier,
 								  0, BLK_DOWN(a),

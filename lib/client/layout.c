@@ -104,8 +104,12 @@ int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s)
 	 * are planned before any is sent, so loads alone would send them all to
 	 * the first copy, where striping spreads a one-copy file over its servers.
 	 */
-	int first = s->ncopies ? (int)((s->start >> 8) % (uint64_t)s->ncopies) : 0;
+	int first;
 
+	/* one copy (most files): nothing to choose, no peer to look up */
+	if (s->ncopies <= 1)
+		return 0;
+	first = (int)((s->start >> 8) % (uint64_t)s->ncopies);
 	for (int i = 0; i < s->ncopies; i++) {
 		int k = (first + i) % s->ncopies;
 		struct rdfs_peer *p;
