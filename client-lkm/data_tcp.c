@@ -155,6 +155,7 @@ static int rdfs_sock_send(struct socket *sock, void *hdr, size_t hlen, struct pa
 struct rdfs_io_pending {
 	struct rdfs_conn *cn;
 	u32 server_id;
+	int seg;		/* the layout segment it serves (rdfs_io_set.seg_err) */
 	u16 op;
 	struct page **pages;
 	size_t off;
@@ -302,8 +303,24 @@ out:
 struct rdfs_io_set {
 	struct rdfs_io_pending p[RDFS_IO_INFLIGHT];
 	int n;
-	int err;
+	int err;		/* the first error */
+	u32 failed_server;	/* of the first error that was not a fence */
+	bool failed;
+	int *seg_err;		/* if set: the first error of each layout segment */
 };
+
+/* Request @seg's to @server_id failed with @err (at start or in its reply). */
+static void rdfs_io_failed(struct rdfs_io_set *set, int seg, u32 server_id, int err)
+{
+	if (!set->err)
+		set->err = err;
+	if (err != -ESTALE && !set->failed) {
+		set->failed = true;
+		set->failed_server = server_id;
+	}
+	if (set->seg_err && !set->seg_err[seg])
+		set->seg_err[seg] = err;
+}
 
 static void rdfs_io_drain(struct rdfs_io_set *set)
 {
@@ -311,8 +328,8 @@ static void rdfs_io_drain(struct rdfs_io_set *set)
 
 	for (i = 0; i < set->n; i++) {
 		err = rdfs_io_finish(&set->p[i]);
-		if (err && !set->err)
-			set->err = err;
+		if (err)
+			rdfs_io_failed(set, set->p[i].seg, set->p[i].server_id, err);
 	}
 	set->n = 0;
 }
@@ -322,7 +339,7 @@ static void rdfs_io_drain(struct rdfs_io_set *set)
  * together (a read-ahead window striped over all servers at once); one to a
  * server whose connection is busy first waits for what @set has in flight.
  */
-static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, u16 op,
+static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, int seg, u16 op,
 		       u32 server_id, const u8 *cap, u32 cap_len, u64 first_block,
 		       struct page **pages, size_t off, u32 len, u32 data_len)
 {
@@ -338,21 +355,33 @@ static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, u16 op
 				    len, data_len, true, &set->p[set->n]);
 	}
 	if (!err)
-		set->n++;
+		set->p[set->n++].seg = seg;
+	else
+		rdfs_io_failed(set, seg, server_id, err);
 	return err;
 }
 
 /*
- * The layout of [pos, pos + len) of @inode from the helper, in a new buffer;
- * @refresh: the last one was fenced, the helper must ask the metaserver again.
+ * What the last try of a read or write learnt: @refresh, a capability was
+ * fenced (the helper must ask the metaserver again); @failed, I/O server
+ * @failed_server failed (a read should go to another copy).
  */
+struct rdfs_io_try {
+	bool refresh;
+	bool failed;
+	u32 failed_server;
+};
+
+/* The layout of [pos, pos + len) of @inode from the helper, in a new buffer. */
 static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle, u64 pos,
-						 u64 len, bool allocate, bool refresh,
-						 size_t *rlen)
+						 u64 len, bool allocate,
+						 const struct rdfs_io_try *t, size_t *rlen)
 {
 	struct rdfs_dev_layout_req lr = {
 		.offset = pos, .length = len, .allocate = allocate,
-		.flags = refresh ? RDFS_DEV_LAYOUT_REFRESH : 0,
+		.flags = (t->refresh ? RDFS_DEV_LAYOUT_REFRESH : 0) |
+			 (t->failed ? RDFS_DEV_LAYOUT_FAILED : 0),
+		.failed_server = t->failed_server,
 	};
 	struct rdfs_dev_layout_reply *rep;
 	struct rdfs_dev_call c;
@@ -399,17 +428,49 @@ static void rdfs_zero_pages(struct page **pages, int from, int to)
 		zero_user(pages[from], 0, PAGE_SIZE);
 }
 
-/* Tries of a read or write whose capability an I/O server refused as fenced. */
-#define RDFS_IO_TRIES	5
+/*
+ * Tries of a read or write whose capability an I/O server refused as fenced,
+ * or of a read whose I/O server failed (each try passes over the last one
+ * that failed: with RDFS_MAX_COPIES copies, each gets its turn).
+ */
+#define RDFS_IO_TRIES	RDFS_MAX_COPIES
+
+/*
+ * The errors of an I/O server that is dead, unreachable or failing (not a
+ * refused capability, not a lack of memory here): another copy may serve.
+ */
+static bool rdfs_io_server_failed(int err)
+{
+	switch (err) {
+	case -EIO: case -ETIMEDOUT: case -ECONNREFUSED: case -ECONNRESET:
+	case -ECONNABORTED: case -EHOSTUNREACH: case -ENETUNREACH: case -ENOTCONN:
+	case -EPIPE:
+		return true;
+	}
+	return false;
+}
+
+/* Take what a failed try learnt into @t: true if another try may succeed. */
+static bool rdfs_io_retry(struct rdfs_io_try *t, int err, const struct rdfs_io_set *set)
+{
+	if (err == -ESTALE) {
+		t->refresh = true;
+		return true;
+	}
+	if (!set->failed || !rdfs_io_server_failed(err))
+		return false;
+	t->failed = true;
+	t->failed_server = set->failed_server;
+	return true;
+}
 
 /* One try of rdfs_data_read(); -ESTALE: a capability was fenced. */
 static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pages,
-			       int npages, bool refresh)
+			       int npages, struct rdfs_io_try *t, struct rdfs_io_set *set)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 pos = page_offset(pages[0]), end = pos + ((u64)npages << PAGE_SHIFT);
 	u64 isize = i_size_read(inode), done = pos;
-	struct rdfs_io_set set = {};
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
 	u32 i;
@@ -421,7 +482,7 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
 		rdfs_zero_pages(pages, 0, npages);
 		return 0;
 	}
-	rep = rdfs_layout(inode, handle, pos, end - pos, false, refresh, &rlen);
+	rep = rdfs_layout(inode, handle, pos, end - pos, false, t, &rlen);
 	if (IS_ERR(rep))
 		return PTR_ERR(rep);
 	for (i = 0; i < rep->nsegs && !err; i++) {
@@ -436,16 +497,16 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
 			rdfs_zero_pages(pages, (a - pos) >> PAGE_SHIFT, (b - pos) >> PAGE_SHIFT);
 		for (; !(s->flags & RDFS_DEV_SEG_HOLE) && a < b && !err; a += n) {
 			n = min_t(u64, b - a, RDFS_IO_MAX_LEN);
-			err = rdfs_io_add(sbi, &set, RDFS_OP_READ, s->server_id,
+			err = rdfs_io_add(sbi, set, i, RDFS_OP_READ, s->server_id,
 					  (u8 *)rep + s->cap_off, s->cap_len,
 					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
 					  pages, a - pos, n, n);
 		}
 		done = b;
 	}
-	rdfs_io_drain(&set);
+	rdfs_io_drain(set);
 	if (!err)
-		err = set.err;
+		err = set->err;
 	kvfree(rep);
 	if (err) {
 		if (err != -ESTALE)
@@ -465,65 +526,147 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
  * Fill @npages consecutive page-cache pages (locked, not uptodate) from the
  * I/O servers: holes and what lies past the end of the file read as zeros. A
  * fenced capability (the metaserver took blocks of the file back) is retried
- * with a layout the helper fetches again.
+ * with a layout the helper fetches again; a failed I/O server with a layout
+ * that names another copy where the file has one.
  */
 int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages)
 {
-	int err = -ESTALE, i;
+	struct rdfs_io_try t = {};
+	int err, i;
 
-	for (i = 0; i < RDFS_IO_TRIES && err == -ESTALE; i++)
-		err = rdfs_data_read_once(inode, handle, pages, npages, i > 0);
+	for (i = 0;; i++) {
+		struct rdfs_io_set set = {};
+
+		err = rdfs_data_read_once(inode, handle, pages, npages, &t, &set);
+		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
+			break;
+		if (t.failed)
+			atomic64_inc(&rdfs_stats.read_failovers);
+	}
 	return err == -ESTALE ? -EIO : err;
+}
+
+/*
+ * Copy @i of a write layout missed the write that the others took: the
+ * helper marks it stale (0), or it cannot (the write failed).
+ */
+static int rdfs_copy_lost(struct inode *inode, u64 handle, const struct rdfs_dev_seg *s,
+			  u64 a, u64 b)
+{
+	struct rdfs_dev_copy_lost cl = { .offset = a, .length = b - a,
+					 .server_id = s->server_id };
+	struct rdfs_dev_call c;
+	int err;
+
+	rdfs_call_init(&c, RDFS_DEV_COPY_LOST, inode->i_ino, handle);
+	rdfs_call_arg(&c, &cl, sizeof(cl));
+	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	if (!err)
+		atomic64_inc(&rdfs_stats.copies_lost);
+	return err;
+}
+
+/*
+ * After a write to the segments of @rep, settle each run written to several
+ * copies (a segment and the RDFS_DEV_SEG_COPY ones after it): a fence anywhere
+ * is -ESTALE (the whole write is tried again), a run no copy took is its
+ * error, and copies that failed where another took the bytes are reported
+ * lost. [pos, end) is the write.
+ */
+static int rdfs_write_settle(struct inode *inode, u64 handle,
+			     const struct rdfs_dev_layout_reply *rep, const int *seg_err,
+			     u64 pos, u64 end)
+{
+	u32 i, j, k;
+	int err = 0;
+
+	for (i = 0; i < rep->nsegs; i++)
+		if (seg_err[i] == -ESTALE)
+			return -ESTALE;
+	for (i = 0; i < rep->nsegs && !err; i = j) {
+		const struct rdfs_dev_seg *s = &rep->segs[i];
+		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end);
+		u32 ok = 0;
+
+		for (j = i; j < rep->nsegs && (j == i || rep->segs[j].flags & RDFS_DEV_SEG_COPY); j++)
+			ok += !seg_err[j];
+		if (a >= b)
+			continue;
+		if (!ok)
+			return seg_err[i];
+		for (k = i; k < j && !err; k++)
+			if (seg_err[k])
+				err = rdfs_copy_lost(inode, handle, &rep->segs[k], a, b);
+	}
+	return err;
 }
 
 /* One try of rdfs_data_write(); -ESTALE: a capability was fenced. */
 static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **pages,
-				int npages, u32 off, u64 len, bool refresh)
+				int npages, u32 off, u64 len, struct rdfs_io_try *t,
+				struct rdfs_io_set *set)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 base = page_offset(pages[0]), pos = base + off, end = pos + len;
 	u64 lo = round_down(pos, RDFS_BLOCK_SIZE), hi = round_up(end, RDFS_BLOCK_SIZE);
-	struct rdfs_io_set set = {};
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
-	u64 covered = pos;
+	u64 covered = pos, copy_a = 0, copy_b = 0;
 	u32 i;
 	int err = 0;
 
 	if (!len || off + len > ((u64)npages << PAGE_SHIFT))
 		return -EINVAL;
-	rep = rdfs_layout(inode, handle, lo, hi - lo, true, refresh, &rlen);
+	rep = rdfs_layout(inode, handle, lo, hi - lo, true, t, &rlen);
 	if (IS_ERR(rep))
 		return PTR_ERR(rep);
+	set->seg_err = kcalloc(max(rep->nsegs, 1u), sizeof(*set->seg_err), GFP_NOFS);
+	if (!set->seg_err) {
+		kvfree(rep);
+		return -ENOMEM;
+	}
 	for (i = 0; i < rep->nsegs && !err; i++) {
 		struct rdfs_dev_seg *s = &rep->segs[i];
 		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
 
 		if (a >= b)
 			continue;
-		if (a != covered || (s->flags & RDFS_DEV_SEG_HOLE)) {
+		if (s->flags & RDFS_DEV_SEG_COPY) {
+			/* another copy of the run before it: the same bytes again */
+			if (!i || a != copy_a || b != copy_b || (s->flags & RDFS_DEV_SEG_HOLE))
+				err = -EIO;
+		} else if (a != covered || (s->flags & RDFS_DEV_SEG_HOLE)) {
 			err = -EIO;
-			break;
 		}
-		for (; a < b && !err; a += n) {
+		if (err)
+			break;
+		copy_a = a;
+		copy_b = b;
+		/* a copy that fails at the start is settled below, with the others */
+		for (; a < b && !set->seg_err[i]; a += n) {
 			/* at most RDFS_IO_MAX_LEN / 4096 pages, whatever the head */
 			n = min_t(u64, b - a, RDFS_IO_MAX_LEN - a % RDFS_BLOCK_SIZE);
-			err = rdfs_io_add(sbi, &set, RDFS_OP_WRITE, s->server_id,
-					  (u8 *)rep + s->cap_off, s->cap_len,
-					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-					  pages, a - base, n, 0);
+			rdfs_io_add(sbi, set, i, RDFS_OP_WRITE, s->server_id,
+				    (u8 *)rep + s->cap_off, s->cap_len,
+				    s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
+				    pages, a - base, n, 0);
 		}
 		covered = b;
 	}
-	rdfs_io_drain(&set);
-	if (!err)
-		err = set.err;
-	kvfree(rep);
-	if (!err && covered < end)
+	rdfs_io_drain(set);
+	if (err)
+		pr_warn_ratelimited("rdfs: bad write layout of inode %lu [%llu, %llu) at %llu\n",
+				    inode->i_ino, pos, end, covered);
+	else if (covered < end)
 		err = -EIO;
+	else if (set->err)
+		err = rdfs_write_settle(inode, handle, rep, set->seg_err, pos, end);
+	kfree(set->seg_err);
+	set->seg_err = NULL;
+	kvfree(rep);
 	if (err && err != -ESTALE)
-		pr_warn_ratelimited("rdfs: write of inode %lu [%llu, %llu) failed at %llu: %d\n",
-				    inode->i_ino, pos, end, covered, err);
+		pr_warn_ratelimited("rdfs: write of inode %lu [%llu, %llu) failed: %d\n",
+				    inode->i_ino, pos, end, err);
 	return err;
 }
 
@@ -532,14 +675,23 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
  * writeback) to the I/O servers, allocating blocks as needed. Exactly those
  * bytes go: a partial page's other bytes are as this client last read them
  * and may be stale, so the I/O server keeps its own (read-modify-write). A
- * fenced capability is retried with a layout the helper fetches again.
+ * fenced capability is retried with a layout the helper fetches again, and so
+ * is a failed I/O server (a restarted one: the connection to it was stale;
+ * writes are idempotent). Where a file has several copies, one that fails
+ * while another takes the bytes is reported lost instead.
  */
 int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
 		    u32 off, u64 len)
 {
-	int err = -ESTALE, i;
+	struct rdfs_io_try t = {};
+	int err, i;
 
-	for (i = 0; i < RDFS_IO_TRIES && err == -ESTALE; i++)
-		err = rdfs_data_write_once(inode, handle, pages, npages, off, len, i > 0);
+	for (i = 0;; i++) {
+		struct rdfs_io_set set = {};
+
+		err = rdfs_data_write_once(inode, handle, pages, npages, off, len, &t, &set);
+		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
+			break;
+	}
 	return err == -ESTALE ? -EIO : err;
 }

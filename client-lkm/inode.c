@@ -517,9 +517,11 @@ static ssize_t rdfs_listxattr(struct dentry *dentry, char *buf, size_t size)
 }
 
 /*
- * user.* and trusted.* names go to the metaserver whole. security.* and
- * system.* get EOPNOTSUPP as in rdfs-fuse (no labels, no ACLs), which also
- * spares every write(2) a helper round trip for security.capability.
+ * user.* and trusted.* names go to the metaserver whole, and so does
+ * rdfs.copies (the number of copies of a file, a directory's default; the
+ * metaserver checks who may set it). security.* and system.* get EOPNOTSUPP
+ * as in rdfs-fuse (no labels, no ACLs), which also spares every write(2) a
+ * helper round trip for security.capability.
  */
 static const struct xattr_handler rdfs_xattr_user_handler = {
 	.prefix	= XATTR_USER_PREFIX,
@@ -533,9 +535,16 @@ static const struct xattr_handler rdfs_xattr_trusted_handler = {
 	.set	= rdfs_xattr_set,
 };
 
+static const struct xattr_handler rdfs_xattr_copies_handler = {
+	.name	= RDFS_COPIES_XATTR,
+	.get	= rdfs_xattr_get,
+	.set	= rdfs_xattr_set,
+};
+
 const struct xattr_handler *rdfs_xattr_handlers[] = {
 	&rdfs_xattr_user_handler,
 	&rdfs_xattr_trusted_handler,
+	&rdfs_xattr_copies_handler,
 	NULL
 };
 

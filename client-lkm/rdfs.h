@@ -150,13 +150,16 @@ int rdfs_rdma_finish(struct rdfs_rdma_req *req);
  * super.c: module counters, read with /sys/module/rdfs/parameters/stats.
  * copy_*: file-data bytes the CPU copied between the page cache and the
  * network (TCP: the socket's copy; RDMA: an eager reply's inline data);
- * rdma_*: bytes the NIC moved straight to or from page-cache pages.
+ * rdma_*: bytes the NIC moved straight to or from page-cache pages;
+ * read_failovers: reads tried again on another copy after an I/O server
+ * failed; copies_lost: copies a write missed, marked stale through the helper.
  */
 struct rdfs_stats {
 	atomic64_t copy_read_bytes, copy_write_bytes;
 	atomic64_t rdma_read_bytes, rdma_write_bytes;
 	atomic64_t mr_reg, mr_inv;	/* per-request registrations, invalidations */
 	atomic64_t rdma_conns, rdma_reqs;	/* alive now */
+	atomic64_t read_failovers, copies_lost;
 };
 extern struct rdfs_stats rdfs_stats;
 

@@ -21,8 +21,11 @@
 
 #include <linux/types.h>
 
-/* 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr values) */
-#define RDFS_DEV_ABI_VERSION	4
+/*
+ * 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr
+ * values); 5: files with several copies (LAYOUT_FAILED, SEG_COPY, COPY_LOST)
+ */
+#define RDFS_DEV_ABI_VERSION	5
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -60,6 +63,7 @@ enum rdfs_dev_op {
 	RDFS_DEV_FALLOCATE,	/* handle; rdfs_dev_fallocate -> rdfs_dev_attr */
 	RDFS_DEV_SEEK,		/* handle; rdfs_dev_seek -> reply.val: SEEK_DATA/SEEK_HOLE's answer */
 	RDFS_DEV_COPY_RANGE,	/* handle = source; rdfs_dev_copy -> reply.val copied, rdfs_dev_attr of dst */
+	RDFS_DEV_COPY_LOST,	/* handle; rdfs_dev_copy_lost: a copy missed a write the others took */
 	RDFS_DEV_OP_MAX
 };
 
@@ -170,16 +174,32 @@ struct rdfs_dev_statfs {
  * and asks the metaserver again.
  */
 #define RDFS_DEV_LAYOUT_REFRESH	1u
+/*
+ * RDFS_DEV_LAYOUT_FAILED: the last try of a read failed on I/O server
+ * @failed_server (dead, unreachable, an I/O error): the helper passes that
+ * server over for a while wherever another copy holds the blocks.
+ */
+#define RDFS_DEV_LAYOUT_FAILED	2u
 
 struct rdfs_dev_layout_req {
 	__u64 offset;		/* bytes, block-aligned */
 	__u64 length;
 	__u32 allocate;		/* allocate holes (writes) */
 	__u32 flags;		/* RDFS_DEV_LAYOUT_* */
+	__u32 failed_server;	/* with RDFS_DEV_LAYOUT_FAILED */
+	__u32 pad;
 };
 
 #define RDFS_DEV_SEG_HOLE	1u
 #define RDFS_DEV_SEG_UNWRITTEN	2u
+/*
+ * RDFS_DEV_SEG_COPY: another copy of the segment before it (same offset and
+ * length, another server). Only write layouts (allocate) list every copy: a
+ * write goes to each, and is done when every copy took it or the copies that
+ * did not were reported with RDFS_DEV_COPY_LOST. Read layouts name one copy,
+ * the one the helper picked.
+ */
+#define RDFS_DEV_SEG_COPY	4u
 
 /*
  * One run of the file: bytes [offset, offset + length) are at volume block
@@ -235,6 +255,19 @@ struct rdfs_dev_copy {
 	__u64 off_in;
 	__u64 off_out;
 	__u64 length;
+};
+
+/*
+ * A write of bytes [offset, offset + length) reached other copies but failed
+ * on server @server_id's: the helper has the metaserver mark that copy of the
+ * blocks stale (never served again; the rebuilder makes a new one). An error
+ * (EIO: it was the last current copy) means the write failed.
+ */
+struct rdfs_dev_copy_lost {
+	__u64 offset;
+	__u64 length;
+	__u32 server_id;
+	__u32 pad;
 };
 
 struct rdfs_dev_xattr {

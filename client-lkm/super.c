@@ -30,17 +30,19 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 
 	return sysfs_emit(buf, "copy_read_bytes %lld\ncopy_write_bytes %lld\n"
 			  "rdma_read_bytes %lld\nrdma_write_bytes %lld\nmr_reg %lld\n"
-			  "mr_inv %lld\nrdma_conns %lld\nrdma_reqs %lld\n",
+			  "mr_inv %lld\nrdma_conns %lld\nrdma_reqs %lld\nread_failovers %lld\n"
+			  "copies_lost %lld\n",
 			  atomic64_read(&s->copy_read_bytes), atomic64_read(&s->copy_write_bytes),
 			  atomic64_read(&s->rdma_read_bytes), atomic64_read(&s->rdma_write_bytes),
 			  atomic64_read(&s->mr_reg), atomic64_read(&s->mr_inv),
-			  atomic64_read(&s->rdma_conns), atomic64_read(&s->rdma_reqs));
+			  atomic64_read(&s->rdma_conns), atomic64_read(&s->rdma_reqs),
+			  atomic64_read(&s->read_failovers), atomic64_read(&s->copies_lost));
 }
 
 static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
 module_param_cb(stats, &rdfs_stats_ops, NULL, 0444);
 MODULE_PARM_DESC(stats,
-		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive");
+		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed");
 
 struct rdfs_mount_opts {
 	int fd;

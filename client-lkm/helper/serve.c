@@ -336,6 +336,39 @@ static int op_release(struct msg *m)
 	return p ? rdfs_release(p) : -EBADF;
 }
 
+/*
+ * Segment @s of a layout reply from copy @k of @ls: its capability packed at
+ * *@caps (advanced) unless the reader sees a hole. -E2BIG: no room left.
+ */
+static int layout_seg_fill(struct msg *m, struct rdfs_dev_seg *s, const struct layout_seg *ls,
+			   int k, uint32_t flags, size_t *caps)
+{
+	size_t room = RDFS_DEV_MAX_MSG - sizeof(struct rdfs_dev_reply);
+
+	memset(s, 0, sizeof(*s));
+	s->offset = ls->start * BLK;
+	s->length = (ls->end - ls->start) * BLK;
+	s->block = ls->copy[k].block;
+	s->server_id = ls->copy[k].server_id;
+	s->flags = flags;
+	if (ls->unwritten)
+		s->flags |= RDFS_DEV_SEG_UNWRITTEN;
+	if (s->flags & RDFS_DEV_SEG_HOLE || !ls->copy[k].cap)
+		return 0;
+	s->cap_len = rdfs__capability__get_packed_size(ls->copy[k].cap);
+	if (*caps + s->cap_len > room)
+		return -E2BIG;
+	s->cap_off = *caps;
+	rdfs__capability__pack(ls->copy[k].cap, m->out + *caps);
+	*caps += s->cap_len;
+	return 0;
+}
+
+/*
+ * A read layout names one copy per segment (the one seg_pick_copy chose, past
+ * a server the module saw fail); a write layout names every copy, the first
+ * as the segment and the others after it with RDFS_DEV_SEG_COPY.
+ */
 static int op_layout(struct msg *m)
 {
 	const struct rdfs_dev_layout_req *lr = (const void *)m->in;
@@ -345,6 +378,7 @@ static int op_layout(struct msg *m)
 	struct rdfs_file *f;
 	struct rdfs_inode *in;
 	uint64_t bstart, bend;
+	uint32_t nout = 0;
 	int n, i, err = 0;
 
 	if (m->in_len < sizeof(*lr) || lr->offset % BLK || lr->length % BLK)
@@ -357,59 +391,75 @@ static int op_layout(struct msg *m)
 	bend = (lr->offset + lr->length) / BLK;
 	if (lr->flags & RDFS_DEV_LAYOUT_REFRESH)
 		layout_refused(in, -ESTALE, bstart, bend);
+	if (lr->flags & RDFS_DEV_LAYOUT_FAILED) {
+		struct rdfs_peer *p = ios_peer(f->c, lr->failed_server, NULL);
+
+		if (p)
+			peer_suspect(p);
+	}
 	n = layout_get(f->c, in, f, NULL, bstart, bend, bend, lr->allocate, &segs);
 	if (n < 0)
 		return n;
 	memset(rep, 0, sizeof(*rep));
-	caps = sizeof(*rep) + n * sizeof(rep->segs[0]);
+	caps = sizeof(*rep);
+	for (i = 0; i < n; i++)
+		caps += (lr->allocate && !segs[i].hole ? segs[i].ncopies : 1) * sizeof(rep->segs[0]);
 	if (caps > room)
 		err = -E2BIG;
 	pthread_mutex_lock(&in->lock);
 	rep->size = inode_size(in);
 	for (i = 0; i < n && !err; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
 		const struct layout_seg *ls = &segs[i];
-		int k = ls->hole ? 0 : seg_pick_copy(f->c, ls);
+		uint32_t flags = 0;
+		int k;
 
-		/*
-		 * The module writes one extent per segment: a write that reached
-		 * one copy of several would leave the others silently behind.
-		 */
-		if (lr->allocate && ls->ncopies > 1) {
-			log_msg(LOG_LVL_WARN, "inode %llu has %d copies: the kernel client cannot "
-				"write files with more than one copy yet (use rdfs-fuse)",
-				(unsigned long long)in->ino, ls->ncopies);
-			err = -EOPNOTSUPP;
-			break;
-		}
-		memset(s, 0, sizeof(*s));
-		s->offset = ls->start * BLK;
-		s->length = (ls->end - ls->start) * BLK;
-		s->block = ls->copy[k].block;
-		s->server_id = ls->copy[k].server_id;
 		/* unwritten blocks read as zeros, except for the client that wrote them */
 		if (ls->hole || (!lr->allocate && ls->unwritten &&
 				 !inode_block_written_here(in, ls->start, ls->end)))
-			s->flags |= RDFS_DEV_SEG_HOLE;
-		if (ls->unwritten)
-			s->flags |= RDFS_DEV_SEG_UNWRITTEN;
-		if (s->flags & RDFS_DEV_SEG_HOLE || !ls->copy[k].cap)
+			flags |= RDFS_DEV_SEG_HOLE;
+		if (!lr->allocate || ls->hole) {
+			k = ls->hole ? 0 : seg_pick_copy(f->c, ls);
+			err = layout_seg_fill(m, &rep->segs[nout++], ls, k, flags, &caps);
 			continue;
-		s->cap_len = rdfs__capability__get_packed_size(ls->copy[k].cap);
-		if (caps + s->cap_len > room) {
-			err = -E2BIG;
-			break;
 		}
-		s->cap_off = caps;
-		rdfs__capability__pack(ls->copy[k].cap, m->out + caps);
-		caps += s->cap_len;
+		for (k = 0; k < ls->ncopies && !err; k++)
+			err = layout_seg_fill(m, &rep->segs[nout++], ls, k,
+					      flags | (k ? RDFS_DEV_SEG_COPY : 0), &caps);
 	}
 	pthread_mutex_unlock(&in->lock);
-	rep->nsegs = i;
+	rep->nsegs = nout;
 	layout_segs_put(segs, n);
 	if (err)
 		return err;
 	m->out_len = caps;
+	return 0;
+}
+
+/* The module's write missed one copy: mark it stale, as rdfs-fuse's write_copies_settle does. */
+static int op_copy_lost(struct msg *m)
+{
+	const struct rdfs_dev_copy_lost *cl = (const void *)m->in;
+	struct rdfs_file *f;
+	uint64_t b0, b1;
+	int err;
+
+	if (m->in_len < sizeof(*cl) || !cl->length || cl->offset + cl->length < cl->offset)
+		return -EINVAL;
+	f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	if (!f)
+		return -EBADF;
+	b0 = cl->offset / BLK;
+	b1 = (cl->offset + cl->length + BLK - 1) / BLK;
+	err = io_copy_stale(f->c, f->in, f, NULL, cl->server_id, b0, b1);
+	if (err) {
+		log_msg(LOG_LVL_WARN, "inode %llu: a write of blocks %llu-%llu missed the copy on "
+			"I/O server %u, which cannot be marked stale: %s",
+			(unsigned long long)f->in->ino, (unsigned long long)b0,
+			(unsigned long long)b1, cl->server_id, strerror(-err));
+		return err;
+	}
+	/* the module's next write layout must not name the stale copy */
+	layout_refused(f->in, -EIO, b0, b1);
 	return 0;
 }
 
@@ -619,6 +669,8 @@ static int dispatch(struct msg *m)
 	case RDFS_DEV_SEEK:
 	case RDFS_DEV_COPY_RANGE:
 		return op_file_range(m);
+	case RDFS_DEV_COPY_LOST:
+		return op_copy_lost(m);
 	}
 	return -ENOSYS;
 }

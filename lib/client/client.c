@@ -227,6 +227,11 @@ struct rdfs_peer *ios_peer(struct rdfs_client *c, uint32_t server_id, const char
 	return p;
 }
 
+void peer_suspect(struct rdfs_peer *p)
+{
+	__atomic_store_n(&p->suspect_until_ms, io_mono_ms() + RDFS_SUSPECT_MS, __ATOMIC_RELAXED);
+}
+
 static int ms_conn(struct rdfs_client *c, struct rdfs_conn **out)
 {
 	int wait = c->opts.reconnect_ms > 0 ? c->opts.reconnect_ms : RDFS_RECONNECT_MS;

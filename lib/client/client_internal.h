@@ -292,6 +292,8 @@ void peer_set_url(struct rdfs_peer *p, const char *url);
 
 /* The I/O server @server_id (created on first use with @url, which may be NULL). */
 struct rdfs_peer *ios_peer(struct rdfs_client *c, uint32_t server_id, const char *url);
+/* A request to I/O server @p failed (not a refused capability): reads pass it over a while. */
+void peer_suspect(struct rdfs_peer *p);
 
 /* Local failures of a call (the peer did not answer) become -EIO. */
 int rpc_errno(int ret);

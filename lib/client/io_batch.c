@@ -197,8 +197,7 @@ int io_batch_end(struct io_batch *b)
 		}
 		/* a server that failed is passed over by reads while another copy has the blocks */
 		if (r->status && !io_cap_error(r->status) && r->peer)
-			__atomic_store_n(&r->peer->suspect_until_ms, io_mono_ms() + RDFS_SUSPECT_MS,
-					 __ATOMIC_RELAXED);
+			peer_suspect(r->peer);
 		b->done++;
 		if (r->status && !first_err) {
 			first_err = r->status;
