@@ -688,6 +688,7 @@ static int build_reply(const struct ms_inode *in, struct ms_chunk *cs, size_t nc
 			const struct ms_ext *e = &cs[i].e[j];
 			uint64_t s = base + e->off, t = s + e->count, blk = e->block;
 			int stale = !!(e->flags & MS_EXT_STALE);
+			int building = !!(e->flags & MS_EXT_BUILDING);
 			struct ms_extent *p = NULL;
 
 			if (t <= b0 || s >= b1 || (stale && !with_stale))
@@ -707,7 +708,8 @@ static int build_reply(const struct ms_inode *in, struct ms_chunk *cs, size_t nc
 			}
 			if (p && p->file_offset + p->length == s * BLK &&
 			    p->block + p->length / BLK == blk &&
-			    p->unwritten == !!(e->flags & MS_EXT_UNWRITTEN) && p->stale == stale) {
+			    p->unwritten == !!(e->flags & MS_EXT_UNWRITTEN) && p->stale == stale &&
+			    p->building == building) {
 				p->length += (t - s) * BLK;
 				continue;
 			}
@@ -733,6 +735,7 @@ static int build_reply(const struct ms_inode *in, struct ms_chunk *cs, size_t nc
 				.file_offset = s * BLK, .length = (t - s) * BLK,
 				.server_id = e->server_id, .block = blk,
 				.unwritten = !!(e->flags & MS_EXT_UNWRITTEN), .stale = stale,
+				.building = building,
 			};
 		}
 	}

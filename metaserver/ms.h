@@ -239,6 +239,7 @@ struct ms_extent {
 	uint64_t block;
 	int unwritten;
 	int stale;			/* a copy that missed writes (MS_LAYOUT_WITH_STALE) */
+	int building;			/* stale too: a new copy being made (rebuild.c) */
 };
 struct ms_layout {
 	uint64_t offset;		/* range described, block-aligned */

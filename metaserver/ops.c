@@ -419,6 +419,7 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 		e->block = l->ext[i].block;
 		e->unwritten = l->ext[i].unwritten;
 		e->stale = l->ext[i].stale;
+		e->building = l->ext[i].building;
 		r->extents[r->n_extents++] = e;
 		for (j = 0; j < nsrv && ids[j] != e->server_id; j++)
 			;

@@ -105,6 +105,7 @@ int rdfs_layout(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 				out[count].block = e->block;
 				out[count].unwritten = e->unwritten;
 				out[count].stale = e->stale;
+				out[count].building = e->building;
 			}
 			count++;
 		}

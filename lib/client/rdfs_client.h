@@ -368,6 +368,7 @@ struct rdfs_extent_info {
 	uint64_t block;
 	int unwritten;
 	int stale;			/* a copy that missed writes: never read */
+	int building;			/* stale too: a new copy the metaserver is making */
 };
 /*
  * The extents of [off, off+len) of @ino straight from the metaserver (no cache),

@@ -5,7 +5,7 @@ import re
 
 from conftest import MiB, assert_bytes_equal, drop_cache
 
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(written|unwritten|stale)\s*$")
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(written|unwritten|stale|building)\s*$")
 
 
 def parse_layout(text):

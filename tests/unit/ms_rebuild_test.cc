@@ -334,6 +334,12 @@ TEST_F(MsRebuildTest, WritesWaitAndReadsGoOnWhileAChunkIsCopied)
 		EXPECT_EQ(l.rights, RDFS_CAP_READ);
 		EXPECT_EQ(l.n, 1u) << "the copy being built is not described";
 		ms_layout_free(&l);
+		/* rdfs layout shows it, as building */
+		ASSERT_EQ(ms_layout(ms, sess, &root, f, 0, 16 * 4096, MS_LAYOUT_WITH_STALE, 0, &l), 0);
+		ASSERT_EQ(l.n, 2u);
+		EXPECT_EQ(l.ext[0].building + l.ext[1].building, 1);
+		EXPECT_EQ(l.ext[0].stale + l.ext[1].stale, 1);
+		ms_layout_free(&l);
 		/* other files are not held up */
 		ASSERT_EQ(ms_layout(ms, sess, &root, g, 0, 4096, 1, 0, &l), 0);
 		EXPECT_EQ(l.rights, RDFS_CAP_READ | RDFS_CAP_WRITE);

@@ -67,11 +67,14 @@ static int layout_run(struct tool *t, int argc, char **argv)
 	if (n)
 		printf("%14s  %12s  %6s  %12s  %s\n", "FILE_OFFSET", "LENGTH", "SERVER", "BLOCK",
 		       "STATE");
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		const char *state = ext[i].building ? "building" : ext[i].stale ? "stale" :
+				    ext[i].unwritten ? "unwritten" : "written";
+
 		printf("%14llu  %12llu  %6u  %12llu  %s\n",
 		       (unsigned long long)ext[i].file_offset, (unsigned long long)ext[i].length,
-		       ext[i].server_id, (unsigned long long)ext[i].block,
-		       ext[i].stale ? "stale" : ext[i].unwritten ? "unwritten" : "written");
+		       ext[i].server_id, (unsigned long long)ext[i].block, state);
+	}
 	free(ext);
 	return TOOL_OK;
 }
@@ -92,8 +95,10 @@ const struct tool_cmd tool_cmd_layout = {
 	"\n"
 	"A file with several copies (rdfs setcopies) has one extent per copy of a\n"
 	"range, each on another server, listed by offset. A copy whose server\n"
-	"missed a write is \"stale\": it is never read, and stays the file's until\n"
-	"the range is freed.\n"
+	"missed a write is \"stale\": it is never read, and the metaserver frees it\n"
+	"once the range has its copies elsewhere. A copy the metaserver is making\n"
+	"(rebuilding a lost or stale one, adding one after rdfs setcopies) is\n"
+	"\"building\" until its bytes are all in; it is never read either.\n"
 	"\n"
 	"PATH is a path inside the rdfs namespace starting at its root, e.g.\n"
 	"/dir/file (not a path through a mount point). Symbolic links are not\n"
