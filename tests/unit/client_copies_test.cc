@@ -61,6 +61,23 @@ struct rdfs_file *open_name(struct rdfs_client *c, const std::string &name, int 
 	return f;
 }
 
+// A client as a server host connects: with the server key, derived from the
+// capability key (what rdfs drain and rdfs rebalance need). nullptr on failure.
+struct rdfs_client *admin_client(rdfs_test::Cluster *cl)
+{
+	struct rdfs_client_opts o = cl->opts();
+	struct auth_secret cap;
+	struct auth_identity id;
+	struct rdfs_client *c = nullptr;
+
+	if (auth_secret_load(cl->cap_path.c_str(), &cap))
+		return nullptr;
+	auth_identity_server(&cap, &id);
+	o.secret = id.key;
+	o.role = "server";
+	return rdfs_client_open(&o, &c) ? nullptr : c;
+}
+
 // The whole file through a fresh open of @c: its bytes, or the error of the first read.
 int read_all(struct rdfs_client *c, const std::string &name, size_t size,
 	     std::vector<uint8_t> *out)
@@ -339,16 +356,8 @@ TEST(ClientCopies, DrainEmptiesTheServerAndEveryFileReadsBack)
 	// a reader holds "one" open across the drain
 	struct rdfs_file *open_one = open_name(w, "one", O_RDONLY);
 
-	// as a server host does it: the server key, derived from the capability key
-	struct rdfs_client_opts o = cl.opts();
-	struct auth_secret cap;
-	struct auth_identity id;
-	ASSERT_EQ(auth_secret_load(cl.cap_path.c_str(), &cap), 0);
-	auth_identity_server(&cap, &id);
-	o.secret = id.key;
-	o.role = "server";
-	struct rdfs_client *admin = nullptr;
-	ASSERT_EQ(rdfs_client_open(&o, &admin), 0);
+	struct rdfs_client *admin = admin_client(&cl);
+	ASSERT_NE(admin, nullptr);
 	// not with the cluster secret
 	EXPECT_EQ(rdfs_drain(w, 1, 1), -EPERM);
 
@@ -414,15 +423,8 @@ TEST(ClientCopies, RebalanceEvensOutANewServerWhileAFileIsWritten)
 	cl.start_ioserver(2);
 	ASSERT_TRUE(cl.wait_up(3));
 
-	struct rdfs_client_opts o = cl.opts();
-	struct auth_secret cap;
-	struct auth_identity id;
-	ASSERT_EQ(auth_secret_load(cl.cap_path.c_str(), &cap), 0);
-	auth_identity_server(&cap, &id);
-	o.secret = id.key;
-	o.role = "server";
-	struct rdfs_client *admin = nullptr;
-	ASSERT_EQ(rdfs_client_open(&o, &admin), 0);
+	struct rdfs_client *admin = admin_client(&cl);
+	ASSERT_NE(admin, nullptr);
 	EXPECT_EQ(rdfs_rebalance(w, 1, 10), -EPERM) << "not with the cluster secret";
 	EXPECT_EQ(rdfs_rebalance(admin, 1, 101), -EINVAL);
 	ASSERT_EQ(rdfs_rebalance(admin, 1, 10), 0);
