@@ -43,6 +43,7 @@ static const char *const op_names[RDFS_OP_MAX] = {
 	[RDFS_OP_PUNCH]			= "punch",
 	[RDFS_OP_STALE]			= "stale",
 	[RDFS_OP_DRAIN]			= "drain",
+	[RDFS_OP_REBALANCE]		= "rebalance",
 	[RDFS_OP_FSCK]			= "fsck",
 	[RDFS_OP_READ]			= "read",
 	[RDFS_OP_WRITE]			= "write",

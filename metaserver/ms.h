@@ -504,6 +504,8 @@ struct ms_rebuild_stats {
 	uint64_t copies_dropped;	/* extra copies taken away in the pass */
 	uint64_t stale_freed;		/* chunks whose stale copies were freed */
 	uint64_t bytes_copied;
+	uint64_t copies_moved;		/* copies moved to another server (rebalance, domains) */
+	uint64_t bytes_moved;		/* of those, by the rebalance */
 	uint64_t work_left;		/* chunks found needing work past the pass's limit */
 	uint64_t passes;		/* ms_rebuild_status(): passes finished since the start */
 };
@@ -511,10 +513,31 @@ struct ms_rebuild_stats {
  * One pass of the rebuilder over every chunk: counts what is under-replicated
  * or lost, and repairs at most @max_chunks (stale copies freed, extra copies
  * dropped, one new copy each). Copies that count are on servers up or down for
- * less than the grace. Only one caller at a time.
+ * less than the grace. Then, within what is left of @max_chunks, it moves
+ * copies: two in one failure domain apart, and for an rdfs rebalance from the
+ * fullest servers to the emptiest. Only one caller at a time.
  */
 int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *out);
 /* What the last pass found, and whether a chunk is being copied now. */
 void ms_rebuild_status(struct ms *ms, struct ms_rebuild_stats *out);
+
+/*
+ * rdfs rebalance: with @on, the rebuilder's passes also move copies from the
+ * I/O servers (up, not drained) whose used fraction is above the cluster's to
+ * the ones below it until every server is within @threshold_pct/2 percentage
+ * points of the cluster's fraction (@threshold_pct 0: MS_REBALANCE_PCT), then
+ * the request is cleared; without, stop. Persisted. Servers only (-EPERM);
+ * -EINVAL for a threshold above 100.
+ */
+#define MS_REBALANCE_PCT	10
+int ms_rebalance(struct ms *ms, struct ms_session *s, int on, uint32_t threshold_pct);
+
+struct ms_rebalance_status {
+	int active;
+	uint32_t threshold_pct;		/* of the one active, or of the last one */
+	uint64_t bytes_moved;		/* since it was asked (this run of the metaserver) */
+	uint32_t outside;		/* servers outside the band at the last pass */
+};
+void ms_rebalance_status(struct ms *ms, struct ms_rebalance_status *out);
 
 #endif

@@ -208,6 +208,8 @@ int chunk_reflag_on(struct ms_chunk *c, uint32_t sid, uint64_t base, uint64_t r0
  * allocates there (-EAGAIN) nor grants WRITE (rebuild.c says why).
  */
 int ms_rebuild_busy(struct ms *ms, uint64_t ino, uint64_t first, uint64_t last);
+/* Startup: a rebalance asked before the restart goes on (rebuild.c). */
+int rebalance_load(struct ms *ms);
 
 /* ---------------------------------------------------------------- fencing (fence.c) */
 
@@ -350,6 +352,13 @@ struct ms {
 	uint64_t rebuild_passes;
 	int64_t rebuild_grace_ms;	/* set at open */
 	uint64_t rebuild_rate;		/* bytes/s, 0: unlimited; set at open */
+	/* rdfs rebalance (rebuild.c): the fields below; held across the request's write */
+	pthread_mutex_t rebalance_mu;
+	int rebalance_on;		/* asked, not yet done (persisted) */
+	uint32_t rebalance_pct;		/* its band's width, percentage points */
+	uint64_t rebalance_gen;		/* moves on with every request: a pass ends only its own */
+	uint64_t rebalance_moved;	/* bytes moved since it was asked */
+	uint32_t rebalance_outside;	/* servers outside the band at the last pass */
 	/*
 	 * Held shared by whoever has blocks between the allocator's maps and the
 	 * database: marked in a map but not yet in a durable layout (LAYOUT's

@@ -21,6 +21,8 @@
  *   'E' server_id:be32                    empty: the server is being drained
  *                                         (rdfs drain): no allocation there, and
  *                                         its copies count for nothing
+ *   'B'                                   u32 threshold_pct: a rebalance is under
+ *                                         way (rdfs rebalance; rebuild.c)
  *
  * Inode record (MS_INODE_FIXED bytes, then for symlinks the target):
  *   0 u8  version (2)       1 u32 mode      5 u32 nlink     9 u32 uid
@@ -82,6 +84,7 @@
 #define MS_TAG_HIGH_WATER	'H'
 #define MS_TAG_NODE		'N'	/* + node name: its generation and policy (nodes.c) */
 #define MS_TAG_DRAIN		'E'	/* + server_id:be32: being drained */
+#define MS_TAG_REBALANCE	'B'	/* alone: a rebalance is under way */
 
 #define MS_INODE_FIXED_V1	77
 #define MS_INODE_FIXED		78

@@ -424,6 +424,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	ms->rebuild_grace_ms = o->rebuild_grace_ms;
 	ms->rebuild_rate = o->rebuild_rate;
 	pthread_mutex_init(&ms->rebuild_mu, NULL);
+	pthread_mutex_init(&ms->rebalance_mu, NULL);
 	locks_init(&ms->locks);
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);
@@ -508,6 +509,8 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 
 	ret = registry_load(ms);
 	if (!ret)
+		ret = rebalance_load(ms);
+	if (!ret)
 		ret = nodes_load(ms);
 	if (!ret)
 		ret = high_water_load(ms);
@@ -550,6 +553,7 @@ void ms_close(struct ms *ms)
 	alloc_destroy(&ms->alloc);
 	pthread_mutex_destroy(&ms->high_mu);
 	pthread_mutex_destroy(&ms->rebuild_mu);
+	pthread_mutex_destroy(&ms->rebalance_mu);
 	opentab_destroy(&ms->opentab);
 	locks_destroy(&ms->locks);
 	pthread_mutex_destroy(&ms->rename_mu);

@@ -623,6 +623,20 @@ static void op_drain(struct op_call *c)
 	FREE(rdfs__drain_req);
 }
 
+static void op_rebalance(struct op_call *c)
+{
+	UNPACK(Rdfs__RebalanceReq, rdfs__rebalance_req, "RebalanceReq");
+	int ret = ms_rebalance(c->ctx->ms, c->s, !m->cancel, m->threshold_pct);
+
+	if (ret == -EPERM)
+		rpc_server_reply_error(c->req, ret, "rebalance needs the server key");
+	else if (ret == -EINVAL)
+		rpc_server_reply_error(c->req, ret, "the threshold is 1 to 100 percentage points");
+	else
+		reply_empty(c, ret);
+	FREE(rdfs__rebalance_req);
+}
+
 #define FSCK_MAX_PROBLEMS	100000u
 
 static void op_fsck(struct op_call *c)
@@ -753,6 +767,15 @@ static void op_server_list(struct op_call *c)
 		r.bytes_rebuilt = st.bytes_copied;
 		r.rebuild_passes = st.passes;
 	}
+	{
+		struct ms_rebalance_status rb;
+
+		ms_rebalance_status(c->ctx->ms, &rb);
+		r.rebalancing = rb.active;
+		r.rebalance_threshold_pct = rb.threshold_pct;
+		r.rebalance_bytes_moved = rb.bytes_moved;
+		r.rebalance_outside = rb.outside;
+	}
 	reply(c, 0, &r.base);
 out:
 	free(pi);
@@ -870,6 +893,7 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_FSCK] = op_fsck,
 	[RDFS_OP_STALE] = op_stale,
 	[RDFS_OP_DRAIN] = op_drain,
+	[RDFS_OP_REBALANCE] = op_rebalance,
 };
 
 int ops_is_admin(uint16_t op)

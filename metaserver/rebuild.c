@@ -27,9 +27,17 @@
  *      a truncate) stays stale and goes with the next pass.
  * A failed copy frees what step 1 allocated (fenced first, as any freed block).
  *
+ * A pass also moves copies of chunks that need no repair: always where two
+ * copies share a failure domain and another domain has a server with room,
+ * and while an rdfs rebalance is asked, from servers fuller than the cluster
+ * to emptier ones until every server is in the band. A move is a new copy
+ * (steps 1-4) and then the old copy dropped under the same lock, once the
+ * blocks it holds have their copies without it.
+ *
  * Threads: one caller at a time (the metaserver's rebuilder thread, or a
  * test); the mark is read by LAYOUT under the inode lock of the file, and
- * written here under that lock and ms->rebuild_mu.
+ * written here under that lock and ms->rebuild_mu. The rebalance request is
+ * under ms->rebalance_mu (set by ms_rebalance() on a request's thread).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -205,6 +213,27 @@ static int chunk_drop(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 	return ret;
 }
 
+/*
+ * 1 if every block of @c that server @sid holds has at least @floor copies
+ * that count without it (@alive and @readable are overwritten).
+ */
+static int covered_without(struct ms *ms, const struct ms_chunk *c, uint64_t cpb, uint32_t sid,
+			   uint32_t floor, uint8_t *alive, uint8_t *readable)
+{
+	int ok = floor > 0;
+
+	census(ms, c, cpb, sid, alive, readable);
+	for (int i = 0; i < c->n && ok; i++) {
+		const struct ms_ext *e = &c->e[i];
+
+		if (e->server_id != sid)
+			continue;
+		for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && b < cpb && ok; b++)
+			ok = alive[b] >= floor;
+	}
+	return ok;
+}
+
 /* Drop the copy of one server while every block keeps @wanted alive without it. */
 static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uint64_t cpb,
 		      uint32_t wanted, uint8_t *alive, uint8_t *readable, int *dropped)
@@ -225,20 +254,10 @@ static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 		for (int k = n - 1; k >= 0; k--) {
 			/* one that counts goes only above @wanted; one that does not, above what can be */
 			uint32_t floor = pass == 0 ? possible : wanted;
-			int ok = floor > 0;
 
 			if ((pass == 0) == registry_alive(&ms->reg, ids[k], ms->rebuild_grace_ms))
 				continue;
-			census(ms, c, cpb, ids[k], alive, readable);
-			for (int i = 0; i < c->n && ok; i++) {
-				const struct ms_ext *e = &c->e[i];
-
-				if (e->server_id != ids[k])
-					continue;
-				for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && ok; b++)
-					ok = alive[b] >= floor;
-			}
-			if (ok) {
+			if (covered_without(ms, c, cpb, ids[k], floor, alive, readable)) {
 				*dropped = 1;
 				log_info("inode %llu chunk %llu: dropping the extra copy on I/O "
 					 "server %u", (unsigned long long)in->ino,
@@ -313,13 +332,12 @@ static int grow_runs(struct ms_ext **runs, struct copy_job **jobs, size_t *cap)
 }
 
 /*
- * Step 1: allocate one new copy, on @dst, of the blocks of @c that lack
- * copies and have a readable one; record it STALE|BUILDING. The jobs say
- * what to copy. Under the inode lock.
+ * Step 1: allocate one new copy, on @dst, of the blocks @todo marks that have
+ * a readable copy; record it STALE|BUILDING. The jobs say what to copy. Under
+ * the inode lock.
  */
 static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uint64_t cpb,
-		     uint32_t wanted, uint32_t dst, const uint8_t *alive, const uint8_t *readable,
-		     struct copy_job **jobs, size_t *njobs)
+		     uint32_t dst, const uint8_t *todo, struct copy_job **jobs, size_t *njobs)
 {
 	struct ms_ext *runs = NULL;
 	size_t nruns = 0, cap = 0;
@@ -332,7 +350,7 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 		struct ms_ext src;
 		uint64_t end;
 
-		if (alive[blk] >= wanted || !readable[blk]) {
+		if (!todo[blk]) {
 			blk++;
 			continue;
 		}
@@ -349,9 +367,8 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 		}
 		/* a copy: c->e may move as extents are added below */
 		src = *found;
-		/* the run: what this source extent covers of the blocks lacking copies */
-		for (end = blk; end < (uint64_t)src.off + src.count && end < cpb &&
-				alive[end] < wanted; end++)
+		/* the run: what this source extent covers of the blocks to copy */
+		for (end = blk; end < (uint64_t)src.off + src.count && end < cpb && todo[end]; end++)
 			;
 		while (blk < end && !ret) {
 			uint64_t block, reused;
@@ -479,6 +496,79 @@ static void throttle(struct ms *ms, uint64_t bytes, int64_t started_ms)
 	nanosleep(&ts, NULL);
 }
 
+/* The rebuilder's copier now (NULL: none), and its argument into *@arg. */
+static ms_copy_fn copier(struct ms *ms, void **arg)
+{
+	ms_copy_fn fn;
+
+	pthread_mutex_lock(&ms->rebuild_mu);
+	fn = ms->copy;
+	*arg = ms->copy_arg;
+	pthread_mutex_unlock(&ms->rebuild_mu);
+	return fn;
+}
+
+/* build_copy()'s answers besides 0 (the new copy counts) and -errno. */
+enum { COPY_FAILED = 1, COPY_GONE = 2 };
+
+/*
+ * Steps 1 to 4: a new copy on @dst of the blocks @todo marks of chunk @c of
+ * @in, whose inode lock @ls holds. The lock is let go while the bytes are
+ * copied and held again on return, with @in and @c as they are then. 0 once
+ * the new copy counts; COPY_FAILED when a copy failed (logged; what step 1
+ * allocated is freed again); COPY_GONE when the file or the chunk went
+ * meanwhile (their blocks with them: nothing to undo); -ENOSPC when @dst has
+ * no room; else -errno. The bytes copied are added to @st and *@bytes.
+ */
+static int build_copy(struct ms *ms, struct ms_lockset *ls, struct ms_inode *in,
+		      struct ms_chunk *c, uint64_t cpb, uint32_t dst, const uint8_t *todo,
+		      ms_copy_fn copy, void *copy_arg, struct ms_rebuild_stats *st,
+		      int64_t started_ms, uint64_t *bytes)
+{
+	uint64_t ino = in->ino, idx = c->idx;
+	struct copy_job *jobs = NULL;
+	size_t njobs = 0;
+	uint32_t gen;
+	int ret;
+
+	ret = plan_copy(ms, in, c, cpb, dst, todo, &jobs, &njobs);
+	if (ret) {
+		free(jobs);
+		return ret;
+	}
+	/* no write may reach the source behind the copy: capabilities from before are refused */
+	mark_chunk(ms, ino, idx, 1);
+	fence_file(ms, ino);
+	gen = ms_file_gen(ms, ino);
+	lockset_unlock(&ms->locks, ls);
+
+	for (size_t j = 0; j < njobs && !ret; j++) {
+		ret = copy(copy_arg, ino, gen, jobs[j].dst, jobs[j].dst_block, jobs[j].src,
+			   jobs[j].src_block, jobs[j].count);
+		if (!ret) {
+			st->bytes_copied += (uint64_t)jobs[j].count * BLK;
+			*bytes += (uint64_t)jobs[j].count * BLK;
+			throttle(ms, st->bytes_copied, started_ms);
+		}
+	}
+
+	if (ns_inode_lock_get(ms, ls, ino, in) || chunk_load(ms, ino, idx, c)) {
+		/* removed meanwhile: its blocks went with it */
+		ret = COPY_GONE;
+	} else if (ret) {
+		log_warn("inode %llu chunk %llu: copy to I/O server %u failed: %s",
+			 (unsigned long long)ino, (unsigned long long)idx, dst, strerror(-ret));
+		ret = chunk_drop(ms, in, c, dst, MS_EXT_BUILDING);
+		if (!ret)
+			ret = COPY_FAILED;
+	} else {
+		ret = finish_copy(ms, in, c, cpb, jobs, njobs);
+	}
+	mark_chunk(ms, 0, 0, 0);
+	free(jobs);
+	return ret;
+}
+
 /* Repair chunk @idx of @ino (what chunk_needs said, checked again under its lock). */
 static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_rebuild_stats *st,
 			 int64_t started_ms)
@@ -486,11 +576,9 @@ static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_re
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
 	struct ms_chunk c = { 0 };
-	struct copy_job *jobs = NULL;
-	size_t njobs = 0;
-	uint8_t *alive = NULL, *readable = NULL;
-	uint64_t cpb = 0;
-	uint32_t wanted, dst = 0, gen;
+	uint8_t *alive = NULL, *readable = NULL, *todo = NULL;
+	uint64_t cpb = 0, bytes = 0;
+	uint32_t wanted, dst = 0;
 	ms_copy_fn copy;
 	void *copy_arg;
 	int ret, need, dropped = 0;
@@ -508,7 +596,8 @@ static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_re
 	cpb = in->chunk_size / BLK;
 	alive = malloc(cpb ? cpb : 1);
 	readable = malloc(cpb ? cpb : 1);
-	ret = alive && readable && cpb ? chunk_load(ms, ino, idx, &c) : -ENOMEM;
+	todo = malloc(cpb ? cpb : 1);
+	ret = alive && readable && todo && cpb ? chunk_load(ms, ino, idx, &c) : -ENOMEM;
 	if (ret)
 		goto unlock;
 	need = chunk_needs(ms, &c, cpb, wanted, alive, readable);
@@ -526,10 +615,7 @@ static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_re
 		st->copies_dropped += dropped;
 		need = chunk_needs(ms, &c, cpb, wanted, alive, readable);
 	}
-	pthread_mutex_lock(&ms->rebuild_mu);
-	copy = ms->copy;
-	copy_arg = ms->copy_arg;
-	pthread_mutex_unlock(&ms->rebuild_mu);
+	copy = copier(ms, &copy_arg);
 	if (!(need & NEED_COPY) || !copy)
 		goto unlock;
 	dst = pick_target(ms, in, &c);
@@ -538,51 +624,481 @@ static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_re
 			  (unsigned long long)ino, (unsigned long long)idx);
 		goto unlock;
 	}
-	ret = plan_copy(ms, in, &c, cpb, wanted, dst, alive, readable, &jobs, &njobs);
-	if (ret) {
-		if (ret == -ENOSPC)
-			ret = 0;
-		goto unlock;
+	for (uint64_t b = 0; b < cpb; b++)
+		todo[b] = alive[b] < wanted && readable[b];
+	ret = build_copy(ms, &ls, in, &c, cpb, dst, todo, copy, copy_arg, st, started_ms, &bytes);
+	if (!ret) {
+		st->chunks_rebuilt++;
+		log_info("inode %llu chunk %llu: new copy on I/O server %u",
+			 (unsigned long long)ino, (unsigned long long)idx, dst);
 	}
-	/* no write may reach the source behind the copy: capabilities from before are refused */
-	mark_chunk(ms, ino, idx, 1);
-	fence_file(ms, ino);
-	gen = ms_file_gen(ms, ino);
-	lockset_unlock(&ms->locks, &ls);
-
-	for (size_t j = 0; j < njobs && !ret; j++) {
-		ret = copy(copy_arg, ino, gen, jobs[j].dst, jobs[j].dst_block, jobs[j].src,
-			   jobs[j].src_block, jobs[j].count);
-		if (!ret) {
-			st->bytes_copied += (uint64_t)jobs[j].count * BLK;
-			throttle(ms, st->bytes_copied, started_ms);
-		}
-	}
-
-	if (ns_inode_lock_get(ms, &ls, ino, in) || chunk_load(ms, ino, idx, &c)) {
-		/* removed meanwhile: its blocks went with it */
+	/* no room, a failure already logged, or nothing left to copy: the next pass sees */
+	if (ret == -ENOSPC || ret == COPY_FAILED || ret == COPY_GONE)
 		ret = 0;
-	} else if (ret) {
-		log_warn("inode %llu chunk %llu: copy to I/O server %u failed: %s",
-			 (unsigned long long)ino, (unsigned long long)idx, dst, strerror(-ret));
-		ret = chunk_drop(ms, in, &c, dst, MS_EXT_BUILDING);
-	} else {
-		ret = finish_copy(ms, in, &c, cpb, jobs, njobs);
-		if (!ret) {
-			st->chunks_rebuilt++;
-			log_info("inode %llu chunk %llu: new copy on I/O server %u",
-				 (unsigned long long)ino, (unsigned long long)idx, dst);
-		}
-	}
-	mark_chunk(ms, 0, 0, 0);
 unlock:
 	lockset_unlock(&ms->locks, &ls);
 	free(c.e);
-	free(jobs);
 	free(alive);
 	free(readable);
+	free(todo);
 	free(in);
 	return ret;
+}
+
+/* ---------------------------------------------------------------- moving copies */
+
+/* A server new blocks may go to, as a move sees it. */
+struct srv_view {
+	uint32_t id;
+	uint64_t dom;			/* registry_domain() */
+	uint64_t cap, used;		/* blocks */
+};
+
+/* The servers new blocks may go to, by id, with their usage now; their count. */
+static int view_load(struct ms *ms, struct srv_view *v)
+{
+	uint32_t ids[MAX_SERVERS];
+	int n = registry_alloc_ids(&ms->reg, ids, MAX_SERVERS), k = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t cap, free_blocks;
+
+		if (alloc_usage(&ms->alloc, ids[i], &cap, &free_blocks) || !cap)
+			continue;
+		v[k++] = (struct srv_view){ .id = ids[i], .dom = registry_domain(&ms->reg, ids[i]),
+					    .cap = cap,
+					    .used = cap > free_blocks ? cap - free_blocks : 0 };
+	}
+	return k;
+}
+
+static const struct srv_view *view_find(const struct srv_view *v, int n, uint32_t id)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (v[mid].id == id)
+			return &v[mid];
+		if (v[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static double used_frac(const struct srv_view *s)
+{
+	return (double)s->used / (double)s->cap;
+}
+
+/* The used fraction of the servers together: where a balanced cluster has each. */
+static double view_mean(const struct srv_view *v, int n)
+{
+	uint64_t used = 0, cap = 0;
+
+	for (int i = 0; i < n; i++) {
+		used += v[i].used;
+		cap += v[i].cap;
+	}
+	return cap ? (double)used / (double)cap : 0;
+}
+
+/* Servers whose used fraction is more than @half away from @mean. */
+static uint32_t view_outside(const struct srv_view *v, int n, double mean, double half)
+{
+	uint32_t out = 0;
+
+	for (int i = 0; i < n; i++) {
+		double d = used_frac(&v[i]) - mean;
+
+		/* the margin: a fraction computed twice must not flip in and out */
+		out += d > half + 1e-9 || -d > half + 1e-9;
+	}
+	return out;
+}
+
+#define MOVE_MAX_COPIES	16
+
+/* The servers of @c's copies that count, each once, and their domains; their count. */
+static int counted_copies(struct ms *ms, const struct srv_view *v, int nv,
+			  const struct ms_chunk *c, uint32_t *ids, uint64_t *doms)
+{
+	int n = 0;
+
+	for (int i = 0; i < c->n && n < MOVE_MAX_COPIES; i++) {
+		const struct ms_ext *e = &c->e[i];
+		const struct srv_view *s;
+		int seen = 0;
+
+		if (e->flags & MS_EXT_STALE)
+			continue;
+		for (int k = 0; k < n; k++)
+			seen |= ids[k] == e->server_id;
+		if (seen)
+			continue;
+		/* a server in the view is up and not drained: its copy counts */
+		s = view_find(v, nv, e->server_id);
+		if (!s && !registry_alive(&ms->reg, e->server_id, ms->rebuild_grace_ms))
+			continue;
+		ids[n] = e->server_id;
+		doms[n++] = s ? s->dom : registry_domain(&ms->reg, e->server_id);
+	}
+	return n;
+}
+
+static int holds_extent(const struct ms_chunk *c, uint32_t sid)
+{
+	for (int i = 0; i < c->n; i++)
+		if (c->e[i].server_id == sid)
+			return 1;
+	return 0;
+}
+
+/*
+ * The copy of @c to move so that its copies spread over more failure domains:
+ * of two copies that count in one domain, the one on the fuller server, when
+ * a server in a domain none of the copies is in takes blocks. 0: none.
+ */
+static uint32_t domain_source(struct ms *ms, const struct srv_view *v, int nv,
+			      const struct ms_chunk *c)
+{
+	uint32_t ids[MOVE_MAX_COPIES], src = 0;
+	uint64_t doms[MOVE_MAX_COPIES];
+	int n = counted_copies(ms, v, nv, c, ids, doms);
+	double worst = -1;
+
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < n; j++) {
+			const struct srv_view *s = view_find(v, nv, ids[i]);
+
+			/* only a copy on a server in the view moves: it can be dropped now */
+			if (i == j || doms[i] != doms[j] || !s || used_frac(s) <= worst)
+				continue;
+			src = ids[i];
+			worst = used_frac(s);
+		}
+	}
+	for (int k = 0; src && k < nv; k++) {
+		int taken = 0;
+
+		for (int i = 0; i < n; i++)
+			taken |= doms[i] == v[k].dom;
+		if (!taken && v[k].used < v[k].cap)
+			return src;
+	}
+	return 0;
+}
+
+/*
+ * The servers of copies of @c above @mean, fullest first, into @ids (room for
+ * MOVE_MAX_COPIES): where a move evens out usage from. Their count.
+ */
+static int balance_sources(struct ms *ms, const struct srv_view *v, int nv,
+			   const struct ms_chunk *c, double mean, uint32_t *ids)
+{
+	uint32_t all[MOVE_MAX_COPIES];
+	uint64_t doms[MOVE_MAX_COPIES];
+	double f[MOVE_MAX_COPIES];
+	int n = counted_copies(ms, v, nv, c, all, doms), k = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct srv_view *s = view_find(v, nv, all[i]);
+		int j;
+
+		if (!s || used_frac(s) <= mean)
+			continue;
+		for (j = k; j > 0 && f[j - 1] < used_frac(s); j--) {
+			ids[j] = ids[j - 1];
+			f[j] = f[j - 1];
+		}
+		ids[j] = all[i];
+		f[j] = used_frac(s);
+		k++;
+	}
+	return k;
+}
+
+/* Distinct values among the @n of @doms, with @doms[@skip] read as @as. */
+static int count_domains(const uint64_t *doms, int n, int skip, uint64_t as)
+{
+	int count = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t d = i == skip ? as : doms[i];
+		int seen = 0;
+
+		for (int k = 0; k < i; k++)
+			seen |= (k == skip ? as : doms[k]) == d;
+		count += !seen;
+	}
+	return count;
+}
+
+/*
+ * Where the copy of @c on @src (@blocks blocks) goes: the emptiest server
+ * taking blocks that holds no extent of @c and has the room, in a failure
+ * domain none of the other copies that count is in; with @balance, else in
+ * any domain that leaves the copies in no fewer domains, and only one below
+ * @mean that stays below @src once the copy moved (no move back and forth).
+ * 0: none.
+ */
+static uint32_t move_target(struct ms *ms, const struct srv_view *v, int nv,
+			    const struct ms_chunk *c, uint32_t src, uint64_t blocks, int balance,
+			    double mean)
+{
+	uint32_t ids[MOVE_MAX_COPIES];
+	uint64_t doms[MOVE_MAX_COPIES];
+	const struct srv_view *s = view_find(v, nv, src), *best = NULL;
+	int n = counted_copies(ms, v, nv, c, ids, doms), at = -1, before;
+
+	if (!s)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (ids[i] == src)
+			at = i;
+	before = count_domains(doms, n, -1, 0);
+	for (int round = 0; round < (balance ? 2 : 1) && !best; round++) {
+		for (int k = 0; k < nv; k++) {
+			const struct srv_view *t = &v[k];
+			int other = 0;
+
+			if (t->id == src || holds_extent(c, t->id) || t->cap - t->used < blocks)
+				continue;
+			for (int i = 0; i < n; i++)
+				other |= i != at && doms[i] == t->dom;
+			if (round == 0 && other)
+				continue;
+			if (round == 1 && at >= 0 && count_domains(doms, n, at, t->dom) < before)
+				continue;
+			if (balance && (used_frac(t) >= mean ||
+					(double)(t->used + blocks) / (double)t->cap >
+						(double)(s->used - blocks) / (double)s->cap))
+				continue;
+			if (!best || used_frac(t) < used_frac(best))
+				best = t;
+		}
+	}
+	return best ? best->id : 0;
+}
+
+/* move_chunk()'s answers besides -errno. */
+enum { MOVE_NONE = 0, MOVE_DONE = 1, MOVE_FAILED = 2 };
+
+/*
+ * Move one copy of chunk @idx of @ino to another server if it needs it: for
+ * the failure domains, else with @balance to even out usage around @mean. A
+ * move is a new copy built as a rebuild builds one, then the old copy
+ * dropped once the blocks it holds have their copies without it. Only a
+ * chunk the rebuild has nothing to do for moves: the two never disagree on it.
+ */
+static int move_chunk(struct ms *ms, uint64_t ino, uint64_t idx, int balance, double mean,
+		      struct ms_rebuild_stats *st, int64_t started_ms)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in = malloc(sizeof(*in));
+	struct srv_view *v = malloc(MAX_SERVERS * sizeof(*v));
+	struct ms_chunk c = { 0 };
+	uint8_t *alive = NULL, *readable = NULL, *todo = NULL;
+	uint64_t cpb, blocks = 0, bytes = 0;
+	uint32_t wanted, src, dst = 0, srcs[MOVE_MAX_COPIES];
+	ms_copy_fn copy;
+	void *copy_arg;
+	int ret, nv, by_domain, nsrc = 0;
+
+	copy = copier(ms, &copy_arg);
+	if (!in || !v || !copy) {
+		free(in);
+		free(v);
+		return copy ? -ENOMEM : MOVE_NONE;
+	}
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (ret) {
+		ret = ret == -ENOENT ? MOVE_NONE : ret;
+		goto unlock;
+	}
+	wanted = ms_copies(ms, in);
+	cpb = in->chunk_size / BLK;
+	alive = malloc(cpb ? cpb : 1);
+	readable = malloc(cpb ? cpb : 1);
+	todo = calloc(cpb ? cpb : 1, 1);
+	ret = alive && readable && todo && cpb ? chunk_load(ms, ino, idx, &c) : -ENOMEM;
+	if (ret || chunk_needs(ms, &c, cpb, wanted, alive, readable))
+		goto unlock;
+	nv = view_load(ms, v);
+	src = domain_source(ms, v, nv, &c);
+	by_domain = src != 0;
+	if (src)
+		srcs[nsrc++] = src;
+	else if (balance)
+		nsrc = balance_sources(ms, v, nv, &c, mean, srcs);
+	/* the fullest copy that can go somewhere */
+	for (int k = 0; k < nsrc && !dst; k++) {
+		src = srcs[k];
+		blocks = 0;
+		for (int i = 0; i < c.n; i++)
+			if (c.e[i].server_id == src && !(c.e[i].flags & MS_EXT_STALE))
+				blocks += c.e[i].count;
+		dst = move_target(ms, v, nv, &c, src, blocks, !by_domain, mean);
+	}
+	if (!dst)
+		goto unlock;
+	for (int i = 0; i < c.n; i++) {
+		const struct ms_ext *e = &c.e[i];
+
+		if (e->server_id != src || (e->flags & MS_EXT_STALE))
+			continue;
+		for (uint64_t b = e->off; b < (uint64_t)e->off + e->count && b < cpb; b++)
+			todo[b] = 1;
+	}
+	ret = build_copy(ms, &ls, in, &c, cpb, dst, todo, copy, copy_arg, st, started_ms, &bytes);
+	if (ret == COPY_FAILED) {
+		ret = MOVE_FAILED;
+		goto unlock;
+	}
+	if (ret == -ENOSPC || ret == COPY_GONE)
+		ret = MOVE_NONE;
+	if (ret)
+		goto unlock;
+	st->copies_moved++;
+	if (!by_domain)
+		st->bytes_moved += bytes;
+	log_info("inode %llu chunk %llu: copy moved from I/O server %u to %u (%s)",
+		 (unsigned long long)ino, (unsigned long long)idx, src, dst,
+		 by_domain ? "failure domains" : "rebalance");
+	/* a block written meanwhile keeps its old copy (the new one stayed stale) */
+	if (covered_without(ms, &c, cpb, src, wanted, alive, readable))
+		ret = chunk_drop(ms, in, &c, src, 0);
+	ret = ret ? ret : MOVE_DONE;
+unlock:
+	lockset_unlock(&ms->locks, &ls);
+	free(c.e);
+	free(alive);
+	free(readable);
+	free(todo);
+	free(v);
+	free(in);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- the rebalance request */
+
+static const uint8_t key_rebalance[] = { MS_TAG_REBALANCE };
+
+int rebalance_load(struct ms *ms)
+{
+	char *v;
+	size_t vl;
+	int ret = ns_get(ms, key_rebalance, sizeof(key_rebalance), &v, &vl);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	ms->rebalance_on = 1;
+	ms->rebalance_pct = vl == 4 ? get_le32((uint8_t *)v) : 0;
+	if (!ms->rebalance_pct || ms->rebalance_pct > 100)
+		ms->rebalance_pct = MS_REBALANCE_PCT;
+	leveldb_free(v);
+	return 0;
+}
+
+/* Under rebalance_mu: the request on (with @pct) or off, durably. */
+static int rebalance_store(struct ms *ms, int on, uint32_t pct)
+{
+	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	uint8_t v[4];
+	int ret;
+
+	put_le32(v, pct);
+	if (on)
+		leveldb_writebatch_put(b, (const char *)key_rebalance, sizeof(key_rebalance),
+				       (char *)v, sizeof(v));
+	else
+		leveldb_writebatch_delete(b, (const char *)key_rebalance, sizeof(key_rebalance));
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+	if (!ret)
+		ms->rebalance_on = on;
+	return ret;
+}
+
+int ms_rebalance(struct ms *ms, struct ms_session *s, int on, uint32_t threshold_pct)
+{
+	uint32_t outside = 0;
+	int ret;
+
+	if (!ms_session_is_server(s))
+		return -EPERM;
+	if (threshold_pct > 100)
+		return -EINVAL;
+	if (!threshold_pct)
+		threshold_pct = MS_REBALANCE_PCT;
+	if (on) {
+		struct srv_view *v = malloc(MAX_SERVERS * sizeof(*v));
+		int nv;
+
+		if (!v)
+			return -ENOMEM;
+		/* what a status asked before the first pass shows */
+		nv = view_load(ms, v);
+		outside = view_outside(v, nv, view_mean(v, nv), threshold_pct / 200.0);
+		free(v);
+	}
+	pthread_mutex_lock(&ms->rebalance_mu);
+	if (on && !ms->rebalance_on)
+		ms->rebalance_moved = 0;
+	ret = rebalance_store(ms, on, threshold_pct);
+	if (!ret) {
+		if (on) {
+			ms->rebalance_pct = threshold_pct;
+			ms->rebalance_outside = outside;
+		}
+		ms->rebalance_gen++;
+		if (on)
+			log_info("rebalance: moving copies until every I/O server is within "
+				 "%g percentage points of the cluster's usage", threshold_pct / 2.0);
+		else
+			log_info("rebalance cancelled");
+	}
+	pthread_mutex_unlock(&ms->rebalance_mu);
+	return ret;
+}
+
+void ms_rebalance_status(struct ms *ms, struct ms_rebalance_status *out)
+{
+	pthread_mutex_lock(&ms->rebalance_mu);
+	out->active = ms->rebalance_on;
+	out->threshold_pct = ms->rebalance_pct ? ms->rebalance_pct : MS_REBALANCE_PCT;
+	out->bytes_moved = ms->rebalance_moved;
+	out->outside = ms->rebalance_outside;
+	pthread_mutex_unlock(&ms->rebalance_mu);
+}
+
+/*
+ * A pass's end of the rebalance it started with (@gen): the bytes it moved
+ * and what is outside the band now; the request ends when nothing is, or
+ * when nothing could move (@stuck), unless a new request came meanwhile.
+ */
+static void rebalance_pass_end(struct ms *ms, uint64_t gen, uint64_t moved, uint32_t outside,
+			       int stuck)
+{
+	pthread_mutex_lock(&ms->rebalance_mu);
+	ms->rebalance_moved += moved;
+	ms->rebalance_outside = outside;
+	if (ms->rebalance_on && ms->rebalance_gen == gen && (!outside || stuck) &&
+	    rebalance_store(ms, 0, 0) == 0) {
+		if (!outside)
+			log_info("rebalance done: every I/O server within %g percentage points "
+				 "of the cluster's usage", ms->rebalance_pct / 2.0);
+		else
+			log_warn("rebalance stopped: %u I/O server%s outside the band, and no copy "
+				 "can move closer (room, failure domains, chunk size)", outside,
+				 outside == 1 ? "" : "s");
+	}
+	pthread_mutex_unlock(&ms->rebalance_mu);
 }
 
 int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *out)
@@ -590,16 +1106,19 @@ int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *o
 	leveldb_iterator_t *it = leveldb_create_iterator(ms->db, ms->ropts);
 	struct ms_rebuild_stats st = { 0 };
 	struct work *work = calloc(MAX_WORK, sizeof(*work));
+	struct work *moves = calloc(MAX_WORK, sizeof(*moves));
+	struct srv_view *view = malloc(MAX_SERVERS * sizeof(*view));
 	struct ms_inode *in = malloc(sizeof(*in));
 	uint8_t *alive = NULL, *readable = NULL;
-	uint64_t cur_ino = 0, cpb = 0;
-	uint32_t wanted = 1;
-	size_t nwork = 0;
+	uint64_t cur_ino = 0, cpb = 0, bal_gen = 0;
+	uint32_t wanted = 1, bal_pct = 0, srcs[MOVE_MAX_COPIES];
+	size_t nwork = 0, nmoves = 0, budget;
 	uint8_t tag = MS_TAG_LAYOUT;
 	int64_t started = now_ms();
-	int ret = 0, have_inode = 0;
+	int ret = 0, have_inode = 0, nv, labelled = 0, balancing, balance, moved = 0, failed = 0;
+	double mean, half;
 
-	if (!work || !in) {
+	if (!work || !moves || !view || !in) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -610,6 +1129,18 @@ int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *o
 		if (registry_ready(&ms->reg, &up, &known))
 			goto out;
 	}
+	pthread_mutex_lock(&ms->rebalance_mu);
+	balancing = ms->rebalance_on;
+	bal_pct = ms->rebalance_pct;
+	bal_gen = ms->rebalance_gen;
+	pthread_mutex_unlock(&ms->rebalance_mu);
+	nv = view_load(ms, view);
+	mean = view_mean(view, nv);
+	half = bal_pct / 200.0;
+	/* copies never share a domain where no server names one: no need to look */
+	for (int i = 0; i < nv; i++)
+		labelled |= view[i].dom != view[i].id;
+	balance = balancing && view_outside(view, nv, mean, half);
 	for (leveldb_iter_seek(it, (char *)&tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
 		size_t kl, vl;
 		const uint8_t *k = (const uint8_t *)leveldb_iter_key(it, &kl);
@@ -652,6 +1183,10 @@ int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *o
 			continue;
 		}
 		need = chunk_needs(ms, &c, in->chunk_size / BLK, wanted, alive, readable);
+		if (!need && (labelled || balance) && nmoves < MAX_WORK &&
+		    ((labelled && domain_source(ms, view, nv, &c)) ||
+		     (balance && balance_sources(ms, view, nv, &c, mean, srcs))))
+			moves[nmoves++] = (struct work){ ino, c.idx };
 		free(c.e);
 		if (need & UNDER)
 			st.chunks_under++;
@@ -671,6 +1206,40 @@ int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *o
 				 strerror(-r));
 	}
 	st.work_left = nwork > max_chunks ? nwork - max_chunks : 0;
+	/* moves after repairs, within what is left of the pass's chunks */
+	budget = nwork < max_chunks ? max_chunks - nwork : 0;
+	for (size_t i = 0; i < nmoves && !ret; i++) {
+		int r;
+
+		if (i >= budget) {
+			st.work_left += nmoves - i;
+			break;
+		}
+		r = move_chunk(ms, moves[i].ino, moves[i].idx, balance, mean, &st, started);
+		if (r < 0)
+			log_warn("inode %llu chunk %llu: moving a copy: %s",
+				 (unsigned long long)moves[i].ino, (unsigned long long)moves[i].idx,
+				 strerror(-r));
+		failed |= r < 0 || r == MOVE_FAILED;
+		if (r != MOVE_DONE || !balance)
+			continue;
+		moved = 1;
+		/* every server in the band: the rest are moves for the domains only */
+		nv = view_load(ms, view);
+		mean = view_mean(view, nv);
+		balance = view_outside(view, nv, mean, half) != 0;
+	}
+	if (balancing) {
+		uint32_t outside;
+
+		nv = view_load(ms, view);
+		outside = view_outside(view, nv, view_mean(view, nv), half);
+		/* more candidates than one pass lists: go on at once */
+		if (outside && moved && !st.work_left)
+			st.work_left = 1;
+		rebalance_pass_end(ms, bal_gen, st.bytes_moved, outside,
+				   !moved && !failed && !nwork);
+	}
 out:
 	if (it)
 		leveldb_iter_destroy(it);
@@ -681,6 +1250,8 @@ out:
 	if (out)
 		*out = st;
 	free(work);
+	free(moves);
+	free(view);
 	free(in);
 	free(alive);
 	free(readable);

@@ -102,6 +102,7 @@ enum rdfs_op {
 	RDFS_OP_FSCK		= 43,	/* servers only: check (and repair) layouts vs maps */
 	RDFS_OP_STALE		= 44,	/* a copy missed writes: never serve it again */
 	RDFS_OP_DRAIN		= 45,	/* servers only: move every copy off an I/O server */
+	RDFS_OP_REBALANCE	= 46,	/* servers only: even out the I/O servers' usage */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

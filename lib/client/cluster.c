@@ -49,6 +49,16 @@ int rdfs_drain(struct rdfs_client *c, uint32_t server_id, int on)
 	return ms_call(c, RDFS_OP_DRAIN, &req.base, NULL, NULL, MS_IDEMPOTENT);
 }
 
+int rdfs_rebalance(struct rdfs_client *c, int on, uint32_t threshold_pct)
+{
+	Rdfs__RebalanceReq req = RDFS__REBALANCE_REQ__INIT;
+
+	req.cancel = !on;
+	req.threshold_pct = threshold_pct;
+	/* asking twice is asking once (a second start keeps the bytes moved so far) */
+	return ms_call(c, RDFS_OP_REBALANCE, &req.base, NULL, NULL, MS_IDEMPOTENT);
+}
+
 int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out)
 {
 	Rdfs__ServerListReply *rep = NULL;
@@ -63,6 +73,10 @@ int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out)
 	out->chunks_lost = rep->chunks_lost;
 	out->bytes_rebuilt = rep->bytes_rebuilt;
 	out->passes = rep->rebuild_passes;
+	out->rebalancing = rep->rebalancing;
+	out->rebalance_threshold_pct = rep->rebalance_threshold_pct;
+	out->rebalance_bytes_moved = rep->rebalance_bytes_moved;
+	out->rebalance_outside = rep->rebalance_outside;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return 0;
 }

@@ -307,6 +307,11 @@ struct rdfs_copies_status {
 	uint64_t chunks_lost;		/* blocks no copy that counts holds */
 	uint64_t bytes_rebuilt;		/* copied in that pass */
 	uint64_t passes;		/* passes since the metaserver started */
+	/* rdfs rebalance */
+	int rebalancing;		/* under way */
+	uint32_t rebalance_threshold_pct;	/* its band: the cluster's usage +- half this */
+	uint64_t rebalance_bytes_moved;	/* since it was asked */
+	uint32_t rebalance_outside;	/* servers outside the band at the last pass */
 };
 int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out);
 /*
@@ -315,6 +320,14 @@ int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out);
  * Needs a client connected with the server key (-EPERM).
  */
 int rdfs_drain(struct rdfs_client *c, uint32_t server_id, int on);
+/*
+ * rdfs rebalance: with @on, the metaserver moves copies from the fullest I/O
+ * servers to the emptiest until every server's used fraction is within
+ * @threshold_pct/2 percentage points of the cluster's (0: 10), then stops by
+ * itself; without, stop now. Needs the server key (-EPERM); -EINVAL for a
+ * threshold above 100.
+ */
+int rdfs_rebalance(struct rdfs_client *c, int on, uint32_t threshold_pct);
 
 /* A client node (the metaserver's node table; see `rdfs node --help`). */
 struct rdfs_node_info {

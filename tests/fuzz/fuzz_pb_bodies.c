@@ -36,6 +36,8 @@ static const ProtobufCMessageDescriptor *const kinds[] = {
 	&rdfs__register_reply__descriptor, &rdfs__server_list_reply__descriptor,
 	&rdfs__node_reply__descriptor, &rdfs__fsck_reply__descriptor,
 	&rdfs__io_reply__descriptor, &rdfs__volume_info_reply__descriptor,
+	/* last: a seed's first byte keeps meaning the message it was made for */
+	&rdfs__rebalance_req__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -59,7 +59,10 @@ def main():
         "params": struct.pack("<IBBHI", VERBS_MAGIC, 1, 0, 64, 65536),
     }
     seeds["fuzz_lkm_codec"] = {}
-    seeds["fuzz_pb_bodies"] = {"lookup": bytes([4]) + body}
+    seeds["fuzz_pb_bodies"] = {"lookup": bytes([4]) + body,
+                               # the last kind: RebalanceReq {cancel, threshold_pct}
+                               "rebalance": bytes([45]) + w.field_varint(1, 0)
+                               + w.field_varint(2, 10)}
     seeds["fuzz_cap"] = {}
     for kind, name, data in vectors():
         seeds["fuzz_lkm_codec"][name] = bytes([0 if kind == "ioreq" else 1]) + data

@@ -269,3 +269,27 @@ def test_drain_empties_a_server_online(c3):
     assert "no longer draining" in p.stdout
     assert re.search(r"^\s*%s\s+%s\s+\S+\s+up\s" % (row.group(1), name),
                      c3.rdfs("status").stdout, re.M)
+
+
+def test_rebalance_tool(c3):
+    """`rdfs rebalance`: bad use is refused (exit 2, nothing asked); with a band
+    as wide as can be (--threshold 100: +-50 points) every server is in it, so
+    --wait returns at the metaserver's next pass saying so, and `rdfs status`
+    shows no rebalance line once it ended; --cancel answers. The moves
+    themselves are tested in tests/unit (ms_rebuild_test, client_copies_test)."""
+    help_ = c3.rdfs("rebalance", "--help").stdout
+    assert "--threshold PCT" in help_ and "--wait" in help_ and "--cancel" in help_, help_
+    assert "rebalance" in c3.rdfs("--help", check=False).stdout
+    for bad in (["--threshold", "0"], ["--threshold", "101"], ["--threshold", "x"],
+                ["--threshold", "-5"], ["--cancel", "--wait"], ["--cancel", "--threshold", "5"],
+                ["now"]):
+        p = c3.rdfs("rebalance", *bad, check=False)
+        assert p.returncode == 2, (bad, p.stdout, p.stderr)
+        assert "usage" in p.stderr or "rebalance" in p.stderr, (bad, p.stderr)
+    assert "rebalance:" not in c3.rdfs("status").stdout
+    p = c3.rdfs("rebalance", "--threshold", "100", "--wait", timeout=120)
+    assert "balanced: every I/O server within \u00b150% of the cluster's usage" in p.stdout, \
+        p.stdout
+    assert "rebalance:" not in c3.rdfs("status").stdout
+    p = c3.rdfs("rebalance", "--cancel")
+    assert "rebalance cancelled" in p.stdout, p.stdout

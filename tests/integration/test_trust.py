@@ -1059,3 +1059,52 @@ def test_node_administration_needs_the_server_key(cluster):
         assert name in names and evil not in names, names
     finally:
         conn.close()
+
+
+OP_REBALANCE = 46           # wire/rdfs_frame.h: servers only
+
+
+def rebalance_req(cancel=False, threshold=0):
+    return w.field_varint(1, 1 if cancel else 0) + w.field_varint(2, threshold)
+
+
+def rebalancing(c):
+    """SERVER_LIST's rebalancing flag (field 7), as any client sees it."""
+    conn = connect(c.port, client_secret(c), "client")
+    try:
+        status, body = w.call(conn, w.OP_SERVER_LIST)
+        assert status == 0, status
+        return bool(first(w.decode(body), 7, 0))
+    finally:
+        conn.close()
+
+
+def test_rebalance_needs_the_server_key(cluster):
+    """REBALANCE (46), start or cancel, on a cluster-secret connection and on a
+    node's own connection gets -EPERM and starts nothing (SERVER_LIST says no
+    rebalance). On a server-key connection the opcode is real: a threshold
+    above 100 is -EINVAL, a cancel succeeds."""
+    c = cluster
+    name = node_name("rebal")
+    _, claim, key = node_add(c, name)
+    assert not rebalancing(c)
+    for what, k, cl in (("cluster secret", client_secret(c), "client"), ("node key", key, claim)):
+        conn = connect(c.port, k, cl)
+        try:
+            for body in (rebalance_req(), rebalance_req(threshold=1),
+                         rebalance_req(cancel=True)):
+                status, _ = w.call(conn, OP_REBALANCE, body)
+                assert status == -errno.EPERM, \
+                    "REBALANCE on a %s connection: status %d, not -EPERM" % (what, status)
+        finally:
+            conn.close()
+    assert not rebalancing(c), "a REBALANCE without the server key started one"
+    conn = connect(c.port, server_key(c), "server")
+    try:
+        status, _ = w.call(conn, OP_REBALANCE, rebalance_req(threshold=101))
+        assert status == -errno.EINVAL, status
+        status, _ = w.call(conn, OP_REBALANCE, rebalance_req(cancel=True))
+        assert status == 0, status
+    finally:
+        conn.close()
+    assert not rebalancing(c)

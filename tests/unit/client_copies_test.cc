@@ -61,6 +61,23 @@ struct rdfs_file *open_name(struct rdfs_client *c, const std::string &name, int 
 	return f;
 }
 
+// A client as a server host connects: with the server key, derived from the
+// capability key (what rdfs drain and rdfs rebalance need). nullptr on failure.
+struct rdfs_client *admin_client(rdfs_test::Cluster *cl)
+{
+	struct rdfs_client_opts o = cl->opts();
+	struct auth_secret cap;
+	struct auth_identity id;
+	struct rdfs_client *c = nullptr;
+
+	if (auth_secret_load(cl->cap_path.c_str(), &cap))
+		return nullptr;
+	auth_identity_server(&cap, &id);
+	o.secret = id.key;
+	o.role = "server";
+	return rdfs_client_open(&o, &c) ? nullptr : c;
+}
+
 // The whole file through a fresh open of @c: its bytes, or the error of the first read.
 int read_all(struct rdfs_client *c, const std::string &name, size_t size,
 	     std::vector<uint8_t> *out)
@@ -339,16 +356,8 @@ TEST(ClientCopies, DrainEmptiesTheServerAndEveryFileReadsBack)
 	// a reader holds "one" open across the drain
 	struct rdfs_file *open_one = open_name(w, "one", O_RDONLY);
 
-	// as a server host does it: the server key, derived from the capability key
-	struct rdfs_client_opts o = cl.opts();
-	struct auth_secret cap;
-	struct auth_identity id;
-	ASSERT_EQ(auth_secret_load(cl.cap_path.c_str(), &cap), 0);
-	auth_identity_server(&cap, &id);
-	o.secret = id.key;
-	o.role = "server";
-	struct rdfs_client *admin = nullptr;
-	ASSERT_EQ(rdfs_client_open(&o, &admin), 0);
+	struct rdfs_client *admin = admin_client(&cl);
+	ASSERT_NE(admin, nullptr);
 	// not with the cluster secret
 	EXPECT_EQ(rdfs_drain(w, 1, 1), -EPERM);
 
@@ -375,6 +384,102 @@ TEST(ClientCopies, DrainEmptiesTheServerAndEveryFileReadsBack)
 	EXPECT_EQ(first_difference(buf, one), one.size());
 	EXPECT_EQ(rdfs_release(open_one), 0);
 	cl.kill_ioserver(victim);
+	struct rdfs_client *r = client_with(&cl, 0, 0, 1);
+	std::vector<uint8_t> back;
+	ASSERT_EQ(read_all(r, "one", one.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, one), one.size());
+	ASSERT_EQ(read_all(r, "two", two.size(), &back), 0);
+	EXPECT_EQ(first_difference(back, two), two.size());
+	rdfs_client_close(r);
+	rdfs_client_close(admin);
+	rdfs_client_close(w);
+}
+
+// rdfs rebalance, for real: two servers filled, a third added empty; the
+// rebalance ends with every server within +-5 points of the cluster's usage,
+// while the file it moves first (the lowest inode) is open for writing and
+// rewritten throughout; every file (one copy and two) reads back identical
+// from a fresh client.
+TEST(ClientCopies, RebalanceEvensOutANewServerWhileAFileIsWritten)
+{
+	rdfs_test::Cluster cl;
+
+	cl.ms_args = { "--rebuild-interval", "1" };
+	ASSERT_TRUE(cl.start(2, "64m")) << cl.dir;
+	struct rdfs_client *w = client_with(&cl, 0, 0, 1);
+	ASSERT_NE(w, nullptr);
+	auto one = pattern(24 * MiB + 100, 91), two = pattern(12 * MiB, 92);
+	// the writer keeps "one" open across the rebalance, rewriting it
+	struct rdfs_file *writer = create_copies(w, "one", 1);
+	ASSERT_EQ(rdfs_pwrite(writer, one.data(), one.size(), 0), (ssize_t)one.size());
+	ASSERT_EQ(rdfs_fsync(writer, 0), 0);
+	struct rdfs_file *f = create_copies(w, "two", 2);
+	ASSERT_EQ(rdfs_pwrite(f, two.data(), two.size(), 0), (ssize_t)two.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	// the third server joins
+	cl.ios_pids.push_back(-1);
+	cl.ios_ports.push_back(rdfs_test::free_port());
+	cl.start_ioserver(2);
+	ASSERT_TRUE(cl.wait_up(3));
+
+	struct rdfs_client *admin = admin_client(&cl);
+	ASSERT_NE(admin, nullptr);
+	EXPECT_EQ(rdfs_rebalance(w, 1, 10), -EPERM) << "not with the cluster secret";
+	EXPECT_EQ(rdfs_rebalance(admin, 1, 101), -EINVAL);
+	ASSERT_EQ(rdfs_rebalance(admin, 1, 10), 0);
+
+	struct rdfs_copies_status cs = {};
+	int rounds = 0, writes = 0;
+	for (; rounds < 600; rounds++) {
+		ASSERT_EQ(rdfs_copies_status(w, &cs), 0);
+		if (!cs.rebalancing)
+			break;
+		// 64 KiB rewritten in each MiB of the file in turn, new bytes each time
+		size_t off = (size_t)rounds * MiB % (24 * MiB);
+		for (size_t i = 0; i < 64 * 1024; i++)
+			one[off + i] = (uint8_t)(one[off + i] + 1);
+		ASSERT_EQ(rdfs_pwrite(writer, one.data() + off, 64 * 1024, off), 64 * 1024)
+			<< "a write during the rebalance";
+		writes++;
+		usleep(100000);
+	}
+	ASSERT_FALSE(cs.rebalancing) << "still rebalancing after " << rounds / 10 << " s";
+	EXPECT_GT(writes, 0);
+	EXPECT_EQ(cs.rebalance_outside, 0u);
+	EXPECT_GT(cs.rebalance_bytes_moved, 0u);
+
+	// within the band: every server within 5 points of the cluster's fraction
+	struct rdfs_server_info srv[8];
+	ASSERT_EQ(rdfs_server_list(w, srv, 8), 3);
+	uint64_t used = 0, capacity = 0;
+	for (int i = 0; i < 3; i++) {
+		used += srv[i].capacity_blocks - srv[i].free_blocks;
+		capacity += srv[i].capacity_blocks;
+	}
+	double mean = (double)used / (double)capacity;
+	for (int i = 0; i < 3; i++) {
+		double frac = (double)(srv[i].capacity_blocks - srv[i].free_blocks) /
+			      (double)srv[i].capacity_blocks;
+
+		EXPECT_LE(std::abs(frac - mean), 0.05) << "server " << srv[i].id;
+	}
+
+	// the writer goes on, and everything reads back from a fresh client
+	for (size_t i = 0; i < MiB; i++)
+		one[i] = (uint8_t)(one[i] ^ 0x5a);
+	ASSERT_EQ(rdfs_pwrite(writer, one.data(), MiB, 0), (ssize_t)MiB);
+	ASSERT_EQ(rdfs_fsync(writer, 0), 0);
+	ASSERT_EQ(rdfs_release(writer), 0);
+	// the open file was among what moved: some of it is on the new server
+	struct stat st;
+	ASSERT_EQ(rdfs_lookup(w, &root, RDFS_ROOT_INO, "one", &st), 0);
+	std::vector<struct rdfs_extent_info> ext(4096);
+	int n = rdfs_layout(w, &root, st.st_ino, 0, one.size(), ext.data(), (int)ext.size());
+	ASSERT_GT(n, 0);
+	uint32_t newest = std::max({ srv[0].id, srv[1].id, srv[2].id });
+	EXPECT_TRUE(std::any_of(ext.begin(), ext.begin() + n,
+				[&](auto &e) { return e.server_id == newest; }));
 	struct rdfs_client *r = client_with(&cl, 0, 0, 1);
 	std::vector<uint8_t> back;
 	ASSERT_EQ(read_all(r, "one", one.size(), &back), 0);

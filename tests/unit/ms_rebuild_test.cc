@@ -445,3 +445,250 @@ TEST_F(MsRebuildTest, CopiesAndNewCopiesGoToDistinctFailureDomains)
 	free(si);
 	EXPECT_EQ(in_x, 2);
 }
+
+/* rdfs rebalance: two servers filled, a third added empty, then the rebalance. */
+class MsRebalanceTest : public MsRebuildTest {
+protected:
+	struct ms_session *srv = nullptr;	/* the admin's: proved the server key */
+
+	void SetUp() override
+	{
+		options.rebuild_grace_ms = 0;
+		MsTest::SetUp();
+		ms_set_copier(ms, CopyLog::fn, &log);
+		srv = ms_session_new(ms, "server");
+	}
+
+	void TearDown() override
+	{
+		if (srv)
+			ms_session_close(ms, srv);
+		srv = nullptr;
+		MsRebuildTest::TearDown();
+	}
+
+	/* Each server's used fraction, as SERVER_LIST reports it. */
+	std::map<uint32_t, double> usage()
+	{
+		std::map<uint32_t, double> u;
+		struct ms_server_info *si = nullptr;
+		int n = ms_server_list(ms, &si);
+
+		for (int i = 0; i < n; i++)
+			u[si[i].id] = (double)(si[i].capacity_blocks - si[i].free_blocks) /
+				      (double)si[i].capacity_blocks;
+		free(si);
+		return u;
+	}
+
+	double mean(const std::map<uint32_t, double> &u)
+	{
+		double sum = 0;
+
+		for (auto &p : u)
+			sum += p.second;	/* equal capacities: the plain mean */
+		return sum / (double)u.size();
+	}
+
+	struct ms_rebalance_status status()
+	{
+		struct ms_rebalance_status rs;
+
+		ms_rebalance_status(ms, &rs);
+		return rs;
+	}
+
+	/* Passes until the rebalance has ended (at most @max); how many it took. */
+	int passes_until_done(int max = 50)
+	{
+		int n = 0;
+
+		while (status().active && n < max) {
+			pass();
+			n++;
+		}
+		return n;
+	}
+
+	/* Per file block: the domains of its current copies. */
+	std::map<uint64_t, std::set<std::string>> domains(uint64_t ino, uint64_t nblocks,
+							  std::map<uint32_t, std::string> dom)
+	{
+		std::map<uint64_t, std::set<std::string>> m;
+
+		for (auto &blk : current(ino, nblocks))
+			for (uint32_t s : blk.second)
+				m[blk.first].insert(dom[s]);
+		return m;
+	}
+};
+
+TEST_F(MsRebalanceTest, MovesFromTheFullestToTheEmptiestUntilInTheBandThenStops)
+{
+	a = add_server("a", 10000, &sa);
+	b = add_server("b", 10000);
+	uint64_t one = written_file("one", 1, 12 * 256), two = written_file("two", 2, 4 * 256);
+	c = add_server("c", 10000);
+	auto before = usage();
+	ASSERT_GT(before[a], 0.25);
+	ASSERT_GT(before[b], 0.25);
+
+	EXPECT_EQ(ms_rebalance(ms, sess, 1, 10), -EPERM) << "a client may not rebalance";
+	EXPECT_EQ(ms_rebalance(ms, srv, 1, 101), -EINVAL);
+	EXPECT_FALSE(status().active);
+	ASSERT_EQ(ms_rebalance(ms, srv, 1, 10), 0);
+	EXPECT_TRUE(status().active);
+	EXPECT_EQ(status().threshold_pct, 10u);
+	EXPECT_EQ(status().outside, 3u) << "a and b above the band, c below";
+
+	/* a chunk being moved takes no write meanwhile, and reads go on */
+	int during = 0;
+	log.during = [&] {
+		uint64_t ino = log.copies.back().ino;
+		uint64_t len = (ino == one ? 12 : 4) * 256 * 4096ull;
+		struct ms_layout l;
+
+		if (during++)
+			return;
+		EXPECT_EQ(ms_layout(ms, sess, &root, ino, 0, len, 1, 0, &l), -EAGAIN);
+		ASSERT_EQ(ms_layout(ms, sess, &root, ino, 0, len, 0, 0, &l), 0);
+		EXPECT_EQ(l.rights, RDFS_CAP_READ);
+		ms_layout_free(&l);
+	};
+	int n = passes_until_done();
+	log.during = nullptr;
+	EXPECT_LT(n, 50) << "the rebalance never ended";
+	EXPECT_EQ(during, (int)log.copies.size());
+	struct ms_rebalance_status rs = status();
+	EXPECT_FALSE(rs.active);
+	EXPECT_EQ(rs.outside, 0u);
+
+	/* fullest to emptiest: every move from a or b, to c */
+	ASSERT_FALSE(log.copies.empty());
+	uint64_t copied = 0;
+	for (auto &cp : log.copies) {
+		EXPECT_EQ(cp.dst, c);
+		EXPECT_TRUE(cp.src == a || cp.src == b) << cp.src;
+		copied += cp.count * 4096;
+	}
+	EXPECT_EQ(rs.bytes_moved, copied);
+	/* in the band, and not past it: c was filled no further than needed */
+	auto after = usage();
+	double m = mean(after);
+	for (auto &p : after)
+		EXPECT_LE(std::abs(p.second - m), 0.05 + 1e-9) << "server " << p.first;
+	EXPECT_NEAR(m, mean(before), 1e-9) << "a move frees what it takes";
+	EXPECT_LE(after[c], m + 0.05);
+	/* the files: their copies, on distinct servers, nothing stale left over */
+	for (auto &blk : current(one, 12 * 256, 1))
+		EXPECT_EQ(blk.second.size(), 1u) << "block " << blk.first;
+	for (auto &blk : current(two, 4 * 256, 1))
+		EXPECT_EQ(blk.second.size(), 2u) << "block " << blk.first;
+	expect_fsck_clean();
+	/* ended: the next passes move nothing */
+	size_t moves = log.copies.size();
+	pass();
+	pass();
+	EXPECT_EQ(log.copies.size(), moves);
+}
+
+TEST_F(MsRebalanceTest, CancelStopsItAndARequestOutlivesARestart)
+{
+	a = add_server("a", 10000, &sa);
+	b = add_server("b", 10000);
+	written_file("one", 1, 16 * 256);
+	c = add_server("c", 10000);
+
+	ASSERT_EQ(ms_rebalance(ms, srv, 1, 10), 0);
+	ASSERT_EQ(ms_rebalance(ms, srv, 0, 0), 0);
+	EXPECT_FALSE(status().active);
+	pass();
+	EXPECT_TRUE(log.copies.empty()) << "cancelled before any pass";
+
+	/* asked, then the metaserver restarts: it goes on */
+	ASSERT_EQ(ms_rebalance(ms, srv, 1, 20), 0);
+	ms_session_close(ms, srv);
+	srv = nullptr;
+	ms_session_close(ms, sa);
+	sa = nullptr;
+	reopen();
+	ms_set_copier(ms, CopyLog::fn, &log);
+	EXPECT_TRUE(status().active);
+	EXPECT_EQ(status().threshold_pct, 20u);
+	a = add_server("a", 10000, &sa);
+	b = add_server("b", 10000);
+	c = add_server("c", 10000);
+	EXPECT_LT(passes_until_done(), 50);
+	EXPECT_FALSE(log.copies.empty());
+	auto u = usage();
+	double m = mean(u);
+	for (auto &p : u)
+		EXPECT_LE(std::abs(p.second - m), 0.10 + 1e-9) << "server " << p.first;
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebalanceTest, MovesNeverPutTwoCopiesInOneDomainAndEndWhenStuck)
+{
+	/* a in rack x, b in rack y: every chunk of a 2-copy file on both */
+	a = add_server("a", 10000, &sa, true, "x");
+	b = add_server("b", 10000, nullptr, true, "y");
+	uint64_t f = written_file("f", 2, 10 * 256);
+	/* c joins rack x: only a's copies may go there */
+	c = add_server("c", 10000, nullptr, true, "x");
+	std::map<uint32_t, std::string> dom = { { a, "x" }, { b, "y" }, { c, "x" } };
+
+	ASSERT_EQ(ms_rebalance(ms, srv, 1, 10), 0);
+	EXPECT_LT(passes_until_done(), 50);
+	ASSERT_FALSE(log.copies.empty());
+	for (auto &cp : log.copies) {
+		EXPECT_EQ(cp.dst, c);
+		EXPECT_EQ(cp.src, a) << "a copy in y would have left y";
+	}
+	for (auto &blk : domains(f, 10 * 256, dom))
+		EXPECT_EQ(blk.second, (std::set<std::string>{ "x", "y" })) << "block " << blk.first;
+	/* b cannot get closer: the request ended anyway, saying so */
+	struct ms_rebalance_status rs = status();
+	EXPECT_FALSE(rs.active);
+	EXPECT_GE(rs.outside, 1u);
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebalanceTest, CopiesSharingADomainMoveToAnotherWithoutARebalance)
+{
+	/* only rack x at first: both copies there */
+	a = add_server("a", 10000, &sa, true, "x");
+	b = add_server("b", 10000, nullptr, true, "x");
+	uint64_t f = written_file("f", 2, 3 * 256);
+	c = add_server("c", 10000, nullptr, true, "y");
+	std::map<uint32_t, std::string> dom = { { a, "x" }, { b, "x" }, { c, "y" } };
+
+	for (auto &blk : domains(f, 3 * 256, dom))
+		ASSERT_EQ(blk.second, (std::set<std::string>{ "x" })) << "block " << blk.first;
+	EXPECT_FALSE(status().active);
+	struct ms_rebuild_stats st = pass();
+	EXPECT_EQ(st.copies_moved, 3u);
+	EXPECT_EQ(st.bytes_moved, 0u) << "not a rebalance's";
+	for (auto &blk : domains(f, 3 * 256, dom))
+		EXPECT_EQ(blk.second, (std::set<std::string>{ "x", "y" })) << "block " << blk.first;
+	for (auto &blk : current(f, 3 * 256, 1))
+		EXPECT_EQ(blk.second.size(), 2u) << "block " << blk.first;
+	/* spread: nothing more to do */
+	EXPECT_EQ(pass().copies_moved, 0u);
+	expect_fsck_clean();
+}
+
+TEST_F(MsRebalanceTest, StopsAsSoonAsEveryServerIsInTheBand)
+{
+	a = add_server("a", 10000, &sa);
+	b = add_server("b", 10000);
+	written_file("one", 1, 20 * 256);
+	c = add_server("c", 10000);
+	/* a and b 25.6 % used, c empty, the cluster 17.1 %: a band of +-15 points
+	 * takes in c with its first chunk (2.6 %), so one move is all it takes */
+	ASSERT_EQ(ms_rebalance(ms, srv, 1, 30), 0);
+	EXPECT_EQ(status().outside, 1u);
+	EXPECT_LT(passes_until_done(), 50);
+	EXPECT_EQ(log.copies.size(), 1u);
+	EXPECT_EQ(status().outside, 0u);
+	EXPECT_EQ(status().bytes_moved, 256 * 4096u);
+}

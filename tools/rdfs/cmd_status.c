@@ -80,6 +80,12 @@ static int status_run(struct tool *t, int argc, char **argv)
 		       "rebuilt, %llu lost; %s copied in the pass\n",
 		       (unsigned long long)cs.passes, (unsigned long long)cs.chunks_under,
 		       (unsigned long long)cs.chunks_building, (unsigned long long)cs.chunks_lost, b);
+		if (cs.rebalancing) {
+			tool_human(cs.rebalance_bytes_moved, b, sizeof(b));
+			printf("rebalance: active, %s moved, %u server%s outside \u00b1%g%%\n", b,
+			       cs.rebalance_outside, cs.rebalance_outside == 1 ? "" : "s",
+			       cs.rebalance_threshold_pct / 2.0);
+		}
 	}
 	return TOOL_OK;
 }
@@ -102,5 +108,8 @@ const struct tool_cmd tool_cmd_status = {
 	"fewer copies than their file's (rdfs setcopies), the one being copied now,\n"
 	"and chunks with blocks no copy holds (lost until a down server returns).\n"
 	"A server down longer than the metaserver's rebuild_grace no longer counts:\n"
-	"its chunks are copied again elsewhere.\n",
+	"its chunks are copied again elsewhere.\n"
+	"\n"
+	"While an rdfs rebalance is under way, one more line says how much it moved\n"
+	"and how many servers are still outside its band.\n",
 };

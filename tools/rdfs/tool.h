@@ -44,6 +44,7 @@ extern const struct tool_cmd tool_cmd_fsck;
 extern const struct tool_cmd tool_cmd_getcopies;
 extern const struct tool_cmd tool_cmd_setcopies;
 extern const struct tool_cmd tool_cmd_drain;
+extern const struct tool_cmd tool_cmd_rebalance;
 
 /*
  * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs
