@@ -28,6 +28,16 @@ def verbs(typ, credits=1, cookie=0, status=0, descs=(), flags=0):
     return hdr + b"".join(struct.pack("<QII", a, n, k) for a, n, k in descs)
 
 
+def pb_kind(name):
+    """The first input byte that makes fuzz_pb_bodies decode rdfs__NAME: its
+    index in the target's descriptor list, read from the source so that a
+    message added to the list cannot leave a seed pointing at another one."""
+    import re
+    with open(os.path.join(HERE, "fuzz_pb_bodies.c")) as f:
+        names = re.findall(r"&rdfs__(\w+)__descriptor", f.read())
+    return names.index(name)
+
+
 def vectors():
     out = []
     with open(os.path.join(REPO, "client-lkm", "vectors", "vectors.txt")) as f:
@@ -59,15 +69,15 @@ def main():
         "params": struct.pack("<IBBHI", VERBS_MAGIC, 1, 0, 64, 65536),
     }
     seeds["fuzz_lkm_codec"] = {}
-    seeds["fuzz_pb_bodies"] = {"lookup": bytes([4]) + body,
-                               # the last kind: RebalanceReq {cancel, threshold_pct}
-                               "rebalance": bytes([45]) + w.field_varint(1, 0)
-                               + w.field_varint(2, 10)}
+    seeds["fuzz_pb_bodies"] = {"lookup": bytes([pb_kind("lookup_req")]) + body,
+                               # RebalanceReq {cancel, threshold_pct}
+                               "rebalance": bytes([pb_kind("rebalance_req")])
+                               + w.field_varint(1, 0) + w.field_varint(2, 10)}
     seeds["fuzz_cap"] = {}
     for kind, name, data in vectors():
         seeds["fuzz_lkm_codec"][name] = bytes([0 if kind == "ioreq" else 1]) + data
         if kind == "ioreq":
-            seeds["fuzz_pb_bodies"]["ioreq-" + name] = bytes([25]) + data
+            seeds["fuzz_pb_bodies"]["ioreq-" + name] = bytes([pb_kind("io_req")]) + data
             cap = w.decode(data).get(1)
             if cap:
                 seeds["fuzz_cap"][name] = cap[0]
