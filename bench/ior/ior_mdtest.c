@@ -63,9 +63,11 @@ void md_usage(FILE *f)
 "    DIR/mdtest.<rep>/task.<t>, else all share one. A phase's rate is all tasks'\n"
 "    operations divided by the time from the first task starting it to the last\n"
 "    one finishing. File contents are checked on read (exit 1 on a mismatch).\n"
+"    A run where any task fails prints which task and why, and no rates.\n"
 "\n"
 "OPTIONS\n"
-"    -d DIR        Directory to work in; must exist (for -a RDFS a path inside rdfs).\n"
+"    -d DIR        Directory to work in, made if missing (its parent must exist; for\n"
+"                  -a RDFS a path inside rdfs). It is left in place afterwards.\n"
 "    -n FILES      Files per task (default 1000).\n"
 "    -N TASKS      Processes (default 1, at most %d).\n"
 "    -i REPS       Repetitions (default 1).\n"
@@ -408,6 +410,16 @@ static int md_task_main(const struct md_params *p, struct md_shared *sh, int tas
 		snprintf(t.res->error, sizeof(t.res->error), "task %d: %s", task, err);
 	if (t.buf)
 		ior_pattern_fill(t.buf, p->write_bytes, 0, task);
+	/*
+	 * -d DIR need not exist, as with mdtest (its parent must). Before the
+	 * first barrier, which the other tasks wait at: not in any phase's time.
+	 */
+	if (task == 0 && !md_failed(&t)) {
+		int ret = ior_path_mkdir(t.io, p->dir, 0755);
+
+		if (ret < 0 && ret != -EEXIST)
+			md_error(&t, "mkdir", p->dir, -ret);
+	}
 	for (iter = 0; iter < p->reps; iter++)
 		for (ph = 0; ph < MD_NPHASES; ph++)
 			md_phase(&t, iter, ph);
@@ -439,9 +451,15 @@ static void md_phase_numbers(const struct md_params *p, struct md_shared *sh, in
 	*rate = *secs > 0 ? ops / *secs : 0;
 }
 
+/*
+ * The report of a run. A failed run (a task's error, a wrong file) prints no
+ * rates: they would time operations that did not happen. What failed is on
+ * stderr, and in the JSON as "error".
+ */
 static void md_report(const struct md_params *p, struct md_shared *sh, const char *began,
 		      int failed, uint64_t bad)
 {
+	const char *error = "";
 	double rate[MD_NPHASES][p->reps], secs[MD_NPHASES][p->reps];
 	int table = !p->json || p->json_file;
 	char line[256];
@@ -450,6 +468,12 @@ static void md_report(const struct md_params *p, struct md_shared *sh, const cha
 	for (iter = 0; iter < p->reps; iter++)
 		for (ph = 0; ph < MD_NPHASES; ph++)
 			md_phase_numbers(p, sh, iter, ph, &rate[ph][iter], &secs[ph][iter]);
+	for (k = 0; k < p->ntasks && !error[0]; k++)
+		error = sh->task[k].error;
+	if (!error[0] && failed)
+		error = "a task died (see above)";
+	if (!error[0] && bad)
+		error = "files with the wrong size or content";
 	if (table) {
 		printf("rdfs-bench mdtest: metadata benchmark (forked tasks, no MPI)\n");
 		printf("Began               : %s\n", began);
@@ -459,7 +483,8 @@ static void md_report(const struct md_params *p, struct md_shared *sh, const cha
 		printf("\n%d tasks, %llu files%s\n", p->ntasks,
 		       (unsigned long long)p->files * (unsigned long long)p->ntasks,
 		       p->unique_dir ? ", unique directory per task" : ", one shared directory");
-		for (const char *kind = "rate"; kind; kind = kind[0] == 'r' ? "time" : NULL) {
+		for (const char *kind = "rate"; kind && !error[0];
+		     kind = kind[0] == 'r' ? "time" : NULL) {
 			printf("\nSUMMARY %s: (of %d iterations)\n", kind, p->reps);
 			printf("   Operation                      Max            Min           Mean        Std Dev\n");
 			printf("   ---------                      ---            ---           ----        -------\n");
@@ -475,8 +500,10 @@ static void md_report(const struct md_params *p, struct md_shared *sh, const cha
 		if (bad)
 			printf("Verification        : FAILED (%llu files with wrong size or content)\n",
 			       (unsigned long long)bad);
-		else if (p->write_bytes)
+		else if (p->write_bytes && !error[0])
 			printf("Verification        : passed\n");
+		if (error[0])
+			printf("\nFAILED: %s; no rates\n", error);
 		printf("-- finished --\n");
 		fflush(stdout);
 	}
@@ -494,7 +521,7 @@ static void md_report(const struct md_params *p, struct md_shared *sh, const cha
 			(unsigned long long)p->files, p->reps, p->unique_dir ? "true" : "false",
 			(unsigned long long)p->write_bytes, (unsigned long long)p->read_bytes);
 		fprintf(f, "  \"phases\": [");
-		for (k = 0; k < MD_NPHASES; k++) {
+		for (k = 0; k < MD_NPHASES && !error[0]; k++) {
 			struct ior_stats s;
 
 			ph = md_report_order[k];
@@ -507,8 +534,18 @@ static void md_report(const struct md_params *p, struct md_shared *sh, const cha
 				"\"median\": %.3f}", s.max, s.min, s.mean, s.sd,
 				ior_median(rate[ph], p->reps));
 		}
-		fprintf(f, "\n  ],\n  \"bad_files\": %llu,\n  \"ok\": %s\n}\n",
-			(unsigned long long)bad, failed || bad ? "false" : "true");
+		fprintf(f, "\n  ],\n  \"bad_files\": %llu,\n  \"ok\": %s", (unsigned long long)bad,
+			error[0] ? "false" : "true");
+		if (error[0]) {
+			fprintf(f, ",\n  \"error\": \"");
+			for (const char *c = error; *c; c++) {
+				if (*c == '"' || *c == '\\')
+					fputc('\\', f);
+				fputc((unsigned char)*c < 0x20 ? '?' : *c, f);
+			}
+			fprintf(f, "\"");
+		}
+		fprintf(f, "\n}\n");
 		if (f != stdout)
 			fclose(f);
 	}

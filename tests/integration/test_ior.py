@@ -185,7 +185,7 @@ def test_mdtest_usage_errors(tmp_path):
         assert p.returncode == 2, (args, p.stderr)
         assert "rdfs-bench mdtest:" in p.stderr
     assert "EXIT STATUS" in md("--help").stdout
-    p = md("-d", tmp_path / "missing", "-n", "3", check=False)
+    p = md("-d", tmp_path / "missing" / "deeper", "-n", "3", check=False)
     assert p.returncode == 1 and "No such file or directory" in p.stderr
 
 
@@ -211,3 +211,26 @@ def test_ior_drop_cache_cmd_failure_fails_run(tmp_path):
             check=False)
     assert p.returncode == 1
     assert "--drop-cache-cmd 'false' failed" in p.stderr
+
+
+def test_mdtest_creates_its_directory_as_mdtest_does(workdir):
+    """-d DIR whose parent exists but which does not: created (real mdtest 4.0 does)."""
+    d = workdir / "new"
+    p = md("-n", "5", "-N", "2", "-d", d)
+    assert "SUMMARY rate" in p.stdout
+    assert d.is_dir() and os.listdir(d) == []
+
+
+def test_mdtest_failed_run_prints_no_rates(workdir):
+    """A task that fails: which task and why on stderr, no SUMMARY (its rates would
+    time operations that never happened), "ok": false with the error in the JSON,
+    exit 1."""
+    f = workdir / "a-file"
+    f.write_bytes(b"x")
+    p = md("-n", "5", "-N", "2", "-d", f, "-O", workdir / "md.json", check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"task 0: mkdir .*a-file/mdtest\.0: Not a directory", p.stderr), p.stderr
+    assert "SUMMARY" not in p.stdout and "FAILED: task 0" in p.stdout, p.stdout
+    assert not re.search(r"[0-9]+\.[0-9]{3}", p.stdout), p.stdout
+    doc = json.loads((workdir / "md.json").read_text())
+    assert doc["ok"] is False and doc["phases"] == [] and "task 0" in doc["error"]
