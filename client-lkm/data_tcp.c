@@ -466,10 +466,11 @@ static bool rdfs_io_retry(struct rdfs_io_try *t, int err, const struct rdfs_io_s
 
 /* One try of rdfs_data_read(); -ESTALE: a capability was fenced. */
 static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pages,
-			       int npages, struct rdfs_io_try *t, struct rdfs_io_set *set)
+			       int npages, u64 base, struct rdfs_io_try *t,
+			       struct rdfs_io_set *set)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
-	u64 pos = page_offset(pages[0]), end = pos + ((u64)npages << PAGE_SHIFT);
+	u64 pos = base, end = pos + ((u64)npages << PAGE_SHIFT);
 	u64 isize = i_size_read(inode), done = pos;
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
@@ -529,15 +530,29 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
  * with a layout the helper fetches again; a failed I/O server with a layout
  * that names another copy where the file has one.
  */
-int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages)
+int rdfs_data_read_at(struct inode *inode, u64 handle, struct page **pages, int npages,
+		      u64 base)
 {
 	struct rdfs_io_try t = {};
 	int err, i;
 
+	if (base & (PAGE_SIZE - 1))
+		return -EINVAL;
+	/*
+	 * Blocks this client wrote and has not committed are unwritten to the
+	 * metaserver, and the helper describes them as holes: commit them first
+	 * (an O_DIRECT read after an O_DIRECT write, or a page the cache dropped
+	 * after writeback).
+	 */
+	if (rdfs_dirty_overlaps(inode, base >> PAGE_SHIFT, (base >> PAGE_SHIFT) + npages)) {
+		err = rdfs_commit(inode, rdfs_wb_handle(inode));
+		if (err)
+			return err;
+	}
 	for (i = 0;; i++) {
 		struct rdfs_io_set set = {};
 
-		err = rdfs_data_read_once(inode, handle, pages, npages, &t, &set);
+		err = rdfs_data_read_once(inode, handle, pages, npages, base, &t, &set);
 		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
 			break;
 		if (t.failed)
@@ -603,11 +618,11 @@ static int rdfs_write_settle(struct inode *inode, u64 handle,
 
 /* One try of rdfs_data_write(); -ESTALE: a capability was fenced. */
 static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **pages,
-				int npages, u32 off, u64 len, struct rdfs_io_try *t,
+				int npages, u64 base, u32 off, u64 len, struct rdfs_io_try *t,
 				struct rdfs_io_set *set)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
-	u64 base = page_offset(pages[0]), pos = base + off, end = pos + len;
+	u64 pos = base + off, end = pos + len;
 	u64 lo = round_down(pos, RDFS_BLOCK_SIZE), hi = round_up(end, RDFS_BLOCK_SIZE);
 	struct rdfs_dev_layout_reply *rep;
 	size_t rlen;
@@ -680,16 +695,19 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
  * writes are idempotent). Where a file has several copies, one that fails
  * while another takes the bytes is reported lost instead.
  */
-int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
-		    u32 off, u64 len)
+int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int npages,
+		       u64 base, u32 off, u64 len)
 {
 	struct rdfs_io_try t = {};
 	int err, i;
 
+	if (base & (PAGE_SIZE - 1))
+		return -EINVAL;
 	for (i = 0;; i++) {
 		struct rdfs_io_set set = {};
 
-		err = rdfs_data_write_once(inode, handle, pages, npages, off, len, &t, &set);
+		err = rdfs_data_write_once(inode, handle, pages, npages, base, off, len, &t,
+					   &set);
 		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
 			break;
 	}

@@ -96,6 +96,17 @@ u64 rdfs_wb_handle(struct inode *inode)
 	return h;
 }
 
+bool rdfs_dirty_overlaps(struct inode *inode, u64 first, u64 end)
+{
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	bool ret;
+
+	spin_lock(&ri->lock);
+	ret = ri->dirty_first < end && first < ri->dirty_end;
+	spin_unlock(&ri->lock);
+	return ret;
+}
+
 int rdfs_commit(struct inode *inode, u64 handle)
 {
 	struct rdfs_inode_info *ri = RDFS_I(inode);
@@ -245,7 +256,29 @@ static ssize_t rdfs_file_read_iter(struct kiocb *iocb, struct iov_iter *to)
 
 	if (err)
 		return err;
+	if ((iocb->ki_flags & IOCB_DIRECT) || RDFS_SB(inode->i_sb)->direct_io)
+		return rdfs_direct_read(iocb, to, rdfs_file_handle(iocb->ki_filp));
 	return generic_file_read_iter(iocb, to);
+}
+
+static ssize_t rdfs_file_write_iter(struct kiocb *iocb, struct iov_iter *from)
+{
+	struct file *file = iocb->ki_filp;
+	struct inode *inode = file_inode(file);
+	ssize_t ret;
+
+	if (!(iocb->ki_flags & IOCB_DIRECT) && !RDFS_SB(inode->i_sb)->direct_io)
+		return generic_file_write_iter(iocb, from);
+	inode_lock(inode);
+	ret = generic_write_checks(iocb, from);
+	if (ret > 0)
+		ret = file_modified(file);
+	if (!ret)
+		ret = rdfs_direct_write(iocb, from, rdfs_file_handle(file));
+	inode_unlock(inode);
+	if (ret > 0)
+		ret = generic_write_sync(iocb, ret);
+	return ret;
 }
 
 /*
@@ -367,7 +400,7 @@ const struct file_operations rdfs_file_fops = {
 	.fallocate	= rdfs_file_fallocate,
 	.copy_file_range = rdfs_copy_file_range,
 	.read_iter	= rdfs_file_read_iter,
-	.write_iter	= generic_file_write_iter,
+	.write_iter	= rdfs_file_write_iter,
 	.mmap		= rdfs_file_mmap,
 	.open		= rdfs_open,
 	.flush		= rdfs_flush,
@@ -718,4 +751,6 @@ const struct address_space_operations rdfs_aops = {
 	.dirty_folio	= filemap_dirty_folio,
 	.invalidate_folio = rdfs_invalidate_folio,
 	.release_folio	= rdfs_release_folio,
+	/* lets O_DIRECT opens through: read_iter/write_iter do them (direct.c) */
+	.direct_IO	= noop_direct_IO,
 };

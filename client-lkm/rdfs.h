@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/net.h>
+#include <linux/pagemap.h>
 #include <linux/wait.h>
 
 #include "rdfs_dev_abi.h"
@@ -62,6 +63,7 @@ struct rdfs_sb_info {
 	struct rdfs_conn conns[RDFS_MAX_SERVERS];
 	struct rdfs_rdma *rdma;		/* transport=rdma: the RDMA data path; NULL: TCP */
 	bool rdma_read;			/* rdma_mode=read (figure 3), else write (figure 2) */
+	bool direct_io;			/* every read/write as O_DIRECT (direct.c) */
 };
 
 struct rdfs_inode_info {
@@ -124,13 +126,38 @@ extern const struct file_operations rdfs_file_fops;
 extern const struct file_operations rdfs_dir_fops;
 extern const struct address_space_operations rdfs_aops;
 int rdfs_commit(struct inode *inode, u64 handle);
+/* Blocks of [first, end) written back or written directly, not yet committed. */
+bool rdfs_dirty_overlaps(struct inode *inode, u64 first, u64 end);
 u64 rdfs_wb_handle(struct inode *inode);
+
+/* direct.c: O_DIRECT; rdfs_direct_write under the inode lock */
+ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle);
+ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle);
 
 /* data_tcp.c */
 struct rdfs_io_seg;
-int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages, int npages);
-int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages, int npages,
-		    u32 off, u64 len);
+/*
+ * The pages hold the file from byte @base (a multiple of PAGE_SIZE): page-cache
+ * pages (rdfs_data_read/write: @base is pages[0]'s offset) or O_DIRECT's
+ * bounce pages (file.c).
+ */
+int rdfs_data_read_at(struct inode *inode, u64 handle, struct page **pages, int npages,
+		      u64 base);
+int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int npages,
+		       u64 base, u32 off, u64 len);
+
+static inline int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages,
+				 int npages)
+{
+	return rdfs_data_read_at(inode, handle, pages, npages, page_offset(pages[0]));
+}
+
+static inline int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages,
+				  int npages, u32 off, u64 len)
+{
+	return rdfs_data_write_at(inode, handle, pages, npages, page_offset(pages[0]), off,
+				  len);
+}
 void rdfs_conns_close(struct rdfs_sb_info *sbi);
 
 /*

@@ -51,10 +51,11 @@ struct rdfs_mount_opts {
 	unsigned int readahead_kb;
 	bool transport_rdma;
 	bool rdma_read;			/* rdma_mode=read (figure 3); default write (figure 2) */
+	bool direct_io;
 };
 
 enum { OPT_FD, OPT_ATTR_TIMEOUT, OPT_ENTRY_TIMEOUT, OPT_READAHEAD, OPT_TRANSPORT,
-	OPT_RDMA_MODE };
+	OPT_RDMA_MODE, OPT_DIRECT_IO };
 
 static const struct constant_table rdfs_transports[] = {
 	{ "tcp", 0 },
@@ -75,6 +76,7 @@ static const struct fs_parameter_spec rdfs_fs_params[] = {
 	fsparam_string("readahead", OPT_READAHEAD),
 	fsparam_enum("transport", OPT_TRANSPORT, rdfs_transports),
 	fsparam_enum("rdma_mode", OPT_RDMA_MODE, rdfs_rdma_modes),
+	fsparam_flag("direct_io", OPT_DIRECT_IO),
 	{}
 };
 
@@ -107,6 +109,9 @@ static int rdfs_parse_param(struct fs_context *fc, struct fs_parameter *param)
 		break;
 	case OPT_TRANSPORT:
 		o->transport_rdma = res.uint_32;
+		break;
+	case OPT_DIRECT_IO:
+		o->direct_io = true;
 		break;
 	case OPT_RDMA_MODE:
 		o->rdma_read = res.uint_32;
@@ -176,6 +181,8 @@ static int rdfs_show_options(struct seq_file *m, struct dentry *root)
 		   sbi->readahead_kb);
 	if (sbi->rdma)
 		seq_printf(m, ",rdma_mode=%s", sbi->rdma_read ? "read" : "write");
+	if (sbi->direct_io)
+		seq_puts(m, ",direct_io");
 	return 0;
 }
 
@@ -210,6 +217,7 @@ static int rdfs_fill_super(struct super_block *sb, struct fs_context *fc)
 	sbi->attr_timeout = o->attr_timeout * HZ;
 	sbi->entry_timeout = o->entry_timeout * HZ;
 	sbi->readahead_kb = o->readahead_kb;
+	sbi->direct_io = o->direct_io;
 	if (o->transport_rdma) {
 		err = rdfs_rdma_init(sbi, o->rdma_read);
 		if (err)

@@ -75,6 +75,8 @@ static const char usage_text[] =
 "                          reaches the metaserver over tcp)\n"
 "    rdma_mode=write|read  with rdma: servers RDMA-WRITE into the page cache, or\n"
 "                          the module RDMA-READs (default write)\n"
+"    direct_io             every read(2) and write(2) as with O_DIRECT: no page\n"
+"                          cache for them (mmap still uses it)\n"
 "\n"
 "  mount flags: ro, rw, nosuid, suid, nodev, dev, noexec, exec, sync, dirsync,\n"
 "    noatime, relatime; defaults, auto, noauto, _netdev, nofail, user are ignored.\n"
@@ -114,7 +116,7 @@ static const struct mount_flag mount_flags[] = {
 };
 
 static const char *const kernel_opts[] = {
-	"attr_timeout", "entry_timeout", "readahead", "transport", "rdma_mode",
+	"attr_timeout", "entry_timeout", "readahead", "transport", "rdma_mode", "direct_io",
 };
 
 static const char *const helper_opts[] = {

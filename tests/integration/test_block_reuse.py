@@ -17,7 +17,7 @@ import os
 import pytest
 
 from conftest import (BIN, LC_CLIENT_OPTS, LC_TRANSPORT_OPTS, LOCAL_CLUSTER, MiB, Cluster,
-                      _cluster_root, _remove, _stop, fuse_only, run, wait_until)
+                      _cluster_root, _remove, _stop, run, wait_until)
 
 BLOCK = 4096
 DATA_BYTES = 8 * MiB
@@ -78,7 +78,6 @@ def free_bytes(mnt):
     return st.f_bfree * st.f_frsize
 
 
-@fuse_only("mounts with rdfs-fuse's -o direct_io (the kernel client has no O_DIRECT yet)")
 def test_truncated_blocks_of_an_open_file_are_not_reused(small_cluster):
     c = small_cluster
     b = c.mnt                                   # mount B: the cluster's own

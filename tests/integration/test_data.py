@@ -283,3 +283,74 @@ def test_freed_blocks_return_to_free_space(cluster, workdir):
     write_file(workdir / "c", pattern(3, 40 * MiB))
     drop_cache(workdir / "c")
     assert_bytes_equal(pattern(3, 40 * MiB), read_file(workdir / "c"))
+
+
+# ------------------------------------------------------------------ O_DIRECT
+def _odirect_open(path, flags):
+    return os.open(path, flags | os.O_DIRECT, 0o644)
+
+
+def test_o_direct_aligned_and_unaligned(workdir, other_mount):
+    """O_DIRECT reads and writes at any offset, length and buffer alignment, byte
+    for byte against a model, and what they wrote read through another client."""
+    import mmap
+    p = workdir / "direct"
+    model = bytearray(pattern(1, 3 * MiB + 3 * 4096))
+    fd = _odirect_open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        # aligned: a page-aligned buffer, offsets and lengths in whole blocks
+        buf = mmap.mmap(-1, len(model))
+        buf[:] = model
+        assert os.pwrite(fd, buf, 0) == len(model)
+        back = mmap.mmap(-1, len(model))
+        assert os.preadv(fd, [back], 0) == len(model)
+        assert_bytes_equal(bytes(model), bytes(back), "aligned O_DIRECT read")
+        # unaligned: bytes at odd offsets, in a buffer of Python's (any alignment)
+        for off, n, seed in ((12345, 10000, 2), (MiB - 7, 2 * 4096 + 13, 3),
+                             (len(model) - 100, 5000, 4)):
+            data = pattern(seed, n)
+            assert os.pwrite(fd, data, off) == n
+            model[off:off + n] = data
+        for off, n in ((5000, 7777), (MiB - 4096, 3 * 4096 + 1), (0, len(model) + 9999)):
+            assert_bytes_equal(bytes(model[off:off + n]), os.pread(fd, n, off),
+                               "unaligned O_DIRECT read at %d" % off)
+        # past the end: short, then empty
+        assert os.pread(fd, 4096, len(model) - 10) == bytes(model[-10:])
+        assert os.pread(fd, 4096, len(model) + 4096) == b""
+        assert os.fstat(fd).st_size == len(model)
+    finally:
+        os.close(fd)
+    assert_bytes_equal(bytes(model), read_file(p), "buffered read after O_DIRECT writes")
+    assert_bytes_equal(bytes(model), read_file(other_mount / p.relative_to(workdir.parent)),
+                       "another client after close")
+
+
+def test_o_direct_is_coherent_with_the_page_cache(workdir):
+    """A direct read sees bytes still dirty in the page cache; a buffered reader
+    with the old bytes cached sees what a direct write wrote."""
+    p = workdir / "mixed"
+    full = pattern(5, 64 * 1024)
+    write_file(p, full)
+    cached = os.open(p, os.O_RDWR)
+    direct = _odirect_open(p, os.O_RDWR)
+    try:
+        assert os.pread(cached, 64 * 1024, 0) == full                   # now cached
+        os.pwrite(cached, b"dirty bytes", 100)                          # not written back
+        assert os.pread(direct, 20, 95) == full[95:100] + b"dirty bytes" + full[111:115]
+        os.pwrite(direct, b"direct!", 40000)
+        assert os.pread(cached, 9, 39999) == full[39999:40000] + b"direct!" + full[40007:40008]
+    finally:
+        os.close(direct)
+        os.close(cached)
+
+
+def test_dd_oflag_direct(workdir):
+    """What a user tries first: dd with oflag=direct and iflag=direct."""
+    p = workdir / "dd"
+    src = workdir / "dd-src"
+    write_file(src, pattern(6, 5 * MiB + 1000))
+    subprocess.run(["dd", "if=%s" % src, "of=%s" % p, "bs=1M", "oflag=direct", "status=none"],
+                   check=True)
+    out = subprocess.run(["dd", "if=%s" % p, "bs=1M", "iflag=direct", "status=none"],
+                         check=True, stdout=subprocess.PIPE).stdout
+    assert_bytes_equal(pattern(6, 5 * MiB + 1000), out, "dd iflag=direct")

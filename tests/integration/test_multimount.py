@@ -99,7 +99,6 @@ def test_file_deleted_on_one_mount_while_open_on_other(workdir, second_mount):
         assert_bytes_equal(data, f.read(), "data of a file unlinked by the other mount")
 
 
-@fuse_only("-o direct_io is an rdfs-fuse option (the kernel client has no O_DIRECT yet)")
 def test_direct_io_mount(cluster, workdir):
     """A mount with -o direct_io (no page cache) reads and writes the same bytes."""
     mnt = cluster.dir / "mnt-direct"

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * direct.c - O_DIRECT reads and writes: file data between the caller's buffer
+ * and the I/O servers, past the page cache.
+ *
+ * The bytes go through bounce pages of this module, at most RDFS_DIO_BATCH
+ * pages per step, which hold the file from a page boundary: any offset,
+ * length and buffer alignment works (O_DIRECT here asks for no alignment, as
+ * NFS), and a step is the same READs and WRITEs the page cache sends, over TCP
+ * or RDMA. A write sends exactly its bytes (the I/O server merges partial
+ * blocks), so it never rewrites bytes it did not get from the caller.
+ *
+ * Coherence with the page cache: dirty cached pages of the range are written
+ * back first (a direct read sees them; a direct write lands after them), and
+ * after a direct write the cached pages of its range are dropped. Written
+ * blocks are committed at fsync/close like the page cache's (ri->dirty_*).
+ *
+ * Locks: the caller of rdfs_direct_write holds the inode lock (file.c's
+ * write_iter); reads take none (as every O_DIRECT read, racing writers may be
+ * seen in part).
+ */
+#include <linux/pagemap.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+
+#include "rdfs.h"
+
+/* Pages per step: a read-ahead window's worth, so that every server is busy. */
+#define RDFS_DIO_BATCH	1024
+
+struct rdfs_dio {
+	struct page **pages;
+	int npages;		/* allocated so far */
+};
+
+static void rdfs_dio_free(struct rdfs_dio *d)
+{
+	while (d->npages)
+		__free_page(d->pages[--d->npages]);
+	kvfree(d->pages);
+}
+
+/* At least @n bounce pages in @d. */
+static int rdfs_dio_pages(struct rdfs_dio *d, int n)
+{
+	if (!d->pages) {
+		d->pages = kvcalloc(RDFS_DIO_BATCH, sizeof(*d->pages), GFP_KERNEL);
+		if (!d->pages)
+			return -ENOMEM;
+	}
+	while (d->npages < n) {
+		d->pages[d->npages] = alloc_page(GFP_KERNEL);
+		if (!d->pages[d->npages])
+			return -ENOMEM;
+		d->npages++;
+	}
+	return 0;
+}
+
+/* The step of at most RDFS_DIO_BATCH pages starting at @pos, @left bytes wanted. */
+static size_t rdfs_dio_step(loff_t pos, size_t left, u64 *base, int *npages)
+{
+	size_t n;
+
+	*base = round_down(pos, PAGE_SIZE);
+	n = min_t(u64, left, (u64)RDFS_DIO_BATCH * PAGE_SIZE - (pos - *base));
+	*npages = DIV_ROUND_UP(pos - *base + n, PAGE_SIZE);
+	return n;
+}
+
+/* Copy @n bytes between the bounce pages (from byte @off) and @iter. */
+static size_t rdfs_dio_copy(struct rdfs_dio *d, size_t off, size_t n, struct iov_iter *iter,
+			    bool to_iter)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		size_t o = (off + done) & ~PAGE_MASK, len = min(n - done, PAGE_SIZE - o);
+		struct page *page = d->pages[(off + done) >> PAGE_SHIFT];
+		size_t got = to_iter ? copy_page_to_iter(page, o, len, iter) :
+				       copy_page_from_iter(page, o, len, iter);
+
+		done += got;
+		if (got < len)
+			break;		/* a fault in the caller's buffer */
+	}
+	return done;
+}
+
+ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle)
+{
+	struct inode *inode = file_inode(iocb->ki_filp);
+	struct rdfs_dio d = {};
+	loff_t pos = iocb->ki_pos, isize;
+	size_t left = iov_iter_count(to), done = 0;
+	int err;
+
+	if (!left)
+		return 0;
+	err = filemap_write_and_wait_range(inode->i_mapping, pos, pos + left - 1);
+	if (err)
+		return err;
+	while (left) {
+		size_t n, got;
+		int npages;
+		u64 base;
+
+		isize = i_size_read(inode);
+		if (pos >= isize)
+			break;
+		n = rdfs_dio_step(pos, min_t(u64, left, isize - pos), &base, &npages);
+		err = rdfs_dio_pages(&d, npages);
+		if (!err)
+			err = rdfs_data_read_at(inode, handle, d.pages, npages, base);
+		if (err)
+			break;
+		got = rdfs_dio_copy(&d, pos - base, n, to, true);
+		pos += got;
+		done += got;
+		left -= got;
+		if (got < n) {
+			err = -EFAULT;
+			break;
+		}
+	}
+	rdfs_dio_free(&d);
+	iocb->ki_pos = pos;
+	return done ? done : err;
+}
+
+ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle)
+{
+	struct inode *inode = file_inode(iocb->ki_filp);
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct rdfs_dio d = {};
+	loff_t pos = iocb->ki_pos, start = pos;
+	size_t left = iov_iter_count(from), done = 0;
+	int err;
+
+	if (!left)
+		return 0;
+	err = filemap_write_and_wait_range(inode->i_mapping, pos, pos + left - 1);
+	if (err)
+		return err;
+	while (left) {
+		size_t n, got;
+		int npages;
+		u64 base;
+
+		n = rdfs_dio_step(pos, left, &base, &npages);
+		err = rdfs_dio_pages(&d, npages);
+		if (err)
+			break;
+		got = rdfs_dio_copy(&d, pos - base, n, from, false);
+		if (!got) {
+			err = -EFAULT;
+			break;
+		}
+		err = rdfs_data_write_at(inode, handle, d.pages, npages, base, pos - base, got);
+		if (err)
+			break;
+		spin_lock(&ri->lock);
+		ri->dirty_first = min_t(u64, ri->dirty_first, pos >> PAGE_SHIFT);
+		ri->dirty_end = max_t(u64, ri->dirty_end, DIV_ROUND_UP(pos + got, PAGE_SIZE));
+		spin_unlock(&ri->lock);
+		pos += got;
+		done += got;
+		left -= got;
+		if (pos > i_size_read(inode))
+			i_size_write(inode, pos);
+		if (got < n) {
+			err = -EFAULT;
+			break;
+		}
+	}
+	rdfs_dio_free(&d);
+	/* what the cache held of the range is older than what was just written */
+	if (done)
+		invalidate_inode_pages2_range(inode->i_mapping, start >> PAGE_SHIFT,
+					      (start + done - 1) >> PAGE_SHIFT);
+	iocb->ki_pos = pos;
+	return done ? done : err;
+}
