@@ -86,21 +86,26 @@ struct verbs_dev {
 	atomic_ulong windows, send_mrs, sinks, sink_windows, sink_mrs, recv_mrs, reg_mrs;
 };
 
-/* What a work request's completion is about (wr_id points at one). */
-enum verbs_wr_kind { WR_RECV = 1, WR_SEND, WR_READ, WR_BIND, WR_WRITE };
+struct verbs_conn;
 
-struct verbs_wr {
-	enum verbs_wr_kind kind;
-	void *ptr;
+/*
+ * Every work request's context embeds one, and the request's wr_id points at
+ * it: the CQ poller calls its done() and knows nothing of the kinds of work
+ * (nvmet's struct ib_cqe, as the kernel client's data path does). done() runs
+ * under c->lock for every completion, failed and flushed ones too, so it is
+ * where the request's resources come back.
+ */
+struct verbs_cqe {
+	void (*done)(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc);
 };
 
 struct verbs_recv {
-	struct verbs_wr wr;
+	struct verbs_cqe cqe;		/* verbs_recv_done */
 	uint8_t *buf;
 };
 
 struct verbs_send_slot {
-	struct verbs_wr wr;
+	struct verbs_cqe cqe;		/* verbs_send_done */
 	uint8_t *buf;
 	struct verbs_send_slot *next_free;
 };
@@ -175,7 +180,7 @@ enum verbs_rx_state { RX_HELD, RX_READING, RX_READY };
 struct verbs_rx {
 	struct verbs_rx *next;
 	enum verbs_rx_state state;
-	struct verbs_wr wr;		/* WR_READ completions */
+	struct verbs_cqe cqe;		/* read_done: each of its READs */
 	struct verbs_recv *slot;	/* RX_HELD: the receive buffer holding the message */
 	uint32_t len;			/* received bytes in slot */
 	struct xport_msg *msg;
@@ -223,8 +228,8 @@ struct verbs_conn {
 	uint32_t done_head, done_n, done_cap;
 	struct verbs_rndv_table rndv;
 	struct verbs_rx *rxq_head, *rxq_tail;
-	struct verbs_wr bind_wr;
-	struct verbs_wr write_wr;	/* WR_WRITE: completes the head of wtx in order */
+	struct verbs_cqe bind_cqe;	/* verbs_bind_done: every window bind */
+	struct verbs_cqe write_cqe;	/* verbs_write_done: each WRITE, wtx in order */
 	struct verbs_tx *wtx_head, *wtx_tail;	/* placed writes on the wire */
 	struct verbs_sink_reg *sinks;	/* exposed sinks of our requests */
 	size_t tx_queued, tx_limit;
@@ -246,6 +251,11 @@ extern struct verbs_decl_set verbs_declared;
 
 /* xport_verbs_data.c */
 void verbs_cq_handler(struct xport_poll *p, uint32_t events);
+/* The completion handler of each kind of work request (struct verbs_cqe). */
+void verbs_recv_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc);
+void verbs_send_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc);
+void verbs_bind_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc);
+void verbs_write_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc);
 /* Under c->lock: cancel everything, arrange the reap. */
 void verbs_fail_locked(struct verbs_conn *c, int status);
 void verbs_fail(struct verbs_conn *c, int status);

@@ -222,8 +222,8 @@ static struct verbs_conn *conn_alloc(const struct verbs_settings *set)
 	c->set = *set;
 	c->cm_poll.fd = -1;
 	c->cq_poll.fd = -1;
-	c->bind_wr.kind = WR_BIND;
-	c->write_wr.kind = WR_WRITE;
+	c->bind_cqe.done = verbs_bind_done;
+	c->write_cqe.done = verbs_write_done;
 	snprintf(c->base.peer, sizeof(c->base.peer), "rdma://?");
 	return c;
 }
@@ -285,11 +285,10 @@ static int setup_qp(struct verbs_conn *c)
 			.addr = (uintptr_t)(c->recv_mem + (size_t)i * c->set.recv_size),
 			.length = c->set.recv_size, .lkey = c->recv_mr->lkey,
 		};
-		struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&r->wr, .sg_list = &sge, .num_sge = 1 };
+		struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&r->cqe, .sg_list = &sge, .num_sge = 1 };
 		struct ibv_recv_wr *bad;
 
-		r->wr.kind = WR_RECV;
-		r->wr.ptr = r;
+		r->cqe.done = verbs_recv_done;
 		r->buf = c->recv_mem + (size_t)i * c->set.recv_size;
 		err = ibv_post_recv(c->id->qp, &wr, &bad);
 		if (err)
@@ -315,8 +314,7 @@ static int setup_send(struct verbs_conn *c, uint32_t reads)
 	if (!c->slots)
 		return -ENOMEM;
 	for (i = 0; i < c->nslots; i++) {
-		c->slots[i].wr.kind = WR_SEND;
-		c->slots[i].wr.ptr = &c->slots[i];
+		c->slots[i].cqe.done = verbs_send_done;
 		c->slots[i].buf = c->send_mem + (size_t)i * size;
 		c->slots[i].next_free = c->free_slots;
 		c->free_slots = &c->slots[i];

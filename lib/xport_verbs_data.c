@@ -5,8 +5,10 @@
  *
  * Everything about a connection happens under its lock, from whichever thread:
  * xport_post_send() sends at once when credits allow; the completion channel
- * handler (progress thread) drains the CQ and then runs progress_locked()
- * to start receives, post READs, deliver, and send what waits.
+ * handler (progress thread) drains the CQ, handing each completion to the
+ * done() its work request carries (struct verbs_cqe: recv, send, bind, WRITE,
+ * READ), and then runs progress_locked() to start receives, post READs,
+ * deliver, and send what waits.
  *
  * Receive side: a message stays in its receive buffer (RX_HELD) until it is
  * consumed: an EAGER one is copied out, an RNDV one gets its buffers allocated
@@ -234,7 +236,7 @@ static int post_slot(struct verbs_conn *c, struct verbs_send_slot *slot, size_t 
 		.addr = (uintptr_t)slot->buf, .length = (uint32_t)len, .lkey = c->send_mr->lkey,
 	};
 	struct ibv_send_wr wr = {
-		.wr_id = (uintptr_t)&slot->wr, .sg_list = &sge, .num_sge = 1,
+		.wr_id = (uintptr_t)&slot->cqe, .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
 	}, *bad;
 	int err;
@@ -286,7 +288,7 @@ static int bind_windows(struct verbs_conn *c, struct verbs_reg *reg, int n, unsi
 		if (!r->mw)
 			continue;
 		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uintptr_t)&c->bind_wr;
+		wr.wr_id = (uintptr_t)&c->bind_cqe;
 		wr.opcode = IBV_WR_BIND_MW;
 		wr.send_flags = IBV_SEND_SIGNALED;
 		wr.bind_mw.mw = r->mw;
@@ -340,7 +342,7 @@ static int post_writes(struct verbs_conn *c, struct verbs_tx *tx)
 		sge.length = w->len;
 		sge.lkey = w->lkey;
 		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uintptr_t)&c->write_wr;
+		wr.wr_id = (uintptr_t)&c->write_cqe;
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 		wr.opcode = IBV_WR_RDMA_WRITE;
@@ -784,7 +786,7 @@ static void repost_recv(struct verbs_conn *c, struct verbs_recv *r)
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)r->buf, .length = c->set.recv_size, .lkey = c->recv_mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&r->wr, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&r->cqe, .sg_list = &sge, .num_sge = 1 }, *bad;
 	int err = ibv_post_recv(c->id->qp, &wr, &bad);
 
 	if (err) {
@@ -937,7 +939,7 @@ static void post_reads(struct verbs_conn *c)
 			else
 				sge.lkey = rx->mr_data->lkey;
 			memset(&wr, 0, sizeof(wr));
-			wr.wr_id = (uintptr_t)&rx->wr;
+			wr.wr_id = (uintptr_t)&rx->cqe;
 			wr.sg_list = &sge;
 			wr.num_sge = 1;
 			wr.opcode = IBV_WR_RDMA_READ;
@@ -979,7 +981,10 @@ static int done_push(struct verbs_conn *c, uint32_t cookie)
 	return 0;
 }
 
-static void read_done(struct verbs_conn *c, struct verbs_rx *rx)
+static void read_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc);
+
+/* One READ of @rx's is over: once they all are, it is ready and the peer is owed a DONE. */
+static void read_finished(struct verbs_conn *c, struct verbs_rx *rx)
 {
 	struct verbs_read_iter probe = rx->it;
 	struct verbs_read r;
@@ -1097,8 +1102,7 @@ static void on_recv(struct verbs_conn *c, struct verbs_recv *r, uint32_t len)
 		return;
 	}
 	rx->state = RX_HELD;
-	rx->wr.kind = WR_READ;
-	rx->wr.ptr = rx;
+	rx->cqe.done = read_done;
 	rx->slot = r;
 	rx->len = len;
 	if (c->rxq_tail)
@@ -1108,45 +1112,82 @@ static void on_recv(struct verbs_conn *c, struct verbs_recv *r, uint32_t len)
 	c->rxq_tail = rx;
 }
 
-static const char *wc_name(enum ibv_wc_status s)
+/* ------------------------------------------------------------------ completions */
+
+/*
+ * Whether @wc reports a failure of @what; if so the connection is failed. A
+ * flushed request only says the QP went to error, which was logged when it
+ * did (or we are closing), so it fails the connection quietly.
+ */
+static int wc_failed(struct verbs_conn *c, const struct ibv_wc *wc, const char *what)
 {
-	return ibv_wc_status_str(s);
+	if (wc->status == IBV_WC_SUCCESS)
+		return 0;
+	if (!atomic_load(&c->base.closing) && wc->status != IBV_WC_WR_FLUSH_ERR)
+		log_warn("%s: %s failed: %s", c->base.peer, what, ibv_wc_status_str(wc->status));
+	verbs_fail_locked(c, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO);
+	return 1;
 }
 
-static void handle_wc(struct verbs_conn *c, const struct ibv_wc *wc)
+/* A receive buffer was filled: the message stays in it until consumed (on_recv()). */
+void verbs_recv_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc)
 {
-	struct verbs_wr *w = (struct verbs_wr *)(uintptr_t)wc->wr_id;
+	struct verbs_recv *r = (struct verbs_recv *)((uint8_t *)cqe -
+						     offsetof(struct verbs_recv, cqe));
 
-	if (w->kind != WR_RECV) {
-		c->sq_out--;
-		if (w->kind == WR_SEND) {
-			struct verbs_send_slot *s = w->ptr;
-
-			s->next_free = c->free_slots;
-			c->free_slots = s;
-		} else if (w->kind == WR_READ && wc->status == IBV_WC_SUCCESS) {
-			read_done(c, w->ptr);
-		} else if (w->kind == WR_WRITE && wc->status == IBV_WC_SUCCESS &&
-			   c->wtx_head && --c->wtx_head->writes_out == 0) {
-			struct verbs_tx *tx = c->wtx_head;
-
-			c->wtx_head = tx->next;
-			if (!c->wtx_head)
-				c->wtx_tail = NULL;
-			tx_complete(c, tx, 0);
-		}
-	}
-	if (wc->status != IBV_WC_SUCCESS) {
-		if (!atomic_load(&c->base.closing) && wc->status != IBV_WC_WR_FLUSH_ERR)
-			log_warn("%s: %s failed: %s", c->base.peer,
-				 w->kind == WR_READ ? "RDMA READ" : w->kind == WR_WRITE ?
-				 "RDMA WRITE" : w->kind == WR_RECV ? "receive" : "send",
-				 wc_name(wc->status));
-		verbs_fail_locked(c, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO);
+	if (wc_failed(c, wc, "receive") || atomic_load(&c->base.closing))
 		return;
-	}
-	if (w->kind == WR_RECV && !atomic_load(&c->base.closing))
-		on_recv(c, w->ptr, wc->byte_len);
+	on_recv(c, r, wc->byte_len);
+}
+
+/* A SEND from a slot is over, either way: the slot may carry the next one. */
+void verbs_send_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc)
+{
+	struct verbs_send_slot *s = (struct verbs_send_slot *)((uint8_t *)cqe -
+							       offsetof(struct verbs_send_slot, cqe));
+
+	c->sq_out--;
+	s->next_free = c->free_slots;
+	c->free_slots = s;
+	wc_failed(c, wc, "send");
+}
+
+/* A window bind: nothing to give back but its place in the send queue. */
+void verbs_bind_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc)
+{
+	(void)cqe;
+	c->sq_out--;
+	wc_failed(c, wc, "memory window bind");
+}
+
+/*
+ * One WRITE of a placed write: they complete in posting order (one send
+ * queue), so it belongs to the head of the write list, which is done with its
+ * last. A failure fails the connection, which completes the list.
+ */
+void verbs_write_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc)
+{
+	struct verbs_tx *tx = c->wtx_head;
+
+	(void)cqe;
+	c->sq_out--;
+	if (wc_failed(c, wc, "RDMA WRITE") || !tx || --tx->writes_out)
+		return;
+	c->wtx_head = tx->next;
+	if (!c->wtx_head)
+		c->wtx_tail = NULL;
+	tx_complete(c, tx, 0);
+}
+
+/* One READ of a rendezvous message being received. */
+static void read_done(struct verbs_conn *c, struct verbs_cqe *cqe, const struct ibv_wc *wc)
+{
+	struct verbs_rx *rx = (struct verbs_rx *)((uint8_t *)cqe - offsetof(struct verbs_rx, cqe));
+
+	c->sq_out--;
+	if (wc_failed(c, wc, "RDMA READ"))
+		return;
+	read_finished(c, rx);
 }
 
 void verbs_cq_handler(struct xport_poll *p, uint32_t events)
@@ -1170,9 +1211,13 @@ void verbs_cq_handler(struct xport_poll *p, uint32_t events)
 	}
 	/* Re-arm first, then drain: a completion after the drain raises a new event. */
 	ibv_req_notify_cq(c->cq, 0);
-	while ((n = ibv_poll_cq(c->cq, CQ_BATCH, wc)) > 0)
-		for (i = 0; i < n; i++)
-			handle_wc(c, &wc[i]);
+	while ((n = ibv_poll_cq(c->cq, CQ_BATCH, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			struct verbs_cqe *cqe = (struct verbs_cqe *)(uintptr_t)wc[i].wr_id;
+
+			cqe->done(c, cqe, &wc[i]);
+		}
+	}
 	progress_locked(c);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -75,6 +75,13 @@ def main():
                                + w.field_varint(1, 0) + w.field_varint(2, 10)}
     seeds["fuzz_cap"] = {}
     for kind, name, data in vectors():
+        # the wire's vectors (client-lkm/vectors: frame, verbs, params) seed its decoders
+        if kind == "frame":
+            seeds["fuzz_frame"]["vec-" + name] = data
+            continue
+        if kind in ("verbs", "params"):
+            seeds["fuzz_verbs_msg"]["vec-" + name] = data
+            continue
         seeds["fuzz_lkm_codec"][name] = bytes([0 if kind == "ioreq" else 1]) + data
         if kind == "ioreq":
             seeds["fuzz_pb_bodies"]["ioreq-" + name] = bytes([pb_kind("io_req")]) + data
