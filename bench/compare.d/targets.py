@@ -312,6 +312,7 @@ class MooseFSTarget(Target):
         ns = "%s%d" % (self.netns_prefix, os.getpid())
         nspath = "/run/netns/" + ns
         nsenter = ["nsenter", "--net=" + nspath]
+        self.nsenter = nsenter      # for the MooseFS tools of whoever uses the target
         self.push("remove netns " + ns, lambda: (
             kill_pids(self._netns_pids(ns), self.logf),
             sh(["ip", "netns", "del", ns], self.logf, check=False)))
