@@ -529,7 +529,7 @@ def cleanup_stale(scratch, repo, logf):
     for m in sorted(stale, key=len, reverse=True):
         unmount(m, logf)
         done.append("unmounted " + m)
-    for name in (RdfsFuseTarget.name, RdfsFuseTlsTarget.name, RdfsLibTarget.name):
+    for name in (t.name for t in TARGETS.values() if issubclass(t, RdfsFuseTarget)):
         lc_dir = Path(scratch) / name
         if (lc_dir / "state.json").exists():
             sh([repo / "deploy" / "local-cluster", "down", "--dir", lc_dir], logf, timeout=120,
