@@ -9,6 +9,7 @@ is done, so teardown() undoes exactly what happened, also after a failure or
 an interrupt half way through setup().
 """
 import os
+import re
 import shutil
 import signal
 import socket
@@ -268,6 +269,11 @@ class MooseFSTarget(Target):
     namespace too; the mount itself is in our mount namespace, so visible."""
     name = "moosefs"
     description = "MooseFS: master + 1 chunkserver on %s in a private netns, mfsmount" % MFS_ADDR
+    goal = 1
+    netns_prefix = "rdfsbench-mfs-"
+
+    def chunkservers(self):
+        return 1
 
     def setup(self):
         for prog in ("mfsmaster", "mfschunkserver", "mfsmount", "ip", "nsenter"):
@@ -276,9 +282,11 @@ class MooseFSTarget(Target):
         empty = Path("/var/lib/mfs/metadata.mfs.empty")
         if not empty.exists():
             raise SetupError("%s missing (moosefs-master not installed?)" % empty)
+        n_cs = self.chunkservers()
         self.fresh_root()
         r = self.root
-        for d in ("master", "cs", "chunks", "mnt"):
+        for d in ["master", "mnt"] + ["cs%d" % i for i in range(n_cs)] \
+                + ["chunks%d" % i for i in range(n_cs)]:
             (r / d).mkdir()
         (r / "mfsexports.cfg").write_text("* / rw,alldirs,maproot=0\n")
         (r / "mfsmaster.cfg").write_text(
@@ -287,31 +295,39 @@ class MooseFSTarget(Target):
             "DATA_PATH = %s\nEXPORTS_FILENAME = %s\n"
             "MATOML_LISTEN_HOST = %s\nMATOCS_LISTEN_HOST = %s\nMATOCL_LISTEN_HOST = %s\n"
             % (r / "master", r / "mfsexports.cfg", MFS_ADDR, MFS_ADDR, MFS_ADDR))
-        (r / "mfshdd.cfg").write_text("%s\n" % (r / "chunks"))
-        (r / "mfschunkserver.cfg").write_text(
-            "# Made by bench/compare; removed with the scratch dir.\n"
-            "WORKING_USER = root\nWORKING_GROUP = root\nNICE_LEVEL = 0\nLOCK_MEMORY = 0\n"
-            "DATA_PATH = %s\nHDD_CONF_FILENAME = %s\nMASTER_HOST = %s\nBIND_HOST = %s\n"
-            "CSSERV_LISTEN_HOST = %s\nHDD_LEAVE_SPACE_DEFAULT = 1GiB\n"
-            % (r / "cs", r / "mfshdd.cfg", MFS_ADDR, MFS_ADDR, MFS_ADDR))
+        # Chunkserver i on 198.18.0.(2+i) (the first on the master's address
+        # when there is only one, as before): each its own address, its
+        # default port, its own chunk directory on the same disk.
+        cs_addrs = [MFS_ADDR] if n_cs == 1 else [cs_addr(i) for i in range(n_cs)]
+        for i, addr in enumerate(cs_addrs):
+            (r / ("mfshdd%d.cfg" % i)).write_text("%s\n" % (r / ("chunks%d" % i)))
+            (r / ("mfschunkserver%d.cfg" % i)).write_text(
+                "# Made by bench/compare; removed with the scratch dir.\n"
+                "WORKING_USER = root\nWORKING_GROUP = root\nNICE_LEVEL = 0\nLOCK_MEMORY = 0\n"
+                "DATA_PATH = %s\nHDD_CONF_FILENAME = %s\nMASTER_HOST = %s\nBIND_HOST = %s\n"
+                "CSSERV_LISTEN_HOST = %s\nHDD_LEAVE_SPACE_DEFAULT = 1GiB\n"
+                % (r / ("cs%d" % i), r / ("mfshdd%d.cfg" % i), MFS_ADDR, addr, addr))
         shutil.copy(empty, r / "master" / "metadata.mfs")
 
-        ns = "rdfsbench-mfs-%d" % os.getpid()
+        ns = "%s%d" % (self.netns_prefix, os.getpid())
         nspath = "/run/netns/" + ns
         nsenter = ["nsenter", "--net=" + nspath]
+        self.nsenter = nsenter      # for the MooseFS tools of whoever uses the target
         self.push("remove netns " + ns, lambda: (
             kill_pids(self._netns_pids(ns), self.logf),
             sh(["ip", "netns", "del", ns], self.logf, check=False)))
         sh(["ip", "netns", "add", ns], self.logf)
         sh(["ip", "-n", ns, "link", "set", "lo", "up"], self.logf)
-        sh(["ip", "-n", ns, "addr", "add", MFS_ADDR + "/32", "dev", "lo"], self.logf)
+        for addr in sorted(set([MFS_ADDR] + cs_addrs)):
+            sh(["ip", "-n", ns, "addr", "add", addr + "/32", "dev", "lo"], self.logf)
 
         self.push("stop mfsmaster", lambda: self._stop(nsenter, "mfsmaster", "mfsmaster.cfg"))
         sh(nsenter + ["mfsmaster", "-c", r / "mfsmaster.cfg", "start"], self.logf, timeout=60)
-        self.push("stop mfschunkserver",
-                  lambda: self._stop(nsenter, "mfschunkserver", "mfschunkserver.cfg"))
-        sh(nsenter + ["mfschunkserver", "-c", r / "mfschunkserver.cfg", "start"], self.logf,
-           timeout=60)
+        for i in range(n_cs):
+            cfg = "mfschunkserver%d.cfg" % i
+            self.push("stop chunkserver %d" % i,
+                      lambda cfg=cfg: self._stop(nsenter, "mfschunkserver", cfg))
+            sh(nsenter + ["mfschunkserver", "-c", r / cfg, "start"], self.logf, timeout=60)
 
         mnt = r / "mnt"
         self.push("unmount " + str(mnt), lambda: unmount(str(mnt), self.logf))
@@ -321,14 +337,28 @@ class MooseFSTarget(Target):
             raise SetupError("mfsmount returned but %s is not mounted" % mnt)
         # Writes fail until the chunkserver has registered its disk with the master.
         wait_for(lambda: os.statvfs(mnt).f_blocks > 0, 60, "the chunkserver to register")
+        if n_cs > 1:
+            # Else the first chunks get one copy and the second is made in the
+            # background, off the clock.
+            wait_for(lambda: self._chunkservers_up(nsenter) >= n_cs, 60,
+                     "%d chunkservers to register" % n_cs)
         self.path = mnt / "bench"
         self.path.mkdir(exist_ok=True)
-        # One copy, like every other target here; and no trash: MooseFS keeps
-        # removed files for a day by default, and the matrix removes a lot.
-        sh(nsenter + ["mfssetgoal", "-r", "1", self.path], self.logf, timeout=60)
+        # No trash: MooseFS keeps removed files for a day by default, and the
+        # matrix removes a lot.
+        sh(nsenter + ["mfssetgoal", "-r", self.goal, self.path], self.logf, timeout=60)
         sh(nsenter + ["mfssettrashtime", "-r", "0", self.path], self.logf, timeout=60)
         self.cache_extra = "; mfsmount's own data cache left at its default"
-        self.description += ", goal 1, trash time 0"
+        self.description += ", goal %d, trash time 0" % self.goal
+
+    def _chunkservers_up(self, nsenter):
+        """Chunkservers the master lists as connected (mfscli -SCS), 0 if it cannot say."""
+        try:
+            p = sh(nsenter + ["mfscli", "-H", MFS_ADDR, "-SCS", "-s", "|"], self.logf,
+                   timeout=30, check=False)
+        except SetupError:
+            return 0
+        return len(set(re.findall(r"198\.18\.0\.\d+\|942\d", p.stdout)))
 
     def _stop(self, nsenter, prog, cfg):
         sh(nsenter + [prog, "-c", self.root / cfg, "stop"], self.logf, timeout=60, check=False)
@@ -341,6 +371,32 @@ class MooseFSTarget(Target):
             return [int(x) for x in p.stdout.split()]
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return []
+
+
+class MooseFSGoal2Target(MooseFSTarget):
+    """MooseFS with goal 2 on the benchmark directory and as many chunkservers
+    as rdfs has I/O servers (--ioservers, 2 by default), each on an address of
+    its own in the namespace: beside rdfs-fuse-copies2, two copies each way.
+    mfsmount writes to the first chunkserver of a chunk, which forwards to the
+    next (chaining); rdfs-fuse sends to both (client fan-out)."""
+    name = "moosefs-goal2"
+    description = "MooseFS: master on %s + chunkservers in a private netns, mfsmount" % MFS_ADDR
+    goal = 2
+    netns_prefix = "rdfsbench-mfs-goal2-"
+
+    def chunkservers(self):
+        return max(2, self.opts.ioservers)
+
+    def setup(self):
+        self.description = "MooseFS: master on %s + %d chunkservers on %s..%s in a private " \
+            "netns, mfsmount" % (MFS_ADDR, self.chunkservers(), cs_addr(0),
+                                 cs_addr(self.chunkservers() - 1))
+        super().setup()
+
+
+def cs_addr(i):
+    """The address of chunkserver i of a multi-chunkserver MooseFS target."""
+    return "198.18.0.%d" % (2 + i)
 
 
 GLUSTER_ADDR = "127.0.0.2"
@@ -443,10 +499,10 @@ class GlusterFSTarget(Target):
 
 
 TARGETS = {t.name: t for t in (LocalTarget, RdfsFuseTarget, RdfsFuseTlsTarget,
-                                RdfsFuseCopies2Target, MooseFSTarget, GlusterFSTarget,
-                                RdfsLibTarget)}
+                                RdfsFuseCopies2Target, MooseFSTarget, MooseFSGoal2Target,
+                                GlusterFSTarget, RdfsLibTarget)}
 DEFAULT_TARGETS = ["local", "rdfs-fuse", "rdfs-fuse-tls", "rdfs-fuse-copies2", "moosefs",
-                   "glusterfs"]
+                   "moosefs-goal2", "glusterfs"]
 
 
 def _ancestors():
@@ -473,7 +529,7 @@ def cleanup_stale(scratch, repo, logf):
     for m in sorted(stale, key=len, reverse=True):
         unmount(m, logf)
         done.append("unmounted " + m)
-    for name in (RdfsFuseTarget.name, RdfsFuseTlsTarget.name, RdfsLibTarget.name):
+    for name in (t.name for t in TARGETS.values() if issubclass(t, RdfsFuseTarget)):
         lc_dir = Path(scratch) / name
         if (lc_dir / "state.json").exists():
             sh([repo / "deploy" / "local-cluster", "down", "--dir", lc_dir], logf, timeout=120,
