@@ -34,6 +34,7 @@ import pytest
 import netns
 from conftest import BIN, MiB, _cluster_root, _remove, assert_bytes_equal, drop_cache, \
     fuse_only
+from test_block_reuse import write_file
 from test_layout import parse_layout
 
 BLK = 4096
@@ -100,17 +101,21 @@ def current_copies(nc, path):
     return per
 
 
-def write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def read_fresh(path):
     drop_cache(path)
     with open(path, "rb") as f:
         return f.read()
+
+
+def read_until_up(nc, reader, want, server, what):
+    """Read through the open @reader (its cached layout: no open, which would fetch
+    it again) at once and on, until @server is up again: @want every time."""
+    for n in range(40):
+        os.posix_fadvise(reader, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert_bytes_equal(want, os.pread(reader, len(want), 0), "%s (read %d)" % (what, n))
+        if n >= 4 and nc.server_states().get(server) == "up":
+            return
+    nc.wait(lambda: nc.server_states().get(server) == "up", server + " to register again", 60)
 
 
 def test_a_partition_mid_sequential_read(healed):
@@ -155,12 +160,7 @@ def test_b_partition_mid_write_then_no_stale_read_after_heal(healed):
         assert not missed, "io1 still holds current copies of rewritten blocks %s.." % missed[:4]
         # heal, and read at once, before and after io1 registers again: never the old bytes
         nc.heal("io1")
-        for n in range(40):
-            os.posix_fadvise(reader, 0, 0, os.POSIX_FADV_DONTNEED)  # no open: same layout
-            assert_bytes_equal(new, os.pread(reader, len(new), 0),
-                               "client1 after the heal (read %d)" % n)
-            if n >= 4 and nc.server_states().get("io1") == "up":
-                break
+        read_until_up(nc, reader, new, "io1", "client1 after the heal")
     finally:
         os.close(reader)
     nc.wait_all_up()
@@ -214,15 +214,9 @@ def test_e_sigstopped_server_marked_down_serves_nothing_on_wake(healed):
             f.flush()
             os.fsync(f.fileno())
         nc.cont("io0")
-        for n in range(40):
-            os.posix_fadvise(reader, 0, 0, os.POSIX_FADV_DONTNEED)  # no open: same layout
-            assert_bytes_equal(new, os.pread(reader, len(new), 0),
-                               "client1 after SIGCONT (read %d)" % n)
-            if n >= 4 and nc.server_states().get("io0") == "up":
-                break
+        read_until_up(nc, reader, new, "io0", "client1 after SIGCONT")
     finally:
         os.close(reader)
-    nc.wait(lambda: nc.server_states().get("io0") == "up", "io0 to register again", 60)
     assert_bytes_equal(new, read_fresh(mnt(nc, "client1") / "e"), "io0 back")
 
 
