@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "fence.h"
 
@@ -22,6 +24,9 @@ struct fence {
 
 struct fence_table {
 	_Atomic uint64_t epoch;
+	/* capabilities of epochs up to lease_epoch are good until lease_until_ms */
+	_Atomic uint64_t lease_epoch;
+	_Atomic int64_t lease_until_ms;
 	atomic_size_t count;		/* lets a check of an empty table skip the lock */
 	pthread_mutex_t mu;
 	struct fence *bucket[FENCE_BUCKETS];
@@ -34,6 +39,7 @@ int fence_table_create(struct fence_table **out)
 	if (!t)
 		return -ENOMEM;
 	pthread_mutex_init(&t->mu, NULL);
+	atomic_store(&t->lease_until_ms, INT64_MAX);
 	*out = t;
 	return 0;
 }
@@ -136,6 +142,30 @@ int fence_add(struct fence_table *t, uint64_t ino, uint32_t gen, uint64_t epoch,
 	return ret;
 }
 
+int64_t fence_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void fence_set_lease(struct fence_table *t, uint64_t epoch, int64_t until_ms)
+{
+	/*
+	 * The time first: a check that sees the new epoch with the old time
+	 * would refuse a capability of the registration just made.
+	 */
+	atomic_store(&t->lease_until_ms, until_ms);
+	atomic_store(&t->lease_epoch, epoch);
+}
+
+const char *fence_why(int err)
+{
+	return err == -ENOLINK ? "I/O server not registered with the metaserver: serving nothing"
+			       : "capability fenced: fetch the layout again";
+}
+
 int fence_check(struct fence_table *t, uint64_t epoch, uint64_t ino, uint32_t gen,
 		int64_t now_ns)
 {
@@ -144,6 +174,10 @@ int fence_check(struct fence_table *t, uint64_t epoch, uint64_t ino, uint32_t ge
 
 	if (epoch < atomic_load(&t->epoch))
 		return -ESTALE;
+	if (epoch <= atomic_load(&t->lease_epoch) &&
+	    atomic_load(&t->lease_until_ms) != INT64_MAX &&
+	    fence_mono_ms() > atomic_load(&t->lease_until_ms))
+		return -ENOLINK;
 	epoch_raise(t, epoch);
 	if (atomic_load(&t->count) == 0)
 		return 0;

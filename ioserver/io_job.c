@@ -152,9 +152,10 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 			req->peer->id, rights, io->first_block, io->block_count, cap_now_ns());
 	/* genuine, but perhaps taken back since: the client fetches the layout again */
 	if (ret == 0 && p->fences &&
-	    fence_check(p->fences, io->cap->epoch, io->cap->ino, io->cap->gen, cap_now_ns())) {
-		rpc_server_reply_error(req, -ESTALE, "capability fenced: fetch the layout again");
-		return -ESTALE;
+	    (ret = fence_check(p->fences, io->cap->epoch, io->cap->ino, io->cap->gen,
+			       cap_now_ns()))) {
+		rpc_server_reply_error(req, ret, fence_why(ret));
+		return ret;
 	}
 	switch (ret) {
 	case 0:
@@ -225,17 +226,18 @@ void io_reply_length(struct io_pool *p, struct rpc_request *req, uint32_t length
  * The fence's reply leaves before the metaserver frees the blocks, and a new
  * owner's ZERO or WRITE of them queues behind this lock: so a job that holds
  * the lock unfenced is done with the blocks before they change hands, and one
- * that takes it later sees the fence here. Replies -ESTALE (never called for
- * a job that has answered already).
+ * that takes it later sees the fence here. Replies -ESTALE (or -ENOLINK: the
+ * registration's lease lapsed; never called for a job that has answered already).
  */
 bool job_fenced(struct io_job *j)
 {
 	const Rdfs__Capability *cap = j->io->cap;
+	int ret;
 
 	if (!j->pool->fences ||
-	    !fence_check(j->pool->fences, cap->epoch, cap->ino, cap->gen, cap_now_ns()))
+	    !(ret = fence_check(j->pool->fences, cap->epoch, cap->ino, cap->gen, cap_now_ns())))
 		return false;
-	rpc_server_reply_error(&j->req, -ESTALE, "capability fenced: fetch the layout again");
+	rpc_server_reply_error(&j->req, ret, fence_why(ret));
 	return true;
 }
 

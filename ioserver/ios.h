@@ -28,7 +28,7 @@ struct ios_server;
 #define IOS_DEFAULT_LISTEN		"tcp://0.0.0.0:7100"
 #define IOS_DEFAULT_IO_THREADS		2
 #define IOS_CONN_MAX_REQS		128	/* requests per connection in progress */
-#define IOS_DEFAULT_PING_MS		5000
+#define IOS_DEFAULT_PING_MS		2000
 #define IOS_DEFAULT_UNIT_SIZE		(256u << 10)
 /*
  * One unit read on the disk per READ, the next submitted before the last is

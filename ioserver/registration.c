@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,10 @@ struct registration {
 	uint64_t capacity_blocks;
 	bool pristine;			/* until the first successful REGISTER */
 	int ping_interval_ms;
+	/* of the current registration (RegisterReply): 0 for none */
+	int timeout_ms;
+	uint64_t epoch;
+	int64_t lease_until_ms;		/* fence_mono_ms(); INT64_MAX: no lease */
 	struct server_id *id;
 	struct fence_table *fences;
 
@@ -84,6 +89,7 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	struct rpc_pending *pending;
 	struct rpc_reply rep;
 	uint32_t old_id;
+	int64_t sent_ms;
 	int ret;
 
 	req.url = r->url;
@@ -94,6 +100,7 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	req.domain = r->domain;
 	req.pristine = r->pristine;
 
+	sent_ms = fence_mono_ms();
 	ret = rpc_call_start(c, RDFS_OP_REGISTER, &req.base, NULL, 0, &pending);
 	if (!ret)
 		ret = rpc_call_wait(pending, REG_CALL_TIMEOUT_MS, &rep);
@@ -123,8 +130,14 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 		log_warn("metaserver changed this server's id from %u to %u", old_id,
 			 reply->server_id);
 	/* every capability of an earlier registration (or metaserver) is fenced, before we serve */
-	if (r->fences)
+	r->epoch = reply->epoch;
+	r->timeout_ms = (int)reply->ioserver_timeout_ms;
+	/* the metaserver's silence clock started when it got our REGISTER, after sent_ms */
+	r->lease_until_ms = r->timeout_ms ? sent_ms + r->timeout_ms : INT64_MAX;
+	if (r->fences) {
 		fence_set_epoch(r->fences, reply->epoch);
+		fence_set_lease(r->fences, r->epoch, r->lease_until_ms);
+	}
 	server_id_set(r->id, reply->server_id);
 	log_info("registered with metaserver %s as server %u (url %s, %llu blocks%s)",
 		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks,
@@ -136,23 +149,45 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 }
 
 /*
- * Ping until the connection breaks or we stop. The rpc progress thread notices
- * a closed connection at once, so it is polled often; the PING is what catches
- * a peer that vanished without closing.
+ * Ping until the connection breaks, the lease lapses or we stop. The rpc
+ * progress thread notices a closed connection at once, so it is polled often;
+ * the PING is what catches a peer that vanished without closing, and what
+ * tells the metaserver we are alive: with a timeout, it drops a registration
+ * that sent nothing for that long, so we ping three times per timeout and a
+ * registration whose lease lapsed is given up (fence.h: the data path stops
+ * serving it by itself) and made again.
  */
 static void reg_keepalive(struct registration *r, struct rpc_client *c)
 {
+	int interval = r->ping_interval_ms, call_ms = REG_CALL_TIMEOUT_MS;
 	int since_ping = 0;
 
+	if (r->timeout_ms && r->timeout_ms / 3 < interval)
+		interval = r->timeout_ms / 3 > REG_POLL_MS ? r->timeout_ms / 3 : REG_POLL_MS;
+	if (r->timeout_ms && r->timeout_ms < call_ms)
+		call_ms = r->timeout_ms;
 	while (!reg_sleep(r, REG_POLL_MS)) {
 		int ret = 0;
 
 		since_ping += REG_POLL_MS;
-		if (since_ping >= r->ping_interval_ms && !rpc_client_broken(c)) {
+		if (since_ping >= interval && !rpc_client_broken(c)) {
+			int64_t sent = fence_mono_ms();
+
 			since_ping = 0;
-			ret = rpc_call(c, RDFS_OP_PING, NULL, NULL, NULL, REG_CALL_TIMEOUT_MS);
+			ret = rpc_call(c, RDFS_OP_PING, NULL, NULL, NULL, call_ms);
+			/* Any reply, even an error status, shows the connection is alive. */
+			if (ret != -ENOTCONN && ret != -ETIMEDOUT && r->timeout_ms) {
+				r->lease_until_ms = sent + r->timeout_ms;
+				if (r->fences)
+					fence_set_lease(r->fences, r->epoch, r->lease_until_ms);
+			}
 		}
-		/* Any reply, even an error status, shows the connection is alive. */
+		if (r->timeout_ms && fence_mono_ms() > r->lease_until_ms) {
+			log_warn("metaserver %s answered no PING for %d ms: it has dropped this "
+				 "registration; serving nothing until registered again",
+				 r->metaserver, r->timeout_ms);
+			return;
+		}
 		if (ret == -ENOTCONN || ret == -ETIMEDOUT || rpc_client_broken(c)) {
 			log_warn("lost connection to metaserver %s (%s); reconnecting",
 				 r->metaserver, strerror(ret == -ETIMEDOUT ? ETIMEDOUT : ENOTCONN));
@@ -225,7 +260,8 @@ int registration_start(const struct registration_opts *o, struct registration **
 	memcpy(r->uuid, o->volume_uuid, VOLUME_UUID_LEN);
 	r->capacity_blocks = o->capacity_blocks;
 	r->pristine = o->pristine;
-	r->ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : 5000;
+	r->ping_interval_ms = o->ping_interval_ms > 0 ? o->ping_interval_ms : 2000;
+	r->lease_until_ms = INT64_MAX;
 	r->id = o->id;
 	r->fences = o->fences;
 

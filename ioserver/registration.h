@@ -5,8 +5,11 @@
  * A thread connects (as "server", with the server key of auth.h), sends REGISTER{url, volume_uuid,
  * capacity_blocks, name, pristine}, publishes the returned server id, then holds the
  * connection open with periodic PINGs: the metaserver counts the server as up
- * while that connection lives. When it breaks the thread reconnects and
- * registers again, backing off exponentially. The id, once known, stays
+ * while that connection lives and, with the timeout its RegisterReply names,
+ * while it hears from us (we ping three times per timeout). Each answered PING
+ * extends the registration's lease in the fence table (fence.h); when it lapses,
+ * or the connection breaks, the thread reconnects and registers again, backing
+ * off exponentially. The id, once known, stays
  * valid across reconnects (the metaserver keeps it stable per volume uuid), so
  * the data path keeps serving while the metaserver is away.
  */

@@ -244,6 +244,13 @@ void rpc_server_set_conn_budget(struct rpc_server *s, unsigned int max_reqs, uin
  */
 long long rpc_conn_counter_add(struct xport_conn *conn, long long delta);
 
+/*
+ * Close @conn when nothing (no request, no PING) came from its peer for @ms
+ * (0: never, the default), as if the peer had closed it: the application gets
+ * RPC_SRV_CLOSED. For peers that promise to send at least every @ms/3 (an I/O
+ * server's registration). Any thread, while a reference on @conn is held.
+ */
+void rpc_conn_set_idle_timeout(struct xport_conn *conn, int ms);
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
 /* Release the request's message and connection reference. */

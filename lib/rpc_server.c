@@ -37,9 +37,19 @@
  */
 #define RPC_STALL_CLOSE_MS	60000
 #define RPC_STALL_CHECK_MS	1000
+/*
+ * How often idle timeouts (rpc_conn_set_idle_timeout) are checked, and how
+ * long the application may keep the main loop away (between two
+ * rpc_server_next() calls) before we assume frames wait unread: a peer cannot
+ * be called silent for a time nobody read its socket, so then every peer
+ * counts as heard when the loop returns.
+ */
+#define RPC_IDLE_CHECK_MS	200
+#define RPC_IDLE_AWAY_MS	1000
 
 struct rpc_session {
 	struct xport_conn *conn;	/* holds the accept reference until CLOSED */
+	struct rpc_server *srv;
 	int authed;
 	int rejected;			/* error sent, closing */
 	struct auth_peer peer;
@@ -53,6 +63,8 @@ struct rpc_session {
 	/* main loop: a peer not reading its replies (see RPC_STALL_CLOSE_MS) */
 	size_t stall_queued;
 	int64_t stall_since_ms;		/* 0: not stalled */
+	int64_t last_rx_ms;		/* main loop: the last frame from the peer */
+	atomic_int idle_timeout_ms;	/* 0: none (rpc_conn_set_idle_timeout) */
 	atomic_llong app_counter;	/* rpc_conn_counter_add() */
 
 	pthread_mutex_t inflight_lock;	/* main loop and workers: the three below */
@@ -85,6 +97,9 @@ struct rpc_server {
 	unsigned int budget_reqs;	/* per authenticated connection */
 	uint64_t budget_bytes;
 	int64_t next_stall_check_ms;
+	int64_t next_idle_check_ms;
+	int64_t returned_ms;		/* when rpc_server_next() last returned */
+	atomic_int idle_used;		/* some connection has an idle timeout */
 };
 
 /* Only zero-copy replies are posted with a completion on the server. */
@@ -341,6 +356,40 @@ static void close_stalled(struct rpc_server *s, int64_t now)
 	}
 }
 
+/* Close peers silent for longer than their idle timeout. Main loop. */
+static void close_idle(struct rpc_server *s, int64_t now)
+{
+	struct rpc_session *ss;
+
+	if (now < s->next_idle_check_ms || !atomic_load(&s->idle_used))
+		return;
+	s->next_idle_check_ms = now + RPC_IDLE_CHECK_MS;
+	for (ss = s->sessions; ss; ss = ss->next) {
+		int limit = atomic_load(&ss->idle_timeout_ms);
+
+		if (!ss->authed || ss->rejected || !limit)
+			continue;
+		if (now - ss->last_rx_ms > limit) {
+			log_warn("%s: %s sent nothing for %lld ms (timeout %d ms); closing",
+				 xport_conn_peer(ss->conn), ss->peer.id,
+				 (long long)(now - ss->last_rx_ms), limit);
+			ss->rejected = 1;
+			xport_conn_close(ss->conn);
+		}
+	}
+}
+
+void rpc_conn_set_idle_timeout(struct xport_conn *conn, int ms)
+{
+	struct rpc_session *ss = xport_conn_user(conn);
+
+	if (!ss)
+		return;
+	atomic_store(&ss->idle_timeout_ms, ms > 0 ? ms : 0);
+	if (ms > 0 && !atomic_exchange(&ss->srv->idle_used, 1))
+		rpc_server_wake(ss->srv);	/* a loop waiting without end must look again */
+}
+
 long long rpc_conn_counter_add(struct xport_conn *conn, long long delta)
 {
 	struct rpc_session *ss = xport_conn_user(conn);
@@ -378,6 +427,7 @@ static void server_accept(struct rpc_server *s, struct xport_conn *conn)
 		return;
 	}
 	ss->conn = conn;
+	ss->srv = s;
 	pthread_mutex_init(&ss->inflight_lock, NULL);
 	ss->deadline_ms = rpc_mono_ms() + s->handshake_ms;
 	xport_conn_set_rx_limits(conn, RPC_PREAUTH_BODY, 0);
@@ -525,8 +575,11 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 		if (!ss->authed) {
 			server_auth(s, ss, ev->msg);
 			xport_msg_free(ev->msg);
+			ss->last_rx_ms = rpc_mono_ms();
 			return 0;
 		}
+		/* any frame, PING or not, shows the peer alive (close_idle) */
+		ss->last_rx_ms = rpc_mono_ms();
 		if (!server_screen(ss, ev->msg)) {
 			xport_msg_free(ev->msg);
 			return 0;
@@ -587,15 +640,26 @@ enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *
 	int n, wait_ms;
 
 	memset(req, 0, sizeof(*req));
+	now = rpc_mono_ms();
+	if (s->returned_ms && now - s->returned_ms > RPC_IDLE_AWAY_MS &&
+	    atomic_load(&s->idle_used)) {
+		struct rpc_session *ss;
+
+		for (ss = s->sessions; ss; ss = ss->next)
+			ss->last_rx_ms = now;
+	}
 	for (;;) {
 		while (s->evpos < s->nev) {
 			e = server_event(s, &s->evs[s->evpos++], req);
-			if (e)
+			if (e) {
+				s->returned_ms = rpc_mono_ms();
 				return e;
+			}
 		}
 		now = rpc_mono_ms();
 		hs_left = expire_handshakes(s, now);
 		close_stalled(s, now);
+		close_idle(s, now);
 		if (timeout_ms < 0) {
 			left = -1;
 		} else if (timeout_ms == 0) {
@@ -607,15 +671,20 @@ enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *
 		}
 		wait_ms = (int)(left < 0 ? hs_left : hs_left < 0 ? left :
 				hs_left < left ? hs_left : left);
+		if (atomic_load(&s->idle_used) && (wait_ms < 0 || wait_ms > RPC_IDLE_CHECK_MS))
+			wait_ms = RPC_IDLE_CHECK_MS;
 		n = xport_test(s->ctx, s->evs, RPC_EVENT_BATCH, wait_ms);
 		if (n < 0) {
 			log_error("transport failure: %s", strerror(-n));
+			s->returned_ms = rpc_mono_ms();
 			return RPC_SRV_TIMEOUT;
 		}
 		s->nev = n;
 		s->evpos = 0;
-		if (n == 0 && timeout_ms >= 0 && (timeout_ms == 0 || rpc_mono_ms() >= deadline))
+		if (n == 0 && timeout_ms >= 0 && (timeout_ms == 0 || rpc_mono_ms() >= deadline)) {
+			s->returned_ms = rpc_mono_ms();
 			return RPC_SRV_TIMEOUT;
+		}
 	}
 }
 

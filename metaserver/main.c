@@ -83,6 +83,12 @@ static void usage(FILE *f)
 "    --rebuild-interval SEC\n"
 "                         between the rebuilder's passes over all chunks, when\n"
 "                         the last found nothing more to do (default 10)\n"
+"    --ioserver-timeout MS\n"
+"                         an I/O server that sent nothing (its PINGs come at\n"
+"                         least 3 times per timeout) for this long is down, as\n"
+"                         if its registration connection had closed; it must\n"
+"                         register again, and stops serving until it has\n"
+"                         (default 6000; 0: only a closed connection)\n"
 "    --rebuild-rate MIB   MiB per second the rebuilder copies at most\n"
 "                         (default 100; 0: no limit)\n"
 "    --default-copies N   copies of every chunk of a file, on distinct I/O\n"
@@ -106,7 +112,7 @@ static void usage(FILE *f)
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
 "                    cap_lifetime, chunk_size, default_copies, root_squash,\n"
 "                    startup_wait, rebuild_grace, rebuild_interval,\n"
-"                    rebuild_rate,"
+"                    rebuild_rate, ioserver_timeout,"
 " log_level, log_file\n"
 "\n"
 "EXAMPLES\n"
@@ -176,6 +182,7 @@ int main(int argc, char **argv)
 		{ "rebuild-grace", required_argument, NULL, 'G' },
 		{ "rebuild-interval", required_argument, NULL, 'I' },
 		{ "rebuild-rate", required_argument, NULL, 'P' },
+		{ "ioserver-timeout", required_argument, NULL, 'O' },
 		{ "root-squash", no_argument, NULL, 'R' },
 		{ "startup-wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
@@ -192,7 +199,7 @@ int main(int argc, char **argv)
 	struct ms *ms = NULL;
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
-	int64_t threads, lifetime, startup_wait, copies, grace, interval, rate;
+	int64_t threads, lifetime, startup_wait, copies, grace, interval, rate, ioserver_timeout;
 	int root_squash;
 	uint64_t chunk_size;
 	struct sigaction sa;
@@ -249,6 +256,9 @@ int main(int argc, char **argv)
 		case 'P':
 			config_set(cfg, SECTION, "rebuild_rate", optarg);
 			break;
+		case 'O':
+			config_set(cfg, SECTION, "ioserver_timeout", optarg);
+			break;
 		case 'R':
 			config_set(cfg, SECTION, "root_squash", "true");
 			break;
@@ -292,7 +302,8 @@ int main(int argc, char **argv)
 						     "cap_lifetime", "log_level", "log_file",
 						     "chunk_size", "root_squash", "startup_wait",
 						     "default_copies", "rebuild_grace",
-						     "rebuild_interval", "rebuild_rate" };
+						     "rebuild_interval", "rebuild_rate",
+						     "ioserver_timeout" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -353,6 +364,13 @@ int main(int argc, char **argv)
 	if (config_get_int(cfg, SECTION, "rebuild_rate", 100, &rate) || rate < 0 ||
 	    rate > 1000000) {
 		fprintf(stderr, PROG ": rebuild_rate must be MiB per second from 0 to 1000000\n");
+		return 2;
+	}
+	if (config_get_int(cfg, SECTION, "ioserver_timeout", MS_DEFAULT_IOSERVER_TIMEOUT_MS,
+			   &ioserver_timeout) ||
+	    (ioserver_timeout != 0 && (ioserver_timeout < 300 || ioserver_timeout > 3600000))) {
+		fprintf(stderr, PROG ": ioserver_timeout must be 0 or milliseconds from 300 to "
+			"3600000\n");
 		return 2;
 	}
 	if (config_get_bool(cfg, SECTION, "root_squash", 0, &root_squash)) {
@@ -422,6 +440,7 @@ int main(int argc, char **argv)
 	so.stop = &stop_requested;
 	so.root_squash = root_squash;
 	so.rebuild_interval_ms = interval * 1000;
+	so.ioserver_timeout_ms = ioserver_timeout ? (int)ioserver_timeout : -1;
 	ret = ms_server_create(ms, &so, &srv);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen[0], strerror(-ret));

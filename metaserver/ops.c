@@ -713,6 +713,15 @@ static void op_register(struct op_call *c)
 	ret = ms_register(c->ctx->ms, c->s, m->url, m->volume_uuid.data, m->volume_uuid.len,
 			  m->capacity_blocks, m->name, m->domain ? m->domain : "", m->pristine,
 			  &r.server_id, &r.epoch);
+	if (!ret && c->ctx->ioserver_timeout_ms > 0) {
+		/*
+		 * A partitioned or stopped server keeps its connection open (the kernel
+		 * answers TCP keepalives of a stopped process): silence, not a close,
+		 * is what marks it down. The close then takes the path of any other.
+		 */
+		rpc_conn_set_idle_timeout(c->req->conn, c->ctx->ioserver_timeout_ms);
+		r.ioserver_timeout_ms = (uint32_t)c->ctx->ioserver_timeout_ms;
+	}
 	if (ret == -EPERM)
 		rpc_server_reply_error(c->req, ret,
 				       "REGISTER needs a connection that proved the server key");

@@ -16,6 +16,7 @@ struct ms_ops_ctx {
 	struct ms *ms;
 	const struct auth_secret *cap_key;	/* signs LAYOUT capabilities */
 	int64_t cap_lifetime_ns;
+	int ioserver_timeout_ms;		/* a registration's heartbeat timeout; 0: none */
 };
 
 /*

@@ -228,6 +228,8 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	srv->ops.ms = ms;
 	srv->ops.cap_key = &srv->cap_key;
 	srv->ops.cap_lifetime_ns = o->cap_lifetime_ns ? o->cap_lifetime_ns : 600ll * 1000000000;
+	srv->ops.ioserver_timeout_ms = o->ioserver_timeout_ms == 0 ? MS_DEFAULT_IOSERVER_TIMEOUT_MS
+				     : o->ioserver_timeout_ms > 0 ? o->ioserver_timeout_ms : 0;
 	srv->stop_flag = o->stop;
 	srv->root_squash = o->root_squash;
 	srv->nthreads = o->threads > 0 ? o->threads : 8;

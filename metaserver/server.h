@@ -23,7 +23,11 @@ struct ms_server_opts {
 	volatile sig_atomic_t *stop;		/* optional: set (by a signal handler) to stop */
 	int root_squash;			/* requests of uid 0 from clients run as 65534 */
 	int64_t rebuild_interval_ms;		/* between the rebuilder's passes; 0: 10 s */
+	/* an I/O server silent this long is down; 0: MS_DEFAULT_IOSERVER_TIMEOUT_MS, < 0: never */
+	int ioserver_timeout_ms;
 };
+
+#define MS_DEFAULT_IOSERVER_TIMEOUT_MS	6000
 
 int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_server **out);
 /* The bound URL of listener @i. */

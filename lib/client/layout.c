@@ -97,7 +97,7 @@ static void seg_trim_front(struct layout_seg *s, uint64_t b)
 
 int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s)
 {
-	int64_t now = io_mono_ms();
+	int64_t now = io_mono_ms(), best_until = 0;
 	int best = -1, best_load = 0;
 	/*
 	 * Ties go round the copies by MiB of the file: the segments of one read
@@ -130,11 +130,27 @@ int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s)
 	}
 	if (best >= 0)
 		return best;
-	/* every server with a copy failed lately: try the first that can be asked */
-	for (int k = 0; k < s->ncopies; k++)
-		if (s->copy[k].cap)
-			return k;
-	return 0;
+	/*
+	 * Every server with a copy failed lately: try the one that failed the
+	 * longest ago. The first would do for one failure, but a server that
+	 * came back after a partition stays suspect while another copy's server
+	 * is cut off now; asking that one again and again fails the read.
+	 */
+	best = -1;
+	for (int k = 0; k < s->ncopies; k++) {
+		struct rdfs_peer *p;
+		int64_t until;
+
+		if (!s->copy[k].cap)
+			continue;
+		p = ios_peer(c, s->copy[k].server_id, NULL);
+		until = p ? __atomic_load_n(&p->suspect_until_ms, __ATOMIC_RELAXED) : 0;
+		if (best < 0 || until < best_until) {
+			best = k;
+			best_until = until;
+		}
+	}
+	return best >= 0 ? best : 0;
 }
 
 void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end)

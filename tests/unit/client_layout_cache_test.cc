@@ -221,3 +221,41 @@ TEST(ClientLayoutCache, ExtentsOutOfOrderAreRefused)
 }
 
 } // namespace
+
+// Every copy's server failed lately (one came back after a partition, another is
+// cut off now): the copy whose server failed the longest ago is asked, not the first.
+TEST(ClientLayoutCache, AllCopiesSuspectAsksTheOneThatFailedLongestAgo)
+{
+	struct rdfs_client *c = (struct rdfs_client *)calloc(1, sizeof(*c));
+	Rdfs__Capability cap = RDFS__CAPABILITY__INIT;
+	struct layout_seg s = {};
+	int64_t now = io_mono_ms();
+
+	ASSERT_NE(c, nullptr);
+	pthread_mutex_init(&c->lock, nullptr);
+	s.start = 0;
+	s.end = 256;
+	s.ncopies = 2;
+	s.copy[0].server_id = 2;
+	s.copy[1].server_id = 1;
+	s.copy[0].cap = &cap;
+	s.copy[1].cap = &cap;
+	struct rdfs_peer *p1 = ios_peer(c, 1, nullptr), *p2 = ios_peer(c, 2, nullptr);
+	ASSERT_NE(p1, nullptr);
+	ASSERT_NE(p2, nullptr);
+	p1->suspect_until_ms = now + 10000;	/* failed 20 s ago */
+	p2->suspect_until_ms = now + 30000;	/* failed just now */
+	EXPECT_EQ(seg_pick_copy(c, &s), 1);
+	p1->suspect_until_ms = now + 30000;
+	p2->suspect_until_ms = now + 10000;
+	EXPECT_EQ(seg_pick_copy(c, &s), 0);
+	p2->suspect_until_ms = 0;		/* not suspect: preferred */
+	EXPECT_EQ(seg_pick_copy(c, &s), 0);
+	for (size_t i = 0; i < c->n_ios; i++) {
+		peer_destroy(c->ios[i]);
+		free(c->ios[i]);
+	}
+	free(c->ios);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

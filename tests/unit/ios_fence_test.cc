@@ -38,6 +38,25 @@ TEST_F(Fence, OlderEpochsAreRefusedANewerOneIsAdopted)
 	EXPECT_EQ(fence_epoch(t_), 150u);
 }
 
+TEST_F(Fence, ALapsedRegistrationLeaseRefusesItsEpochUntilANewOne)
+{
+	int64_t now = fence_mono_ms();
+
+	fence_set_epoch(t_, 100);
+	EXPECT_EQ(fence_check(t_, 100, 7, 0, kNow), 0) << "no lease: served";
+	fence_set_lease(t_, 100, now + 600000);
+	EXPECT_EQ(fence_check(t_, 100, 7, 0, kNow), 0);
+	/* the metaserver answered no PING for its timeout: it dropped us */
+	fence_set_lease(t_, 100, now - 1);
+	EXPECT_EQ(fence_check(t_, 100, 7, 0, kNow), -ENOLINK);
+	EXPECT_EQ(fence_check(t_, 99, 7, 0, kNow), -ESTALE);
+	/* a capability of a newer registration is not the lapsed lease's */
+	EXPECT_EQ(fence_check(t_, 101, 7, 0, kNow), 0);
+	EXPECT_EQ(fence_check(t_, 100, 7, 0, kNow), -ESTALE);
+	fence_set_lease(t_, 101, now + 600000);
+	EXPECT_EQ(fence_check(t_, 101, 7, 0, kNow), 0);
+}
+
 TEST_F(Fence, AFileFenceRefusesOlderGenerationsOfThatFileOnly)
 {
 	ASSERT_EQ(fence_add(t_, 7, 3, 0, kNow + 600 * kSec, kNow), 0);

@@ -67,6 +67,7 @@ struct auth_secret server_key()
  *   RMDIR            -> the server closes the connection
  *   VOLUME_INFO      -> 1 MiB of 0x5a sent zero-copy from a worker thread
  *   READLINK         -> a reply whose header status is +5 (not 0 or -errno)
+ *   REGISTER         -> 0; the connection is closed after 300 ms without a frame
  */
 class TestServer {
 public:
@@ -156,6 +157,10 @@ private:
 		}
 		case RDFS_OP_UNLINK:
 			EXPECT_EQ(0, rpc_server_reply_error(req, -ENOENT, "no such entry"));
+			break;
+		case RDFS_OP_REGISTER:
+			rpc_conn_set_idle_timeout(req->conn, 300);
+			EXPECT_EQ(0, rpc_server_reply(req, 0, nullptr, nullptr, 0));
 			break;
 		case RDFS_OP_STATFS:
 			held_.push_back(*req);
@@ -639,6 +644,34 @@ TEST(Rpc, IdleUnauthenticatedPeerIsDropped)
 	EXPECT_EQ(nullptr, m);
 	EXPECT_EQ(1, closed);
 	expect_good_client_works(srv.url());
+}
+
+TEST(Rpc, PeerSilentPastItsIdleTimeoutIsClosedOthersStay)
+{
+	TestServer srv;
+	struct rpc_client *c, *other;
+
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+	ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &other));
+	ASSERT_EQ(0, rpc_call(c, RDFS_OP_REGISTER, nullptr, nullptr, nullptr, 10000));
+	/* PINGs (answered by the rpc layer itself) count: three timeouts pass */
+	for (int i = 0; i < 18; i++) {
+		usleep(50000);
+		ASSERT_EQ(0, rpc_call(c, RDFS_OP_PING, nullptr, nullptr, nullptr, 10000));
+	}
+	EXPECT_FALSE(rpc_client_broken(c));
+	/* silence: the server hangs up (bounded wait, not a speed check) */
+	for (int i = 0; i < 1000 && !rpc_client_broken(c); i++)
+		usleep(10000);
+	EXPECT_TRUE(rpc_client_broken(c));
+	for (int i = 0; i < 500 && srv.closed() < 1; i++)
+		usleep(10000);
+	EXPECT_EQ(1, srv.closed());
+	/* a connection without a timeout was as silent and stays */
+	EXPECT_FALSE(rpc_client_broken(other));
+	EXPECT_EQ(0, rpc_call(other, RDFS_OP_PING, nullptr, nullptr, nullptr, 10000));
+	rpc_client_close(c);
+	rpc_client_close(other);
 }
 
 TEST(Rpc, BulkDataBeforeAuthenticationIsRefusedUnread)
