@@ -444,7 +444,7 @@ static bool rdfs_io_server_failed(int err)
 	switch (err) {
 	case -EIO: case -ETIMEDOUT: case -ECONNREFUSED: case -ECONNRESET:
 	case -ECONNABORTED: case -EHOSTUNREACH: case -ENETUNREACH: case -ENOTCONN:
-	case -EPIPE:
+	case -EPIPE: case -ENOLINK:	/* ENOLINK: its registration lapsed (a lease) */
 		return true;
 	}
 	return false;
@@ -558,7 +558,7 @@ int rdfs_data_read_at(struct inode *inode, u64 handle, struct page **pages, int 
 		if (t.failed)
 			atomic64_inc(&rdfs_stats.read_failovers);
 	}
-	return err == -ESTALE ? -EIO : err;
+	return err == -ESTALE || err == -ENOLINK ? -EIO : err;
 }
 
 /*
@@ -711,5 +711,5 @@ int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int
 		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
 			break;
 	}
-	return err == -ESTALE ? -EIO : err;
+	return err == -ESTALE || err == -ENOLINK ? -EIO : err;
 }
