@@ -306,7 +306,8 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
  * high-water mark starts at 0; otherwise it starts at the capacity and every
  * block is zeroed before its first use. A known uuid keeps its mark.
  * @domain is the server's failure domain ("": one of its own): copies of a
- * chunk go to distinct domains where there are enough.
+ * chunk go to distinct domains where there are enough. A known volume may
+ * come back larger, never smaller than the blocks in use on it (-EINVAL).
  */
 int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void *uuid,
 		size_t uuid_len, uint64_t capacity_blocks, const char *name, const char *domain,

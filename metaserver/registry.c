@@ -338,6 +338,23 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		ret = -EBUSY;
 		goto out;
 	}
+	if (s && capacity_blocks < s->capacity) {
+		/*
+		 * A volume's capacity is in its superblock and never shrinks; a
+		 * registration that says less would leave the layouts naming blocks
+		 * past its end, which no I/O server serves and fsck reports. Lowered
+		 * at once in the maps (if at all), so no LAYOUT allocates past it
+		 * meanwhile; put back if the write below fails.
+		 */
+		ret = alloc_shrink(&ms->alloc, s->id, capacity_blocks);
+		if (ret) {
+			log_warn("I/O server %u (%s): a registration with %llu blocks refused: "
+				 "blocks past that are in use", s->id, s->url,
+				 (unsigned long long)capacity_blocks);
+			ret = -EINVAL;
+			goto out;
+		}
+	}
 	if (s) {
 		tmp = *s;
 		tmp.held = NULL;	/* s keeps them until the registration is in */
@@ -385,8 +402,11 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	}
 	ret = ns_write(ms, b);
 	leveldb_writebatch_destroy(b);
-	if (ret)
+	if (ret) {
+		if (s && capacity_blocks < s->capacity)
+			alloc_set_capacity(&ms->alloc, s->id, s->capacity);
 		goto out;
+	}
 	r->last_epoch = tmp.epoch;
 	ret = alloc_set_capacity(&ms->alloc, tmp.id, capacity_blocks);
 	if (ret)
