@@ -38,6 +38,73 @@ def pb_kind(name):
     return names.index(name)
 
 
+# fuzz_ms_dispatch: the roles its role byte picks, and the core it builds
+# (inodes in creation order: / f0 f1 big d d/f d/sub ln; I/O servers 1-3)
+CLIENT, SQUASHED, NODE, SERVER = 0, 1, 2, 3
+F1, BIG, DIR_D, SUB, LN = 3, 4, 5, 7, 8
+
+
+def ms_req(op, body=b"", role=CLIENT):
+    """One request of a fuzz_ms_dispatch input: opcode, role, length, body."""
+    return struct.pack("<BBH", op, role, len(body)) + body
+
+
+def ms_seeds():
+    v, b = w.field_varint, w.field_bytes
+    root = b(1, w.cred(0, 0))
+    user = b(1, w.cred(1000, 1000, (100,)))
+    rng = lambda first, count: b(5, v(1, first) + v(2, count))  # noqa: E731
+    s = {
+        "ping": ms_req(w.OP_PING),
+        "lookup": ms_req(w.OP_LOOKUP, root + v(2, 1) + b(3, "f1")),
+        "getattr": ms_req(w.OP_GETATTR, user + v(2, F1)),
+        "setattr-chmod": ms_req(w.OP_SETATTR, root + v(2, F1) + v(3, 1) + v(4, 0o600)),
+        "setattr-truncate": ms_req(w.OP_SETATTR, root + v(2, BIG) + v(3, 8) + v(7, 5000)),
+        "mknod-open": ms_req(w.OP_MKNOD, user + v(2, DIR_D) + b(3, "new") + v(4, 0o100644)
+                             + v(7, 1) + v(8, 2)),
+        "mkdir": ms_req(w.OP_MKDIR, root + v(2, 1) + b(3, "nd") + v(4, 0o755)),
+        "unlink": ms_req(w.OP_UNLINK, root + v(2, 1) + b(3, "f0")),
+        "rmdir": ms_req(22, root + v(2, DIR_D) + b(3, "sub"), SQUASHED),
+        "rename": ms_req(w.OP_RENAME, root + v(2, 1) + b(3, "f1") + v(4, DIR_D) + b(5, "moved")),
+        "rename-exchange": ms_req(w.OP_RENAME, root + v(2, 1) + b(3, "big") + v(4, DIR_D)
+                                  + b(5, "f") + v(6, 2)),
+        "link": ms_req(w.OP_LINK, root + v(2, F1) + v(3, DIR_D) + b(4, "l2")),
+        "symlink": ms_req(w.OP_SYMLINK, user + v(2, DIR_D) + b(3, "s2") + b(4, "../f1"), NODE),
+        "readlink": ms_req(26, user + v(2, LN)),
+        "readdir": ms_req(w.OP_READDIR, user + v(2, DIR_D) + b(3, "f") + v(4, 2)),
+        "statfs": ms_req(w.OP_STATFS, user),
+        "getxattr": ms_req(w.OP_GETXATTR, root + v(2, F1) + b(3, "user.fuzz")),
+        "setxattr": ms_req(w.OP_SETXATTR, root + v(2, F1) + b(3, "user.x") + b(4, "value")
+                           + v(5, 1)),
+        "listxattr": ms_req(w.OP_LISTXATTR, root + v(2, F1)),
+        "removexattr": ms_req(32, root + v(2, F1) + b(3, "user.fuzz")),
+        "open": ms_req(33, user + v(2, BIG) + v(3, 2)),
+        "release": ms_req(34, v(1, 1)),
+        "layout": ms_req(w.OP_LAYOUT, user + v(2, BIG) + v(4, 1 << 20)),
+        "layout-allocate": ms_req(w.OP_LAYOUT, root + v(2, BIG) + v(3, 1 << 21)
+                                  + v(4, 1 << 20) + v(5, 1)),
+        "commit": ms_req(36, root + v(2, F1) + v(3, 12288) + rng(0, 12288)),
+        "register": ms_req(w.OP_REGISTER, b(1, "tcp://127.0.0.1:7200") + b(2, "new-volume")
+                           + v(3, 4096) + b(4, "ios-new") + v(5, 1) + b(6, "rack9"), SERVER),
+        "server-list": ms_req(w.OP_SERVER_LIST),
+        "node-set": ms_req(39, b(1, "n2") + v(3, 1) + v(4, 1) + v(5, 99) + v(6, 99), SERVER),
+        "node-revoke": ms_req(40, b(1, "fuzz"), SERVER),
+        "node-list": ms_req(41, b"", SERVER),
+        "punch": ms_req(42, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
+        "fsck-repair": ms_req(43, v(1, 1) + v(2, 10), SERVER),
+        "stale": ms_req(44, root + v(2, BIG) + v(4, 1) + rng(0, 4096)),
+        "drain": ms_req(45, v(1, 2), SERVER),
+        "rebalance": ms_req(46, v(2, 10), SERVER),
+        # a file's life in one input: create and open, allocate, write, close, remove
+        "sequence": ms_req(w.OP_MKNOD, root + v(2, 1) + b(3, "seq") + v(4, 0o100644) + v(7, 1)
+                           + v(8, 2))
+        + ms_req(w.OP_LAYOUT, root + v(2, 9) + v(4, 1 << 20) + v(5, 1) + v(6, 1))
+        + ms_req(36, root + v(2, 9) + v(3, 4096) + rng(0, 4096) + v(6, 1))
+        + ms_req(34, v(1, 1)) + ms_req(w.OP_UNLINK, root + v(2, 1) + b(3, "seq")),
+    }
+    return s
+
+
 def vectors():
     out = []
     with open(os.path.join(REPO, "client-lkm", "vectors", "vectors.txt")) as f:
@@ -74,6 +141,7 @@ def main():
                                "rebalance": bytes([pb_kind("rebalance_req")])
                                + w.field_varint(1, 0) + w.field_varint(2, 10)}
     seeds["fuzz_cap"] = {}
+    seeds["fuzz_ms_dispatch"] = ms_seeds()
     for kind, name, data in vectors():
         seeds["fuzz_lkm_codec"][name] = bytes([0 if kind == "ioreq" else 1]) + data
         if kind == "ioreq":
