@@ -272,14 +272,14 @@ check-lkm: lkm $(CHECKPATCH)
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer targets (tests/fuzz/fuzz_*.c) for every decoder of network bytes,
 # built with clang under ASan + UBSan in build-fuzz/ (the libraries too, with
-# coverage); fuzz_ms_dispatch drives whole requests through the
-# metaserver's dispatch. `make test-fuzz` (in make test) runs each on its seed
-# corpus and regression inputs, then FUZZ_RUNS new inputs (FUZZ_DISPATCH_RUNS
-# for *_dispatch: a server's work per input, so fewer, about a minute each);
-# `make fuzz FUZZ_SECONDS=N` runs each for N seconds (default 60), keeping
-# what it finds in build-fuzz/corpus/NAME (new coverage) and
-# build-fuzz/crash-NAME-* (findings: fix, then copy the input to
-# tests/fuzz/regressions/NAME/).
+# coverage); fuzz_ms_dispatch and fuzz_ios_dispatch drive whole requests
+# through the metaserver's and the I/O server's dispatch. `make test-fuzz` (in
+# make test) runs each on its seed corpus and regression inputs, then
+# FUZZ_RUNS new inputs (FUZZ_DISPATCH_RUNS for *_dispatch: a server's work per
+# input, so fewer, about a minute each); `make fuzz FUZZ_SECONDS=N` runs each
+# for N seconds (default 60), keeping what it finds in build-fuzz/corpus/NAME
+# (new coverage) and build-fuzz/crash-NAME-* (findings: fix, then copy the
+# input to tests/fuzz/regressions/NAME/).
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=undefined -fno-omit-frame-pointer

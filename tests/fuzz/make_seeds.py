@@ -105,6 +105,60 @@ def ms_seeds():
     return s
 
 
+# fuzz_ios_dispatch: its connections, and what it does to a capability
+IOS_CLIENT, IOS_NODE, IOS_SERVER = 0, 1, 2
+AS_SENT, SIGNED, FIXED, GRANTED = 0, 4, 8, 12
+OP_IO_COMMIT, OP_ZERO, OP_FENCE, OP_COPY = 66, 68, 69, 70
+
+
+def ios_cap(rights, ranges, holder="client", ino=5):
+    """A Capability for server 7, its MAC made up: the target signs it (mode)."""
+    v, b = w.field_varint, w.field_bytes
+    return (v(1, 7) + v(2, ino) + v(3, rights) + v(4, 1 << 62)
+            + b"".join(b(5, v(1, f) + v(2, n)) for f, n in ranges)
+            + b(6, b"\x5a" * 32) + b(7, holder))
+
+
+def io_req(cap, first, count, head=0, length=None, stable=False):
+    v, b = w.field_varint, w.field_bytes
+    length = count * 4096 - head if length is None else length
+    return (b(1, cap) + v(2, first) + v(3, count) + v(4, head) + v(5, length)
+            + (v(6, 1) if stable else b""))
+
+
+def ios_seeds():
+    v, b = w.field_varint, w.field_bytes
+    rw = w.CAP_READ | w.CAP_WRITE
+    cap = ios_cap(rw, [(0, 64)])
+    s = {
+        "read": ms_req(w.OP_READ, io_req(cap, 0, 2), GRANTED | IOS_CLIENT),
+        "read-partial": ms_req(w.OP_READ, io_req(cap, 3, 2, head=100, length=5000),
+                               FIXED | IOS_CLIENT),
+        "read-forged": ms_req(w.OP_READ, io_req(cap, 0, 1), AS_SENT | IOS_CLIENT),
+        "read-signed-as-is": ms_req(w.OP_READ, io_req(ios_cap(w.CAP_READ, [(0, 8)], "node:fuzz:1"),
+                                                      1, 1), SIGNED | IOS_NODE),
+        "write-stable": ms_req(w.OP_WRITE, io_req(cap, 8, 2, stable=True), GRANTED | IOS_CLIENT),
+        "write-partial": ms_req(w.OP_WRITE, io_req(cap, 12, 1, head=10, length=100),
+                                GRANTED | IOS_NODE),
+        "write-then-commit-then-read":
+            ms_req(w.OP_WRITE, io_req(cap, 16, 4), GRANTED | IOS_CLIENT)
+            + ms_req(OP_IO_COMMIT, io_req(cap, 16, 4, length=0), GRANTED | IOS_CLIENT)
+            + ms_req(w.OP_READ, io_req(cap, 16, 4), GRANTED | IOS_CLIENT),
+        "zero": ms_req(OP_ZERO, io_req(cap, 20, 3, length=0), GRANTED | IOS_SERVER),
+        "copy": ms_req(OP_COPY, b(1, io_req(cap, 30, 2)) + b(2, b(1, cap) + v(2, 0) + v(3, 2)),
+                       GRANTED | IOS_CLIENT),
+        "copy-unaligned": ms_req(OP_COPY, b(1, io_req(cap, 40, 2, head=7, length=5000))
+                                 + b(2, b(1, cap) + v(2, 1) + v(3, 2) + v(4, 300)),
+                                 GRANTED | IOS_CLIENT),
+        "fence": ms_req(OP_FENCE, b(1, v(1, 99) + v(2, 3)) + v(2, 1 << 62), IOS_SERVER),
+        "fence-from-client": ms_req(OP_FENCE, b(1, v(1, 99) + v(2, 3)) + v(2, 1 << 62),
+                                    IOS_CLIENT),
+        "volume-info": ms_req(w.OP_VOLUME_INFO),
+        "not-ours": ms_req(w.OP_LOOKUP, b(1, w.cred(0, 0)) + v(2, 1) + b(3, "f")),
+    }
+    return s
+
+
 def vectors():
     out = []
     with open(os.path.join(REPO, "client-lkm", "vectors", "vectors.txt")) as f:
@@ -142,10 +196,12 @@ def main():
                                + w.field_varint(1, 0) + w.field_varint(2, 10)}
     seeds["fuzz_cap"] = {}
     seeds["fuzz_ms_dispatch"] = ms_seeds()
+    seeds["fuzz_ios_dispatch"] = ios_seeds()
     for kind, name, data in vectors():
         seeds["fuzz_lkm_codec"][name] = bytes([0 if kind == "ioreq" else 1]) + data
         if kind == "ioreq":
             seeds["fuzz_pb_bodies"]["ioreq-" + name] = bytes([pb_kind("io_req")]) + data
+            seeds["fuzz_ios_dispatch"]["lkm-" + name] = ms_req(w.OP_READ, data, GRANTED)
             cap = w.decode(data).get(1)
             if cap:
                 seeds["fuzz_cap"][name] = cap[0]
