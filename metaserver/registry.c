@@ -319,6 +319,13 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		log_warn("REGISTER of %s refused: the peer did not prove the server key", url);
 		return -EPERM;
 	}
+	/* past it the map would not fit in memory, or its size not in 64 bits */
+	if (capacity_blocks > MS_MAX_VOLUME_BLOCKS) {
+		log_warn("REGISTER of %s refused: %llu blocks, more than the %llu a volume may have",
+			 url, (unsigned long long)capacity_blocks,
+			 (unsigned long long)MS_MAX_VOLUME_BLOCKS);
+		return -EINVAL;
+	}
 	if (uuid_len == 0 || uuid_len > sizeof(tmp.uuid) || strlen(url) == 0 ||
 	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name) ||
 	    strlen(domain) >= sizeof(tmp.domain))

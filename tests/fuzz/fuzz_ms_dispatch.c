@@ -60,6 +60,8 @@
 #define NSERVERS	3
 #define SERVER_BLOCKS	(1u << 16)	/* 256 MiB each: allocation never runs dry at once */
 #define REPLY_WAIT_MS	10000
+/* REGISTER capacities past this are folded below it (run_one) */
+#define FUZZ_MAX_BLOCKS	(1ull << 24)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
@@ -268,6 +270,30 @@ static void check_replies(uint16_t op, uint32_t tag)
 	FUZZ_CHECK(replies == 1);
 }
 
+/*
+ * A volume as large as the metaserver takes (MS_MAX_VOLUME_BLOCKS) has a map
+ * of 8 GiB, past libFuzzer's memory limit: a REGISTER body that decodes and
+ * asks for more than FUZZ_MAX_BLOCKS but not more than that is re-packed
+ * with the capacity folded below FUZZ_MAX_BLOCKS. Larger ones, refused
+ * before any map is made, go as they are.
+ */
+static void fold_capacity(struct xport_msg *m)
+{
+	Rdfs__RegisterReq *r = rdfs__register_req__unpack(NULL, m->hdr.body_len, m->body);
+
+	if (r && r->capacity_blocks > FUZZ_MAX_BLOCKS &&
+	    r->capacity_blocks <= MS_MAX_VOLUME_BLOCKS) {
+		r->capacity_blocks %= FUZZ_MAX_BLOCKS;
+		free(m->body);
+		m->hdr.body_len = (uint32_t)rdfs__register_req__get_packed_size(r);
+		m->body = malloc(m->hdr.body_len ? m->hdr.body_len : 1);
+		FUZZ_CHECK(m->body != NULL);
+		rdfs__register_req__pack(r, m->body);
+	}
+	if (r)
+		rdfs__register_req__free_unpacked(r, NULL);
+}
+
 static void run_one(uint8_t op, uint8_t rolebyte, const uint8_t *body, size_t len)
 {
 	static uint8_t bulk[4096] __attribute__((aligned(4096)));
@@ -293,6 +319,8 @@ static void run_one(uint8_t op, uint8_t rolebyte, const uint8_t *body, size_t le
 		FUZZ_CHECK(m.body != NULL);
 		memcpy(m.body, body, len);
 	}
+	if (op == RDFS_OP_REGISTER)
+		fold_capacity(&m);
 	req.conn = F.srv;
 	req.msg = &m;
 	req.peer = &F.peer[role];

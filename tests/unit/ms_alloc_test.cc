@@ -365,6 +365,35 @@ TEST_F(MsAllocTest, ARegistrationShrinkingBelowBlocksInUseIsRefused)
 	ms_session_close(ms, s);
 }
 
+/*
+ * The map of a volume is in memory: one too large for it is refused before
+ * anything is written (a capacity near 2^64 once wrapped the map's size to
+ * a word, and the database kept it for every start after).
+ */
+TEST_F(MsAllocTest, ARegistrationBeyondTheLargestVolumeIsRefused)
+{
+	struct ms_session *s = ms_session_new(ms, "server");
+	struct ms_server_info *si = nullptr;
+	uint32_t id;
+
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, UINT64_MAX, "n", "", 1, &id,
+			      &epoch_), -EINVAL);
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, MS_MAX_VOLUME_BLOCKS + 1, "n",
+			      "", 1, &id, &epoch_), -EINVAL);
+	EXPECT_EQ(ms_server_list(ms, &si), 0);
+	free(si);
+	ASSERT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, 1000, "n", "", 1, &id,
+			      &epoch_), 0);
+	/* and a known volume cannot grow past it either */
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, UINT64_MAX, "n", "", 1, &id,
+			      &epoch_), -EINVAL);
+	ms_session_close(ms, s);
+	reopen();
+	ASSERT_EQ(ms_server_list(ms, &si), 1);
+	EXPECT_EQ(si[0].capacity_blocks, 1000u);
+	free(si);
+}
+
 TEST_F(MsAllocTest, LayoutAccessChecks)
 {
 	add_server("a", 100);
