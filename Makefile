@@ -276,7 +276,8 @@ check-lkm: lkm $(CHECKPATCH)
 # through the metaserver's and the I/O server's dispatch. `make test-fuzz` (in
 # make test) runs each on its seed corpus and regression inputs, then
 # FUZZ_RUNS new inputs (FUZZ_DISPATCH_RUNS for *_dispatch: a server's work per
-# input, so fewer, about a minute each); `make fuzz FUZZ_SECONDS=N` runs each
+# input, and for the metaserver a leak check over its heap after most, so
+# fewer: a minute or so); `make fuzz FUZZ_SECONDS=N` runs each
 # for N seconds (default 60), keeping what it finds in build-fuzz/corpus/NAME
 # (new coverage) and build-fuzz/crash-NAME-* (findings: fix, then copy the
 # input to tests/fuzz/regressions/NAME/).
@@ -286,7 +287,7 @@ FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/fuzz/,$(FUZZ_NAMES))
 FUZZ_RUNS    ?= 500000
-FUZZ_DISPATCH_RUNS ?= 80000
+FUZZ_DISPATCH_RUNS ?= 25000
 FUZZ_SECONDS ?= 60
 # The kernel client's codec is built unchanged over these stand-ins for its headers.
 KSHIM        := -Itests/fuzz/kshim -Iclient-lkm

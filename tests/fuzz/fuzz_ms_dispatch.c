@@ -12,10 +12,11 @@
  * (the last one's body is whatever is left when fewer bytes remain), so one
  * input can create a file and then lay it out, commit, rename or unlink it.
  * An opcode the frame decoder refuses (0, RDFS_OP_MAX and above) is folded
- * into the range it admits. Role, low 2 bits: the shared client key, the same with root squash, a node
- * key (all squash), the server key (I/O servers, `rdfs` with the cap key); a
- * role byte of 0xf0 and above also announces bulk data, which the metaserver
- * must refuse.
+ * into the range it admits. Role, low 2 bits: the shared client key, the
+ * same with root squash, a node key (all squash), the server key (I/O
+ * servers, `rdfs` with the cap key); a role byte of 0xf0 and above also
+ * announces bulk data, which the metaserver must refuse. REGISTER capacities
+ * are kept within libFuzzer's memory (fold_capacity).
  *
  * The replies go over a real TCP connection on 127.0.0.1 within one xport
  * context (the dispatch sends them with rpc_server_reply()), and are read
@@ -23,18 +24,18 @@
  * a status of 0 or a negative errno, an error's body an Error message.
  * Oracle: ASan/UBSan, those FUZZ_CHECKs, and fsck (ms_fsck, what `rdfs fsck`
  * runs) every FSCK_EVERY inputs, and in every FSCK an input sends, finding
- * nothing wrong: no leaked, doubly
- * owned, unmapped or out-of-range blocks, no dangling entries, wrong counts or
- * undecodable records. The core is built again every RESET_EVERY inputs and
- * the sessions every SESSION_EVERY (their handles released, orphans
- * reclaimed), so a long `make fuzz` stays bounded. No zeroer or fencer is
- * installed (the core alone, as in the unit tests): freed blocks return at
- * once and LAYOUT talks to no I/O server.
+ * nothing wrong: no leaked, doubly owned, unmapped or out-of-range blocks, no
+ * dangling entries, wrong counts or undecodable records. The core is built
+ * again every RESET_EVERY inputs and the sessions every SESSION_EVERY (their
+ * handles released, orphans reclaimed), so a long `make fuzz` stays bounded.
+ * No zeroer or fencer is installed (the core alone, as in the unit tests):
+ * freed blocks return at once and LAYOUT talks to no I/O server.
  *
  * State carries over between inputs, so a finding may need the inputs before
  * it: when the crash input alone passes, run again with the seed the run
- * printed on the corpus it started from (one thread: the same inputs again). The temp dir is under $TMPDIR, or
- * /dev/shm when it exists (LevelDB syncs every write: tmpfs keeps it cheap).
+ * printed on the corpus it started from (one thread: the same inputs again).
+ * The temp dir is under $TMPDIR, or /dev/shm when it exists (LevelDB syncs
+ * every write: tmpfs keeps it cheap).
  */
 #include <errno.h>
 #include <ftw.h>
