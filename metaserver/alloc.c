@@ -121,8 +121,9 @@ int alloc_shrink(struct ms_alloc *a, uint32_t id, uint64_t capacity)
 	v = vol_find(a, id);
 	if (!v || capacity >= v->capacity)
 		goto out;
-	for (uint64_t b = capacity; b < v->capacity; b++)
-		if (bit_test(v->bits, b)) {
+	/* a bit at a time up to a word's start, then whole words (no bit past the end is set) */
+	for (uint64_t b = capacity; b < v->capacity; b += (b & 63) ? 1 : 64)
+		if ((b & 63) ? bit_test(v->bits, b) : v->bits[b >> 6] != 0) {
 			ret = -EBUSY;
 			goto out;
 		}

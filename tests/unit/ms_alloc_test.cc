@@ -365,6 +365,27 @@ TEST_F(MsAllocTest, ARegistrationShrinkingBelowBlocksInUseIsRefused)
 	ms_session_close(ms, s);
 }
 
+/* The same where the blocks in use lie in whole words of the map past the new end. */
+TEST_F(MsAllocTest, AShrinkingRegistrationSeesBlocksInUseInWholeWords)
+{
+	struct ms_session *s;
+	uint32_t a = add_server("a", 300, &s), id;
+	uint64_t f = mkfile(1, "f");
+	struct ms_layout l;
+
+	ASSERT_EQ(layout(f, 0, 150 * 4096, 1, &l), 0);
+	ms_layout_free(&l);
+	ms_session_close(ms, s);
+	s = ms_session_new(ms, "server");
+	for (uint64_t cap : { 0, 64, 128, 149 })
+		EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, cap, "a", "", 1, &id,
+				      &epoch_), -EINVAL) << cap;
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, 150, "a", "", 1, &id, &epoch_),
+		  0);
+	EXPECT_EQ(free_blocks(a), 0u);
+	ms_session_close(ms, s);
+}
+
 /*
  * The map of a volume is in memory: one too large for it is refused before
  * anything is written (a capacity near 2^64 once wrapped the map's size to
