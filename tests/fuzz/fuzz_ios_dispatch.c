@@ -418,22 +418,7 @@ static void run_one(uint8_t op, uint8_t mode, const uint8_t *in, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	size_t pos = 0;
-
-	for (int i = 0; i < MAX_REQS && size - pos >= 2; i++) {
-		size_t len = size - pos - 2;
-
-		if (len >= 2) {
-			size_t want = data[pos + 2] | (size_t)data[pos + 3] << 8;
-
-			len -= 2;
-			run_one(data[pos], data[pos + 1], data + pos + 4, want < len ? want : len);
-			pos += 4 + (want < len ? want : len);
-		} else {
-			run_one(data[pos], data[pos + 1], NULL, 0);
-			pos += 2 + len;
-		}
-	}
+	fuzz_records(data, size, MAX_REQS, run_one);
 	if (++F.inputs % RESET_EVERY == 0) {
 		server_stop();
 		server_start();
