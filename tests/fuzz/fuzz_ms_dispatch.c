@@ -56,8 +56,8 @@
 #define NROLES		4
 #define ROLE_SERVER	3
 #define FSCK_EVERY	16
-#define SESSION_EVERY	256
-#define RESET_EVERY	4096
+#define SESSION_EVERY	128
+#define RESET_EVERY	1024
 #define NSERVERS	3
 #define SERVER_BLOCKS	(1u << 16)	/* 256 MiB each: allocation never runs dry at once */
 #define REPLY_WAIT_MS	10000
