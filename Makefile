@@ -287,7 +287,7 @@ FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/fuzz/,$(FUZZ_NAMES))
 FUZZ_RUNS    ?= 500000
-FUZZ_DISPATCH_RUNS ?= 25000
+FUZZ_DISPATCH_RUNS ?= 40000
 FUZZ_SECONDS ?= 60
 # The kernel client's codec is built unchanged over these stand-ins for its headers.
 KSHIM        := -Itests/fuzz/kshim -Iclient-lkm
