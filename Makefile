@@ -272,17 +272,22 @@ check-lkm: lkm $(CHECKPATCH)
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer targets (tests/fuzz/fuzz_*.c) for every decoder of network bytes,
 # built with clang under ASan + UBSan in build-fuzz/ (the libraries too, with
-# coverage). `make test-fuzz` (in make test) runs each on its seed corpus and
-# regression inputs, then FUZZ_RUNS new inputs; `make fuzz FUZZ_SECONDS=N`
-# runs each for N seconds (default 60), keeping what it finds in
-# build-fuzz/corpus/NAME (new coverage) and build-fuzz/crash-NAME-* (findings:
-# fix, then copy the input to tests/fuzz/regressions/NAME/).
+# coverage); fuzz_ms_dispatch and fuzz_ios_dispatch drive whole requests
+# through the metaserver's and the I/O server's dispatch. `make test-fuzz` (in
+# make test) runs each on its seed corpus and regression inputs, then
+# FUZZ_RUNS new inputs (FUZZ_DISPATCH_RUNS for *_dispatch: a server's work per
+# input, and for the metaserver a leak check over its heap after most, so
+# fewer: a minute or so); `make fuzz FUZZ_SECONDS=N` runs each
+# for N seconds (default 60), keeping what it finds in build-fuzz/corpus/NAME
+# (new coverage) and build-fuzz/crash-NAME-* (findings: fix, then copy the
+# input to tests/fuzz/regressions/NAME/).
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/fuzz/,$(FUZZ_NAMES))
 FUZZ_RUNS    ?= 500000
+FUZZ_DISPATCH_RUNS ?= 40000
 FUZZ_SECONDS ?= 60
 # The kernel client's codec is built unchanged over these stand-ins for its headers.
 KSHIM        := -Itests/fuzz/kshim -Iclient-lkm
@@ -306,10 +311,11 @@ fuzz-build:
 test-fuzz: fuzz-build
 	@set -e; for n in $(FUZZ_NAMES); do \
 		echo "== $$n"; rm -rf $(FUZZ_BUILD)/run/$$n; mkdir -p $(FUZZ_BUILD)/run/$$n; \
+		runs=$(FUZZ_RUNS); case $$n in *_dispatch) runs=$(FUZZ_DISPATCH_RUNS);; esac; \
 		seeds=""; for d in tests/fuzz/corpus/$$n tests/fuzz/regressions/$$n; do \
 			[ -d $$d ] && seeds="$$seeds $$d"; done; \
 		if ! UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-			$(FUZZ_BUILD)/fuzz/$$n -runs=$(FUZZ_RUNS) -seed=1 -max_len=65536 \
+			$(FUZZ_BUILD)/fuzz/$$n -runs=$$runs -seed=1 -max_len=65536 \
 			-artifact_prefix=$(FUZZ_BUILD)/crash-$$n- \
 			$(FUZZ_BUILD)/run/$$n $$seeds > $(FUZZ_BUILD)/run/$$n.log 2>&1; then \
 			tail -n 60 $(FUZZ_BUILD)/run/$$n.log; exit 1; fi; \

@@ -112,6 +112,30 @@ out:
 	return ret;
 }
 
+int alloc_shrink(struct ms_alloc *a, uint32_t id, uint64_t capacity)
+{
+	struct ms_volume *v;
+	int ret = 0;
+
+	pthread_mutex_lock(&a->mu);
+	v = vol_find(a, id);
+	if (!v || capacity >= v->capacity)
+		goto out;
+	/* a bit at a time up to a word's start, then whole words (no bit past the end is set) */
+	for (uint64_t b = capacity; b < v->capacity; b += (b & 63) ? 1 : 64)
+		if ((b & 63) ? bit_test(v->bits, b) : v->bits[b >> 6] != 0) {
+			ret = -EBUSY;
+			goto out;
+		}
+	/* nothing above is in use: the words past the new end stay, all clear */
+	v->capacity = capacity;
+	if (v->hint >= capacity)
+		v->hint = 0;
+out:
+	pthread_mutex_unlock(&a->mu);
+	return ret;
+}
+
 int alloc_mark(struct ms_alloc *a, uint32_t id, uint64_t block, uint64_t count)
 {
 	struct ms_volume *v;

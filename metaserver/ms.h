@@ -39,6 +39,11 @@
 /* Largest file: keeps every block number and byte offset far from overflow. */
 #define MS_MAX_FILE_BYTES	(1ull << 60)
 #define MS_COMMIT_MAX_RANGES	4096
+/*
+ * Largest volume a REGISTER may bring: 256 TiB of 4 KiB blocks. The metaserver
+ * keeps a map of every volume in memory, a bit a block (8 GiB for this one).
+ */
+#define MS_MAX_VOLUME_BLOCKS	(1ull << 36)
 
 /* SetattrReq.valid bits */
 #define MS_SET_MODE		1u
@@ -306,7 +311,9 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
  * high-water mark starts at 0; otherwise it starts at the capacity and every
  * block is zeroed before its first use. A known uuid keeps its mark.
  * @domain is the server's failure domain ("": one of its own): copies of a
- * chunk go to distinct domains where there are enough.
+ * chunk go to distinct domains where there are enough. A known volume may
+ * come back larger, never smaller than the blocks in use on it, and none may
+ * be larger than MS_MAX_VOLUME_BLOCKS (-EINVAL).
  */
 int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void *uuid,
 		size_t uuid_len, uint64_t capacity_blocks, const char *name, const char *domain,

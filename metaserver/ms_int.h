@@ -69,6 +69,12 @@ void alloc_destroy(struct ms_alloc *a);
 /* Add server @id with @capacity blocks, or resize it. */
 int alloc_set_capacity(struct ms_alloc *a, uint32_t id, uint64_t capacity);
 /*
+ * Lower @id's capacity to @capacity, at once and only if no block at or above
+ * it is in use (held ones included): -EBUSY otherwise, and nothing changes. A
+ * capacity at or above the current one (or an unknown @id) is left alone.
+ */
+int alloc_shrink(struct ms_alloc *a, uint32_t id, uint64_t capacity);
+/*
  * Startup: mark blocks in use (raising the in-memory high-water mark over them).
  * -EEXIST when some were already marked (double use).
  */

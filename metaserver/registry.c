@@ -319,6 +319,13 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		log_warn("REGISTER of %s refused: the peer did not prove the server key", url);
 		return -EPERM;
 	}
+	/* past it the map would not fit in memory, or its size not in 64 bits */
+	if (capacity_blocks > MS_MAX_VOLUME_BLOCKS) {
+		log_warn("REGISTER of %s refused: %llu blocks, more than the %llu a volume may have",
+			 url, (unsigned long long)capacity_blocks,
+			 (unsigned long long)MS_MAX_VOLUME_BLOCKS);
+		return -EINVAL;
+	}
 	if (uuid_len == 0 || uuid_len > sizeof(tmp.uuid) || strlen(url) == 0 ||
 	    strlen(url) >= sizeof(tmp.url) || strlen(name) >= sizeof(tmp.name) ||
 	    strlen(domain) >= sizeof(tmp.domain))
@@ -337,6 +344,23 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 			 "refused", s->id, s->url, url);
 		ret = -EBUSY;
 		goto out;
+	}
+	if (s && capacity_blocks < s->capacity) {
+		/*
+		 * A volume's capacity is in its superblock and never shrinks; a
+		 * registration that says less would leave the layouts naming blocks
+		 * past its end, which no I/O server serves and fsck reports. Lowered
+		 * at once in the maps (if at all), so no LAYOUT allocates past it
+		 * meanwhile; put back if the write below fails.
+		 */
+		ret = alloc_shrink(&ms->alloc, s->id, capacity_blocks);
+		if (ret) {
+			log_warn("I/O server %u (%s): a registration with %llu blocks refused: "
+				 "blocks past that are in use", s->id, s->url,
+				 (unsigned long long)capacity_blocks);
+			ret = -EINVAL;
+			goto out;
+		}
 	}
 	if (s) {
 		tmp = *s;
@@ -385,8 +409,11 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	}
 	ret = ns_write(ms, b);
 	leveldb_writebatch_destroy(b);
-	if (ret)
+	if (ret) {
+		if (s && capacity_blocks < s->capacity)
+			alloc_set_capacity(&ms->alloc, s->id, s->capacity);
 		goto out;
+	}
 	r->last_epoch = tmp.epoch;
 	ret = alloc_set_capacity(&ms->alloc, tmp.id, capacity_blocks);
 	if (ret)

@@ -27,4 +27,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 		}								\
 	} while (0)
 
+/*
+ * The dispatch targets' inputs: up to @max records of an opcode (1 byte), a
+ * byte the target reads as it likes, a body length (2 bytes, little-endian)
+ * and the body, the last one's body whatever is left when fewer bytes remain.
+ * Calls @fn with each.
+ */
+static inline void fuzz_records(const uint8_t *data, size_t size, int max,
+				void (*fn)(uint8_t op, uint8_t how, const uint8_t *body,
+					   size_t len))
+{
+	size_t pos = 0;
+
+	for (int i = 0; i < max && size - pos >= 2; i++) {
+		size_t left = size - pos - 2, len = 0;
+
+		if (left >= 2) {
+			len = data[pos + 2] | (size_t)data[pos + 3] << 8;
+			left -= 2;
+			if (len > left)
+				len = left;
+			fn(data[pos], data[pos + 1], data + pos + 4, len);
+			pos += 4 + len;
+		} else {
+			fn(data[pos], data[pos + 1], NULL, 0);
+			pos += 2 + left;
+		}
+	}
+}
+
 #endif

@@ -38,6 +38,127 @@ def pb_kind(name):
     return names.index(name)
 
 
+# fuzz_ms_dispatch: the roles its role byte picks, and the core it builds
+# (inodes in creation order: / f0 f1 big d d/f d/sub ln; I/O servers 1-3)
+CLIENT, SQUASHED, NODE, SERVER = 0, 1, 2, 3
+F1, BIG, DIR_D, SUB, LN = 3, 4, 5, 7, 8
+
+
+def ms_req(op, body=b"", role=CLIENT):
+    """One request of a fuzz_ms_dispatch input: opcode, role, length, body."""
+    return struct.pack("<BBH", op, role, len(body)) + body
+
+
+def ms_seeds():
+    v, b = w.field_varint, w.field_bytes
+    root = b(1, w.cred(0, 0))
+    user = b(1, w.cred(1000, 1000, (100,)))
+    rng = lambda first, count: b(5, v(1, first) + v(2, count))  # noqa: E731
+    s = {
+        "ping": ms_req(w.OP_PING),
+        "lookup": ms_req(w.OP_LOOKUP, root + v(2, 1) + b(3, "f1")),
+        "getattr": ms_req(w.OP_GETATTR, user + v(2, F1)),
+        "setattr-chmod": ms_req(w.OP_SETATTR, root + v(2, F1) + v(3, 1) + v(4, 0o600)),
+        "setattr-truncate": ms_req(w.OP_SETATTR, root + v(2, BIG) + v(3, 8) + v(7, 5000)),
+        "mknod-open": ms_req(w.OP_MKNOD, user + v(2, DIR_D) + b(3, "new") + v(4, 0o100644)
+                             + v(7, 1) + v(8, 2)),
+        "mkdir": ms_req(w.OP_MKDIR, root + v(2, 1) + b(3, "nd") + v(4, 0o755)),
+        "unlink": ms_req(w.OP_UNLINK, root + v(2, 1) + b(3, "f0")),
+        "rmdir": ms_req(22, root + v(2, DIR_D) + b(3, "sub"), SQUASHED),
+        "rename": ms_req(w.OP_RENAME, root + v(2, 1) + b(3, "f1") + v(4, DIR_D) + b(5, "moved")),
+        "rename-exchange": ms_req(w.OP_RENAME, root + v(2, 1) + b(3, "big") + v(4, DIR_D)
+                                  + b(5, "f") + v(6, 2)),
+        "link": ms_req(w.OP_LINK, root + v(2, F1) + v(3, DIR_D) + b(4, "l2")),
+        "symlink": ms_req(w.OP_SYMLINK, user + v(2, DIR_D) + b(3, "s2") + b(4, "../f1"), NODE),
+        "readlink": ms_req(26, user + v(2, LN)),
+        "readdir": ms_req(w.OP_READDIR, user + v(2, DIR_D) + b(3, "f") + v(4, 2)),
+        "statfs": ms_req(w.OP_STATFS, user),
+        "getxattr": ms_req(w.OP_GETXATTR, root + v(2, F1) + b(3, "user.fuzz")),
+        "setxattr": ms_req(w.OP_SETXATTR, root + v(2, F1) + b(3, "user.x") + b(4, "value")
+                           + v(5, 1)),
+        "listxattr": ms_req(w.OP_LISTXATTR, root + v(2, F1)),
+        "removexattr": ms_req(32, root + v(2, F1) + b(3, "user.fuzz")),
+        "open": ms_req(33, user + v(2, BIG) + v(3, 2)),
+        "release": ms_req(34, v(1, 1)),
+        "layout": ms_req(w.OP_LAYOUT, user + v(2, BIG) + v(4, 1 << 20)),
+        "layout-allocate": ms_req(w.OP_LAYOUT, root + v(2, BIG) + v(3, 1 << 21)
+                                  + v(4, 1 << 20) + v(5, 1)),
+        "commit": ms_req(36, root + v(2, F1) + v(3, 12288) + rng(0, 12288)),
+        "register": ms_req(w.OP_REGISTER, b(1, "tcp://127.0.0.1:7200") + b(2, "new-volume")
+                           + v(3, 4096) + b(4, "ios-new") + v(5, 1) + b(6, "rack9"), SERVER),
+        "server-list": ms_req(w.OP_SERVER_LIST),
+        "node-set": ms_req(39, b(1, "n2") + v(3, 1) + v(4, 1) + v(5, 99) + v(6, 99), SERVER),
+        "node-revoke": ms_req(40, b(1, "fuzz"), SERVER),
+        "node-list": ms_req(41, b"", SERVER),
+        "punch": ms_req(42, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
+        "fsck-repair": ms_req(43, v(1, 1) + v(2, 10), SERVER),
+        "stale": ms_req(44, root + v(2, BIG) + v(4, 1) + rng(0, 4096)),
+        "drain": ms_req(45, v(1, 2), SERVER),
+        "rebalance": ms_req(46, v(2, 10), SERVER),
+        # a file's life in one input: create and open, allocate, write, close, remove
+        "sequence": ms_req(w.OP_MKNOD, root + v(2, 1) + b(3, "seq") + v(4, 0o100644) + v(7, 1)
+                           + v(8, 2))
+        + ms_req(w.OP_LAYOUT, root + v(2, 9) + v(4, 1 << 20) + v(5, 1) + v(6, 1))
+        + ms_req(36, root + v(2, 9) + v(3, 4096) + rng(0, 4096) + v(6, 1))
+        + ms_req(34, v(1, 1)) + ms_req(w.OP_UNLINK, root + v(2, 1) + b(3, "seq")),
+    }
+    return s
+
+
+# fuzz_ios_dispatch: its connections, and what it does to a capability
+IOS_CLIENT, IOS_NODE, IOS_SERVER = 0, 1, 2
+AS_SENT, SIGNED, FIXED, GRANTED = 0, 4, 8, 12
+OP_IO_COMMIT, OP_ZERO, OP_FENCE, OP_COPY = 66, 68, 69, 70
+
+
+def ios_cap(rights, ranges, holder="client", ino=5):
+    """A Capability for server 7, its MAC made up: the target signs it (mode)."""
+    v, b = w.field_varint, w.field_bytes
+    return (v(1, 7) + v(2, ino) + v(3, rights) + v(4, 1 << 62)
+            + b"".join(b(5, v(1, f) + v(2, n)) for f, n in ranges)
+            + b(6, b"\x5a" * 32) + b(7, holder))
+
+
+def io_req(cap, first, count, head=0, length=None, stable=False):
+    v, b = w.field_varint, w.field_bytes
+    length = count * 4096 - head if length is None else length
+    return (b(1, cap) + v(2, first) + v(3, count) + v(4, head) + v(5, length)
+            + (v(6, 1) if stable else b""))
+
+
+def ios_seeds():
+    v, b = w.field_varint, w.field_bytes
+    rw = w.CAP_READ | w.CAP_WRITE
+    cap = ios_cap(rw, [(0, 64)])
+    s = {
+        "read": ms_req(w.OP_READ, io_req(cap, 0, 2), GRANTED | IOS_CLIENT),
+        "read-partial": ms_req(w.OP_READ, io_req(cap, 3, 2, head=100, length=5000),
+                               FIXED | IOS_CLIENT),
+        "read-forged": ms_req(w.OP_READ, io_req(cap, 0, 1), AS_SENT | IOS_CLIENT),
+        "read-signed-as-is": ms_req(w.OP_READ, io_req(ios_cap(w.CAP_READ, [(0, 8)], "node:fuzz:1"),
+                                                      1, 1), SIGNED | IOS_NODE),
+        "write-stable": ms_req(w.OP_WRITE, io_req(cap, 8, 2, stable=True), GRANTED | IOS_CLIENT),
+        "write-partial": ms_req(w.OP_WRITE, io_req(cap, 12, 1, head=10, length=100),
+                                GRANTED | IOS_NODE),
+        "write-then-commit-then-read":
+            ms_req(w.OP_WRITE, io_req(cap, 16, 4), GRANTED | IOS_CLIENT)
+            + ms_req(OP_IO_COMMIT, io_req(cap, 16, 4, length=0), GRANTED | IOS_CLIENT)
+            + ms_req(w.OP_READ, io_req(cap, 16, 4), GRANTED | IOS_CLIENT),
+        "zero": ms_req(OP_ZERO, io_req(cap, 20, 3, length=0), GRANTED | IOS_SERVER),
+        "copy": ms_req(OP_COPY, b(1, io_req(cap, 30, 2)) + b(2, b(1, cap) + v(2, 0) + v(3, 2)),
+                       GRANTED | IOS_CLIENT),
+        "copy-unaligned": ms_req(OP_COPY, b(1, io_req(cap, 40, 2, head=7, length=5000))
+                                 + b(2, b(1, cap) + v(2, 1) + v(3, 2) + v(4, 300)),
+                                 GRANTED | IOS_CLIENT),
+        "fence": ms_req(OP_FENCE, b(1, v(1, 99) + v(2, 3)) + v(2, 1 << 62), IOS_SERVER),
+        "fence-from-client": ms_req(OP_FENCE, b(1, v(1, 99) + v(2, 3)) + v(2, 1 << 62),
+                                    IOS_CLIENT),
+        "volume-info": ms_req(w.OP_VOLUME_INFO),
+        "not-ours": ms_req(w.OP_LOOKUP, b(1, w.cred(0, 0)) + v(2, 1) + b(3, "f")),
+    }
+    return s
+
+
 def vectors():
     out = []
     with open(os.path.join(REPO, "client-lkm", "vectors", "vectors.txt")) as f:
@@ -74,6 +195,8 @@ def main():
                                "rebalance": bytes([pb_kind("rebalance_req")])
                                + w.field_varint(1, 0) + w.field_varint(2, 10)}
     seeds["fuzz_cap"] = {}
+    seeds["fuzz_ms_dispatch"] = ms_seeds()
+    seeds["fuzz_ios_dispatch"] = ios_seeds()
     for kind, name, data in vectors():
         # the wire's vectors (client-lkm/vectors: frame, verbs, params) seed its decoders
         if kind == "frame":
@@ -85,6 +208,7 @@ def main():
         seeds["fuzz_lkm_codec"][name] = bytes([0 if kind == "ioreq" else 1]) + data
         if kind == "ioreq":
             seeds["fuzz_pb_bodies"]["ioreq-" + name] = bytes([pb_kind("io_req")]) + data
+            seeds["fuzz_ios_dispatch"]["lkm-" + name] = ms_req(w.OP_READ, data, GRANTED)
             cap = w.decode(data).get(1)
             if cap:
                 seeds["fuzz_cap"][name] = cap[0]

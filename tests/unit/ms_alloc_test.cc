@@ -325,6 +325,96 @@ TEST_F(MsAllocTest, CapacityChangeResizesBitmap)
 	EXPECT_EQ(bits.size(), (1000u + 63) / 64);
 }
 
+/* A volume never shrinks under its blocks: such a registration would leave extents past its end. */
+TEST_F(MsAllocTest, ARegistrationShrinkingBelowBlocksInUseIsRefused)
+{
+	struct ms_session *s;
+	uint32_t a = add_server("a", 100, &s), id;
+	uint64_t f = mkfile(1, "f");
+	struct ms_layout l;
+
+	ASSERT_EQ(layout(f, 0, 50 * 4096, 1, &l), 0);
+	ms_layout_free(&l);
+	/* on its own session, and after a restart: the blocks 0..49 are in use either way */
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, 40, "a", "", 1, &id, &epoch_),
+		  -EINVAL);
+	ms_session_close(ms, s);
+	s = ms_session_new(ms, "server");
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, 49, "a", "", 1, &id, &epoch_),
+		  -EINVAL);
+	EXPECT_EQ(free_blocks(a), 50u);
+	struct ms_server_info *si = nullptr;
+	ASSERT_EQ(ms_server_list(ms, &si), 1);
+	EXPECT_EQ(si[0].capacity_blocks, 100u);
+	EXPECT_FALSE(si[0].up);
+	free(si);
+	/* down to the last block in use is fine, and allocation stays inside */
+	ASSERT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, 60, "a", "", 1, &id, &epoch_), 0);
+	EXPECT_EQ(id, a);
+	EXPECT_EQ(free_blocks(a), 10u);
+	uint64_t g = mkfile(1, "g");
+	ASSERT_EQ(layout(g, 0, 20 * 4096, 1, &l), -ENOSPC);
+	ASSERT_EQ(layout(g, 0, 10 * 4096, 1, &l), 0);
+	for (size_t i = 0; i < l.n; i++)
+		EXPECT_LE(l.ext[i].block + l.ext[i].length / 4096, 60u);
+	ms_layout_free(&l);
+	reopen();
+	ASSERT_EQ(ms_server_list(ms, &si), 1);
+	EXPECT_EQ(si[0].capacity_blocks, 60u);
+	free(si);
+	ms_session_close(ms, s);
+}
+
+/* The same where the blocks in use lie in whole words of the map past the new end. */
+TEST_F(MsAllocTest, AShrinkingRegistrationSeesBlocksInUseInWholeWords)
+{
+	struct ms_session *s;
+	uint32_t a = add_server("a", 300, &s), id;
+	uint64_t f = mkfile(1, "f");
+	struct ms_layout l;
+
+	ASSERT_EQ(layout(f, 0, 150 * 4096, 1, &l), 0);
+	ms_layout_free(&l);
+	ms_session_close(ms, s);
+	s = ms_session_new(ms, "server");
+	for (uint64_t cap : { 0, 64, 128, 149 })
+		EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, cap, "a", "", 1, &id,
+				      &epoch_), -EINVAL) << cap;
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:71a", "a", 1, 150, "a", "", 1, &id, &epoch_),
+		  0);
+	EXPECT_EQ(free_blocks(a), 0u);
+	ms_session_close(ms, s);
+}
+
+/*
+ * The map of a volume is in memory: one too large for it is refused before
+ * anything is written (a capacity near 2^64 once wrapped the map's size to
+ * a word, and the database kept it for every start after).
+ */
+TEST_F(MsAllocTest, ARegistrationBeyondTheLargestVolumeIsRefused)
+{
+	struct ms_session *s = ms_session_new(ms, "server");
+	struct ms_server_info *si = nullptr;
+	uint32_t id;
+
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, UINT64_MAX, "n", "", 1, &id,
+			      &epoch_), -EINVAL);
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, MS_MAX_VOLUME_BLOCKS + 1, "n",
+			      "", 1, &id, &epoch_), -EINVAL);
+	EXPECT_EQ(ms_server_list(ms, &si), 0);
+	free(si);
+	ASSERT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, 1000, "n", "", 1, &id,
+			      &epoch_), 0);
+	/* and a known volume cannot grow past it either */
+	EXPECT_EQ(ms_register(ms, s, "tcp://127.0.0.1:7100", "u", 1, UINT64_MAX, "n", "", 1, &id,
+			      &epoch_), -EINVAL);
+	ms_session_close(ms, s);
+	reopen();
+	ASSERT_EQ(ms_server_list(ms, &si), 1);
+	EXPECT_EQ(si[0].capacity_blocks, 1000u);
+	free(si);
+}
+
 TEST_F(MsAllocTest, LayoutAccessChecks)
 {
 	add_server("a", 100);
