@@ -450,6 +450,12 @@ static bool rdfs_io_server_failed(int err)
 	return false;
 }
 
+/* A refused capability or lapsed lease that outlived the tries is an I/O error to callers. */
+static int rdfs_io_app_err(int err)
+{
+	return err == -ESTALE || err == -ENOLINK ? -EIO : err;
+}
+
 /* Take what a failed try learnt into @t: true if another try may succeed. */
 static bool rdfs_io_retry(struct rdfs_io_try *t, int err, const struct rdfs_io_set *set)
 {
@@ -558,7 +564,7 @@ int rdfs_data_read_at(struct inode *inode, u64 handle, struct page **pages, int 
 		if (t.failed)
 			atomic64_inc(&rdfs_stats.read_failovers);
 	}
-	return err == -ESTALE || err == -ENOLINK ? -EIO : err;
+	return rdfs_io_app_err(err);
 }
 
 /*
@@ -711,5 +717,5 @@ int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int
 		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
 			break;
 	}
-	return err == -ESTALE || err == -ENOLINK ? -EIO : err;
+	return rdfs_io_app_err(err);
 }
