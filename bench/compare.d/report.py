@@ -9,10 +9,11 @@ import statistics
 import subprocess
 
 UNITS = {"seq-write": "MiB/s", "seq-read": "MiB/s", "rand-read-4k": "IOPS",
-         "md-create": "ops/s", "md-stat": "ops/s", "md-read": "ops/s", "md-remove": "ops/s",
+         "md-": "ops/s", "md4-": "ops/s", "mdhard-": "ops/s",
          "stream-1m": "MiB/s"}
 MAIN_WORKLOADS = ["seq-write-1m", "seq-read-1m", "rand-read-4k", "md-create", "md-stat",
-                  "md-remove"]
+                  "md-remove", "md4-create", "md4-stat", "md4-remove", "mdhard-create",
+                  "mdhard-stat", "mdhard-read", "mdhard-remove"]
 
 
 def unit_of(workload):
@@ -78,7 +79,8 @@ def write_markdown(path, records, targets, reasons, notes, meta, sweep):
     L.append("")
     L.append("| workload | unit | " + " | ".join(targets) + " |")
     L.append("|---|---|" + "---|" * len(targets))
-    for w in MAIN_WORKLOADS:
+    shown = [w for w in MAIN_WORKLOADS if any((t, w) in val for t in targets)]
+    for w in shown:
         cells = []
         for t in targets:
             if t in reasons:
@@ -97,7 +99,7 @@ def write_markdown(path, records, targets, reasons, notes, meta, sweep):
     if len(targets) > 1:
         L.append("Ratios (row target ÷ column target), per workload:")
         L.append("")
-        for w in MAIN_WORKLOADS:
+        for w in shown:
             L.append("| %s | " % w + " | ".join("÷ " + t for t in targets) + " |")
             L.append("|---|" + "---|" * len(targets))
             for a in targets:
@@ -123,7 +125,7 @@ def write_markdown(path, records, targets, reasons, notes, meta, sweep):
                                                  100 * val.get((t, "seq-read-1m"), 0) / disk_r)
                 for t in targets if (t, "seq-write-1m") in val))
             L.append("")
-    if sweep:
+    if sweep and any(w.startswith("seq-") for _, w in val):
         L.append("Bandwidth vs transfer size (MiB/s, write / read):")
         L.append("")
         L.append("| target | " + " | ".join(size_label(x) for x in sweep) + " |")
