@@ -150,10 +150,14 @@ $(BUILD)/tests/test_bench: $(call tobj,bench) $(LIBBENCH) $(LIBCLIENT) $(LIBRDFS
 deps:
 	@deploy/install-deps
 
+# Builds inside make test use every CPU (JOBS); the tests themselves run one
+# after another, as their clusters share ports and the machine.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
 # The guest suite runs last: host suites fail faster and explain more.
 test: deps
 	@deploy/install-deps --vm
-	$(MAKE) all $(UNIT_BINS)
+	$(MAKE) -j$(JOBS) all $(UNIT_BINS)
 	$(MAKE) test-unit
 	$(MAKE) test-sanitize
 	$(MAKE) test-tsan
@@ -202,7 +206,7 @@ test-integration-tls: all
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
              -fno-sanitize-recover=undefined
 test-sanitize:
-	$(MAKE) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" \
+	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" \
 		LDFLAGS="-fsanitize=address,undefined" \
 		$(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS))
 	@set -e; for t in $(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS)); do \
@@ -215,7 +219,7 @@ test-sanitize:
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_BINS  := $(BUILD)-tsan/tests/test_lib $(BUILD)-tsan/tests/test_client
 test-tsan:
-	$(MAKE) BUILD=$(BUILD)-tsan CFLAGS="$(TSAN_FLAGS)" CXXFLAGS="$(TSAN_FLAGS)" \
+	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-tsan CFLAGS="$(TSAN_FLAGS)" CXXFLAGS="$(TSAN_FLAGS)" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_BINS)
 	@set -e; for t in $(TSAN_BINS); do echo "== $$t (TSan)"; \
 		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $$t --gtest_brief=1; done
@@ -227,7 +231,7 @@ test-tsan:
 SAN_IT_SUITE := test_frames.py test_trust.py test_data.py test_fsck.py test_copy.py
 SAN_IT_LOGS  := $(BUILD)-san/it-reports
 test-integration-san:
-	$(MAKE) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" \
+	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" \
 		LDFLAGS="-fsanitize=address,undefined" all
 	rm -rf $(SAN_IT_LOGS) && mkdir -p $(SAN_IT_LOGS)
 	ASAN_OPTIONS=log_path=$(abspath $(SAN_IT_LOGS))/asan:detect_leaks=1 \
@@ -265,7 +269,7 @@ check-lkm: lkm $(CHECKPATCH)
 		$(CHECKPATCH) --no-tree --terse --max-line-length=100 -f $$f | grep -v '^total' || true; \
 		done); if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "checkpatch: clean"
 	@set -e; kver=$(if $(KVER),$(KVER),$$(tests/vm/run --print-kver)); \
-	out=$$($(MAKE) -s -C /lib/modules/$$kver/build M=$(abspath $(BUILD)/lkm) W=1 \
+	out=$$($(MAKE) -s -j$(JOBS) -C /lib/modules/$$kver/build M=$(abspath $(BUILD)/lkm) W=1 \
 		modules 2>&1 | grep -E 'warning:|error:' || true); \
 	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; echo "W=1: no warnings"
 
@@ -305,7 +309,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(LIBMS) $(LIBIOS) $
 
 fuzz-build:
 	@deploy/install-deps --fuzz
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CXX=clang++ CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
+	$(MAKE) -j$(JOBS) BUILD=$(FUZZ_BUILD) CC=clang CXX=clang++ CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
 
 # Seeds and regressions first (every one must pass), then FUZZ_RUNS new inputs.
 test-fuzz: fuzz-build
