@@ -59,7 +59,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
 
 .PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
-        bench bench-sweep bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
+        bench bench-sweep bench-meta-scale bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
         test-fuzz test-integration-san test-tsan check-format check-lkm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
@@ -180,6 +180,10 @@ bench-sweep: all
 bench: all
 	@deploy/install-deps --bench
 	bench/compare $(if $(FULL),--full)
+
+# Metadata rates at 10k and 1M files in one directory (about half an hour).
+bench-meta-scale: all
+	RDFS_BIN=$(BUILD)/bin bench/meta-scale $(if $(COUNTS),--counts $(COUNTS))
 
 # The kernel client, against KVER's headers (default: the guest kernel of tests/vm).
 lkm: all
