@@ -747,6 +747,12 @@ int main(int argc, char *argv[])
 	copts.readahead_kb = -1;
 	copts.write_behind_kb = (int)(s.write_behind >> 10);
 	copts.rdma_mode = s.rdma_mode;
+	/*
+	 * The kernel asks for a directory's attributes right after each name we
+	 * add or remove there (its permission check): answer that once from the
+	 * change's reply, as if the kernel had cached it for attr_timeout.
+	 */
+	copts.dir_attr_ms = (int)(s.fs.attr_timeout * 1000);
 	ret = rdfs_client_open(&copts, &s.fs.client);
 	memset(&copts.secret, 0, sizeof(copts.secret));
 	if (ret < 0) {

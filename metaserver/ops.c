@@ -92,6 +92,51 @@ static void reply_entry(struct op_call *c, int status, const struct ms_attr *a, 
 	reply(c, status, &r.base);
 }
 
+/*
+ * The attributes of directory @ino for a reply about a change to it. Read after
+ * the change's locks are gone, so they may include a later change by someone
+ * else: never older than the change itself, which is all a client relies on.
+ */
+static Rdfs__Attr *dir_attr_pb(struct op_call *c, uint64_t ino, Rdfs__Attr *p)
+{
+	struct ms_attr a;
+
+	if (ms_getattr(c->ctx->ms, ino, &a))
+		return NULL;	/* removed meanwhile: the client just asks again */
+	attr_to_pb(&a, p);
+	return p;
+}
+
+/* An entry reply for a name added to directory @parent: with its attributes. */
+static void reply_new_entry(struct op_call *c, int status, const struct ms_attr *a,
+			    uint64_t handle, uint64_t parent)
+{
+	Rdfs__EntryReply r = RDFS__ENTRY_REPLY__INIT;
+	Rdfs__Attr pa = RDFS__ATTR__INIT, dir = RDFS__ATTR__INIT;
+
+	if (!status) {
+		attr_to_pb(a, &pa);
+		r.attr = &pa;
+		r.handle = handle;
+		r.parent_attr = dir_attr_pb(c, parent, &dir);
+	}
+	reply(c, status, &r.base);
+}
+
+/* The reply of UNLINK, RMDIR and RENAME: the directories they changed. */
+static void reply_dir_change(struct op_call *c, int status, uint64_t parent, uint64_t newparent)
+{
+	Rdfs__DirChangeReply r = RDFS__DIR_CHANGE_REPLY__INIT;
+	Rdfs__Attr a = RDFS__ATTR__INIT, b = RDFS__ATTR__INIT;
+
+	if (!status) {
+		r.parent_attr = dir_attr_pb(c, parent, &a);
+		if (newparent != parent)
+			r.newparent_attr = dir_attr_pb(c, newparent, &b);
+	}
+	reply(c, status, &r.base);
+}
+
 static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
 {
 	Rdfs__AttrReply r = RDFS__ATTR_REPLY__INIT;
@@ -173,7 +218,7 @@ static void op_mknod(struct op_call *c)
 		int ret = ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode, m->rdev,
 				   m->exclusive, m->open, m->open_flags, &a, &h);
 
-		reply_entry(c, ret, &a, h);
+		reply_new_entry(c, ret, &a, h, m->parent);
 	}
 	FREE(rdfs__mknod_req);
 }
@@ -185,7 +230,8 @@ static void op_mkdir(struct op_call *c)
 	struct ms_attr a;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, &a), &a, 0);
+		reply_new_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, &a), &a,
+				0, m->parent);
 	FREE(rdfs__mkdir_req);
 }
 
@@ -199,7 +245,7 @@ static void op_unlink_rmdir(struct op_call *c)
 			  ms_rmdir(c->ctx->ms, &cr, m->parent, m->name) :
 			  ms_unlink(c->ctx->ms, &cr, m->parent, m->name);
 
-		reply_empty(c, ret);
+		reply_dir_change(c, ret, m->parent, m->parent);
 	}
 	FREE(rdfs__unlink_req);
 }
@@ -210,8 +256,8 @@ static void op_rename(struct op_call *c)
 	struct ms_cred cr;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_empty(c, ms_rename(c->ctx->ms, &cr, m->parent, m->name, m->newparent,
-					 m->newname, m->flags));
+		reply_dir_change(c, ms_rename(c->ctx->ms, &cr, m->parent, m->name, m->newparent,
+					      m->newname, m->flags), m->parent, m->newparent);
 	FREE(rdfs__rename_req);
 }
 
@@ -222,7 +268,8 @@ static void op_link(struct op_call *c)
 	struct ms_attr a;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_entry(c, ms_link(c->ctx->ms, &cr, m->ino, m->newparent, m->newname, &a), &a, 0);
+		reply_new_entry(c, ms_link(c->ctx->ms, &cr, m->ino, m->newparent, m->newname, &a),
+				&a, 0, m->newparent);
 	FREE(rdfs__link_req);
 }
 
@@ -233,7 +280,8 @@ static void op_symlink(struct op_call *c)
 	struct ms_attr a;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_entry(c, ms_symlink(c->ctx->ms, &cr, m->parent, m->name, m->target, &a), &a, 0);
+		reply_new_entry(c, ms_symlink(c->ctx->ms, &cr, m->parent, m->name, m->target, &a),
+				&a, 0, m->parent);
 	FREE(rdfs__symlink_req);
 }
 

@@ -471,6 +471,7 @@ int rdfs_client_open(const struct rdfs_client_opts *opts, struct rdfs_client **o
 	peer_init(&c->ms, c->ms_url, 0);
 	peer_install(&c->ms, rpc, cn);
 	inode_table_init(&c->itab);
+	dir_attr_init(&c->dattr);
 	placed_pool_init(&c->placed);
 	*out = c;
 	return 0;
@@ -489,6 +490,7 @@ void rdfs_client_close(struct rdfs_client *c)
 	if (!c)
 		return;
 	inode_table_destroy(&c->itab);
+	dir_attr_destroy(&c->dattr);
 	for (i = 0; i < c->n_ios; i++) {
 		peer_destroy(c->ios[i]);
 		free(c->ios[i]);

@@ -265,6 +265,19 @@ struct rdfs_file {
 	struct readahead *ra;		/* NULL until the file is read sequentially */
 };
 
+/* dir_attr.c: directories' attributes from the replies of changes to them */
+#define DIR_ATTR_BITS	8
+#define DIR_ATTR_SLOTS	(1u << DIR_ATTR_BITS)
+struct dir_attr_entry {
+	uint64_t ino;			/* 0: empty */
+	int64_t expires_ms;		/* CLOCK_MONOTONIC */
+	struct stat st;
+};
+struct dir_attr_cache {
+	pthread_mutex_t lock;
+	struct dir_attr_entry e[DIR_ATTR_SLOTS];
+};
+
 struct rdfs_client {
 	struct rdfs_client_opts opts;
 	char *ms_url;
@@ -276,7 +289,17 @@ struct rdfs_client {
 	struct inode_table itab;
 	struct rdfs_client_stats stats;	/* atomic counters */
 	struct placed_pool placed;	/* rdma_mode write destinations */
+	struct dir_attr_cache dattr;
 };
+
+void dir_attr_init(struct dir_attr_cache *t);
+void dir_attr_destroy(struct dir_attr_cache *t);
+/* Keep @a (a directory's attributes from a change's reply) for one rdfs_getattr(). */
+void dir_attr_note(struct rdfs_client *c, const Rdfs__Attr *a);
+/* 1 and *@st when @ino's kept attributes are there and fresh (they are used up). */
+int dir_attr_take(struct rdfs_client *c, uint64_t ino, struct stat *st);
+/* Drop what is kept of @ino (0: of every directory). */
+void dir_attr_forget(struct rdfs_client *c, uint64_t ino);
 
 void peer_init(struct rdfs_peer *p, const char *url, uint32_t server_id);
 void peer_destroy(struct rdfs_peer *p);

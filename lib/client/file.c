@@ -173,6 +173,7 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 			  &gen);
 	if (ret)
 		return ret;
+	dir_attr_note(c, rep->parent_attr);
 	return file_open_reply(c, cr, &rep->base, rep->attr, rep->handle,
 			       flags & ~(O_CREAT | O_EXCL), gen, st, out);
 }

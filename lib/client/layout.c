@@ -470,6 +470,7 @@ void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out)
 						  __ATOMIC_RELAXED);
 	out->write_behind_lent_bytes = __atomic_load_n(&c->stats.write_behind_lent_bytes,
 						       __ATOMIC_RELAXED);
+	out->dir_attr_hits = __atomic_load_n(&c->stats.dir_attr_hits, __ATOMIC_RELAXED);
 }
 
 int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,

@@ -95,12 +95,29 @@ static int entry_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage
 	ret = ms_call(c, op, req, &rdfs__entry_reply__descriptor, &rep, flags);
 	if (ret)
 		return ret;
-	if (!rep->attr)
+	if (!rep->attr) {
 		ret = -EPROTO;
-	else
+	} else {
 		attr_note(c, rep->attr, st);
+		dir_attr_note(c, rep->parent_attr);
+	}
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return ret;
+}
+
+/* UNLINK, RMDIR, RENAME: the reply names the directories as they are now. */
+static int dir_change_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage *req)
+{
+	Rdfs__DirChangeReply *rep = NULL;
+	int ret;
+
+	ret = ms_call(c, op, req, &rdfs__dir_change_reply__descriptor, &rep, 0);
+	if (ret)
+		return ret;
+	dir_attr_note(c, rep->parent_attr);
+	dir_attr_note(c, rep->newparent_attr);
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return 0;
 }
 
 int name_check(const char *name)
@@ -137,6 +154,8 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 	Rdfs__Cred cred;
 	int ret;
 
+	if (dir_attr_take(c, ino, st))
+		return 0;
 	cred_to_pb(cr, &cred);
 	req.cred = &cred;
 	req.ino = ino;
@@ -201,7 +220,7 @@ static int unlink_call(struct rdfs_client *c, uint16_t op, const struct rdfs_cre
 	req.cred = &cred;
 	req.parent = parent;
 	req.name = (char *)name;
-	return ms_call(c, op, &req.base, NULL, NULL, 0);
+	return dir_change_call(c, op, &req.base);
 }
 
 int rdfs_unlink(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
@@ -234,7 +253,9 @@ int rdfs_rename(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 	req.newparent = newparent;
 	req.newname = (char *)newname;
 	req.flags = flags;
-	return ms_call(c, RDFS_OP_RENAME, &req.base, NULL, NULL, 0);
+	/* a directory that moved has a new ctime: what is kept of it is old now */
+	dir_attr_forget(c, 0);
+	return dir_change_call(c, RDFS_OP_RENAME, &req.base);
 }
 
 int rdfs_link(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,

@@ -86,6 +86,15 @@ struct rdfs_client_opts {
 	 * data comes in the replies and is copied there once).
 	 */
 	int rdma_mode;
+	/*
+	 * Milliseconds during which the first rdfs_getattr() of a directory this
+	 * client just changed (created or removed a name in it, renamed into or
+	 * out of it) is answered from the attributes the change's reply carried,
+	 * without asking the metaserver (dir_attr.c). 0: always ask (default).
+	 * rdfs-fuse gives its attribute timeout: the kernel asks at once after
+	 * each change, and would have cached the attributes that long anyway.
+	 */
+	int dir_attr_ms;
 };
 
 #define RDFS_RDMA_READ	0
@@ -402,6 +411,7 @@ struct rdfs_client_stats {
 	uint64_t write_behind_writes;	/* WRITEs sent by write-behind */
 	uint64_t write_behind_bytes;	/* bytes written through write-behind */
 	uint64_t write_behind_lent_bytes; /* of them sent from the writer's buffer, uncopied */
+	uint64_t dir_attr_hits;		/* rdfs_getattr() answered from a change's reply */
 };
 void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out);
 

@@ -118,6 +118,7 @@ int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 	uint64_t old_size;
 	int ret;
 
+	dir_attr_forget(c, ino);
 	cred_to_pb(cr, &cred);
 	req.cred = &cred;
 	req.ino = ino;

@@ -65,6 +65,7 @@ int rdfs_setxattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t in
 		return ret;
 	if (size > RDFS_XATTR_SIZE_MAX)
 		return -E2BIG;
+	dir_attr_forget(c, ino);	/* its ctime changes */
 	xattr_req_init(&req, &cred, cr, ino, name);
 	req.value.data = (uint8_t *)value;
 	req.value.len = size;
@@ -114,6 +115,7 @@ int rdfs_removexattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t
 
 	if (ret)
 		return ret;
+	dir_attr_forget(c, ino);
 	xattr_req_init(&req, &cred, cr, ino, name);
 	return ms_call(c, RDFS_OP_REMOVEXATTR, &req.base, NULL, NULL, 0);
 }

@@ -37,7 +37,7 @@ static const ProtobufCMessageDescriptor *const kinds[] = {
 	&rdfs__node_reply__descriptor, &rdfs__fsck_reply__descriptor,
 	&rdfs__io_reply__descriptor, &rdfs__volume_info_reply__descriptor,
 	/* last: a seed's first byte keeps meaning the message it was made for */
-	&rdfs__rebalance_req__descriptor,
+	&rdfs__rebalance_req__descriptor, &rdfs__dir_change_reply__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

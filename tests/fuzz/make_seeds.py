@@ -193,7 +193,11 @@ def main():
     seeds["fuzz_pb_bodies"] = {"lookup": bytes([pb_kind("lookup_req")]) + body,
                                # RebalanceReq {cancel, threshold_pct}
                                "rebalance": bytes([pb_kind("rebalance_req")])
-                               + w.field_varint(1, 0) + w.field_varint(2, 10)}
+                               + w.field_varint(1, 0) + w.field_varint(2, 10),
+                               # DirChangeReply {parent_attr {ino, mode}, newparent_attr}
+                               "dir-change": bytes([pb_kind("dir_change_reply")])
+                               + w.field_bytes(1, w.field_varint(1, 2) + w.field_varint(2, 0o40755))
+                               + w.field_bytes(2, w.field_varint(1, 3))}
     seeds["fuzz_cap"] = {}
     seeds["fuzz_ms_dispatch"] = ms_seeds()
     seeds["fuzz_ios_dispatch"] = ios_seeds()
