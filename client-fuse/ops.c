@@ -195,6 +195,19 @@ static void rdfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	req_cred(req, &cr);
 	ret = rdfs_lookup(req_fs(req)->client, &cr, parent, name, &st);
+	if (ret == -ENOENT && req_fs(req)->entry_timeout > 0) {
+		/*
+		 * A negative entry, cached as long as a positive one: a name
+		 * another client creates meanwhile is seen as late as a name it
+		 * removes would be; our own creates replace it at once.
+		 */
+		struct fuse_entry_param e;
+
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = req_fs(req)->entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
 	reply_entry(req, ret, &st);
 }
 

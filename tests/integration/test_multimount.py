@@ -160,3 +160,32 @@ def test_two_clients_write_different_bytes_of_one_block(workdir, second_mount, f
     for p in (mine, theirs):
         drop_cache(p)
         assert_bytes_equal(bytes(expected), _read(p), "as read through %s" % p.parent.parent)
+
+
+@fuse_only("negative entries are rdfs-fuse's LOOKUP reply")
+def test_negative_entry_cached_for_entry_timeout(cluster, workdir, other_mount):
+    """A name found missing is cached as missing for entry_timeout, as a found
+    one is: a mount with a long timeout keeps saying ENOENT for a name another
+    mount created after it looked, a mount without caches sees it at once, and
+    the caching mount's own create replaces its negative entry."""
+    slow = cluster.dir / "mnt-neg"
+    cluster.mount_second(slow, opts="attr_timeout=30,entry_timeout=30")
+    try:
+        mine = slow / workdir.name / "late"
+        with pytest.raises(FileNotFoundError):
+            os.stat(mine)
+        _write(other_mount / workdir.name / "late", b"x")
+        assert os.stat(other_mount / workdir.name / "late").st_size == 1
+        with pytest.raises(FileNotFoundError):
+            os.stat(mine)
+        # our own create: a negative entry is no obstacle, O_EXCL still sees the name
+        with pytest.raises(FileExistsError):
+            os.close(os.open(mine, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        own = slow / workdir.name / "own"
+        with pytest.raises(FileNotFoundError):
+            os.stat(own)
+        _write(own, b"yz")
+        assert os.stat(own).st_size == 2
+        assert os.stat(other_mount / workdir.name / "own").st_size == 2
+    finally:
+        cluster.unmount(slow)
