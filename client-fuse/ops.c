@@ -175,6 +175,16 @@ static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * Readdirplus: a listing's pages come with every entry's attributes,
+	 * so `ls -l` or find -type costs no LOOKUP per name. AUTO: the kernel
+	 * asks for it on a directory's first page and then only where lookups
+	 * followed the listing; the metaserver reads attributes only then.
+	 */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS |
+			      (conn->capable & FUSE_CAP_READDIRPLUS_AUTO);
+	fs->readdirplus = !!(conn->want & FUSE_CAP_READDIRPLUS);
 	/* Enough background requests to keep both readahead and O_DIRECT pipelines full. */
 	if (conn->max_background < 64)
 		conn->max_background = 64;
@@ -524,7 +534,8 @@ static void rdfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 	int ret;
 
 	req_cred(req, &cr);
-	ret = rdfs_opendir(req_fs(req)->client, &cr, ino, &d);
+	ret = rdfs_opendir_flags(req_fs(req)->client, &cr, ino,
+				 req_fs(req)->readdirplus ? RDFS_DIR_PLUS : 0, &d);
 	if (ret < 0) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -538,11 +549,13 @@ static void rdfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
  * The stream the kernel sees is ".", "..", then the entries of the rdfs_dir:
  * position p holds "." (0), ".." (1) or rdfs entry p - 2, and each dirent
  * carries the position after it as its offset. These are stable indexes into
- * the rdfs_dir, so telldir/seekdir work across calls.
+ * the rdfs_dir, so telldir/seekdir work across calls. READDIRPLUS entries
+ * also carry the attributes the page came with, as a LOOKUP would.
  */
-static void rdfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			    struct fuse_file_info *fi)
+static void dir_list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi, int plus)
 {
+	struct rdfs_fuse *fs = req_fs(req);
 	struct rdfs_dir *d = fi_dir(fi);
 	struct rdfs_dirent ent;
 	size_t used = 0;
@@ -554,25 +567,38 @@ static void rdfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	rdfs_dir_set_plus(d, plus);
 	for (uint64_t pos = off < 0 ? 0 : off;; pos++) {
-		struct stat st;
+		struct fuse_entry_param e;
 		const char *name;
 		size_t len;
 
-		memset(&st, 0, sizeof(st));
+		memset(&e, 0, sizeof(e));
 		if (pos < 2) {
 			name = pos == 0 ? "." : "..";
-			st.st_ino = ino;
-			st.st_mode = S_IFDIR;
+			e.attr.st_ino = ino;
+			e.attr.st_mode = S_IFDIR;
 		} else {
 			ret = rdfs_readdir_at(d, pos - 2, &ent);
 			if (ret <= 0)
 				break;
 			name = ent.name;
-			st.st_ino = ent.ino;
-			st.st_mode = ent.type;
+			e.attr.st_ino = ent.ino;
+			e.attr.st_mode = ent.type;
+			if (plus && ent.has_attr) {
+				/* as a LOOKUP would answer it; e.ino 0: the kernel looks up */
+				e.attr = ent.st;
+				merge_pending_size(fs, &e.attr);
+				e.ino = ent.ino;
+				e.attr_timeout = fs->attr_timeout;
+				e.entry_timeout = fs->entry_timeout;
+			}
 		}
-		len = fuse_add_direntry(req, buf + used, size - used, name, &st, pos + 1);
+		if (plus)
+			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
+		else
+			len = fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+						pos + 1);
 		if (len > size - used)
 			break;		/* full: the kernel asks again from pos */
 		used += len;
@@ -583,6 +609,18 @@ static void rdfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 	else
 		fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void rdfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	dir_list(req, ino, size, off, fi, 0);
+}
+
+static void rdfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+				struct fuse_file_info *fi)
+{
+	dir_list(req, ino, size, off, fi, 1);
 }
 
 static void rdfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -932,6 +970,7 @@ const struct fuse_lowlevel_ops rdfs_fuse_ops = {
 	.lseek		= rdfs_op_lseek,
 	.opendir	= rdfs_op_opendir,
 	.readdir	= rdfs_op_readdir,
+	.readdirplus	= rdfs_op_readdirplus,
 	.releasedir	= rdfs_op_releasedir,
 	.fsyncdir	= rdfs_op_fsyncdir,
 	.statfs		= rdfs_op_statfs,

@@ -27,6 +27,7 @@ struct rdfs_fuse {
 	struct rdfs_client *client;
 	struct fuse_session *se;	/* for notifications to the kernel */
 	double attr_timeout;		/* seconds the kernel may cache attributes */
+	int readdirplus;		/* the kernel takes listings with attributes */
 	double entry_timeout;		/* seconds the kernel may cache name -> inode */
 	int direct_io;			/* bypass the page cache for every open file */
 	int direct_writes;		/* write-only opens bypass the page cache */

@@ -93,16 +93,19 @@ static void reply_entry(struct op_call *c, int status, const struct ms_attr *a, 
 }
 
 /*
- * The attributes of directory @ino for a reply about a change to it. Read after
- * the change's locks are gone, so they may include a later change by someone
- * else: never older than the change itself, which is all a client relies on.
+ * Inode @ino's attributes as they are now, for a reply about it: after a
+ * change to a directory, read once the change's locks are gone, so they may
+ * include a later change by someone else: never older than the change itself,
+ * which is all a client relies on. NULL if it is gone meanwhile (the client
+ * then just asks again).
  */
-static Rdfs__Attr *dir_attr_pb(struct op_call *c, uint64_t ino, Rdfs__Attr *p)
+static Rdfs__Attr *attr_pb_of(struct op_call *c, uint64_t ino, Rdfs__Attr *p)
 {
 	struct ms_attr a;
 
 	if (ms_getattr(c->ctx->ms, ino, &a))
-		return NULL;	/* removed meanwhile: the client just asks again */
+		return NULL;
+	rdfs__attr__init(p);
 	attr_to_pb(&a, p);
 	return p;
 }
@@ -118,7 +121,7 @@ static void reply_new_entry(struct op_call *c, int status, const struct ms_attr 
 		attr_to_pb(a, &pa);
 		r.attr = &pa;
 		r.handle = handle;
-		r.parent_attr = dir_attr_pb(c, parent, &dir);
+		r.parent_attr = attr_pb_of(c, parent, &dir);
 	}
 	reply(c, status, &r.base);
 }
@@ -130,9 +133,9 @@ static void reply_dir_change(struct op_call *c, int status, uint64_t parent, uin
 	Rdfs__Attr a = RDFS__ATTR__INIT, b = RDFS__ATTR__INIT;
 
 	if (!status) {
-		r.parent_attr = dir_attr_pb(c, parent, &a);
+		r.parent_attr = attr_pb_of(c, parent, &a);
 		if (newparent != parent)
-			r.newparent_attr = dir_attr_pb(c, newparent, &b);
+			r.newparent_attr = attr_pb_of(c, newparent, &b);
 	}
 	reply(c, status, &r.base);
 }
@@ -307,6 +310,7 @@ static void op_readdir(struct op_call *c)
 	Rdfs__ReaddirReply r = RDFS__READDIR_REPLY__INIT;
 	struct ms_dirent *ents = NULL;
 	Rdfs__Dirent *pd = NULL, **pp = NULL;
+	Rdfs__Attr *pa = NULL;
 	struct ms_cred cr;
 	int eof = 0, n;
 
@@ -315,7 +319,9 @@ static void op_readdir(struct op_call *c)
 	ents = malloc(MS_READDIR_MAX * sizeof(*ents));
 	pd = malloc(MS_READDIR_MAX * sizeof(*pd));
 	pp = malloc(MS_READDIR_MAX * sizeof(*pp));
-	if (!ents || !pd || !pp) {
+	if (m->plus)
+		pa = malloc(MS_READDIR_MAX * sizeof(*pa));
+	if (!ents || !pd || !pp || (m->plus && !pa)) {
 		reply(c, -ENOMEM, NULL);
 		goto out;
 	}
@@ -328,6 +334,9 @@ static void op_readdir(struct op_call *c)
 		pd[i].ino = ents[i].ino;
 		pd[i].type = ents[i].type;
 		pp[i] = &pd[i];
+		/* read after the listing: an entry removed meanwhile just has none */
+		if (m->plus)
+			pd[i].attr = attr_pb_of(c, ents[i].ino, &pa[i]);
 	}
 	r.n_entries = n > 0 ? (size_t)n : 0;
 	r.entries = pp;
@@ -337,6 +346,7 @@ out:
 	free(ents);
 	free(pd);
 	free(pp);
+	free(pa);
 	FREE(rdfs__readdir_req);
 }
 

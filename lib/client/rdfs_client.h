@@ -208,6 +208,8 @@ struct rdfs_dirent {
 	char name[256];
 	uint64_t ino;
 	mode_t type;			/* S_IFREG, S_IFDIR, ... */
+	int has_attr;			/* @st is the entry's attributes (RDFS_DIR_PLUS) */
+	struct stat st;
 };
 
 /*
@@ -219,6 +221,16 @@ struct rdfs_dirent {
  */
 int rdfs_opendir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
 		 struct rdfs_dir **out);
+/*
+ * With RDFS_DIR_PLUS the pages come with each entry's attributes (readdirplus),
+ * and rdfs_readdir_at() sets has_attr for entries of the page fetched last
+ * (only that page's attributes are kept: they are for a caller walking the
+ * stream in order). rdfs_dir_set_plus() changes it for the pages fetched next.
+ */
+#define RDFS_DIR_PLUS	1u
+int rdfs_opendir_flags(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino,
+		       unsigned int flags, struct rdfs_dir **out);
+void rdfs_dir_set_plus(struct rdfs_dir *d, int plus);
 int rdfs_readdir_at(struct rdfs_dir *d, uint64_t index, struct rdfs_dirent *ent);
 void rdfs_closedir(struct rdfs_dir *d);
 

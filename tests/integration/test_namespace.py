@@ -376,3 +376,46 @@ def test_rename_over_open_file(workdir):
         assert os.pread(fd, 100, 0) == b"old contents"
     finally:
         os.close(fd)
+
+
+def test_listing_with_attributes_matches_stat_from_another_client(cluster, workdir, other_mount):
+    """What `ls -l` shows (readdirplus attributes on rdfs-fuse, lookups on the
+    kernel client) is what a client without caches stats: modes, sizes, link
+    counts, owners, times; a file this mount is writing shows its written size."""
+    sizes = {}
+    for i in range(300):
+        p = workdir / ("e%03d" % i)
+        if i % 10 == 0:
+            os.mkdir(p, 0o750)
+            continue
+        with open(p, "wb") as f:
+            f.write(b"x" * (i * 37))
+        os.chmod(p, 0o600 + i % 64)
+        sizes[p.name] = i * 37
+    os.link(workdir / "e001", workdir / "hard")
+    os.chown(workdir / "e002", 1234, 5678)
+    writing = open(workdir / "open", "wb")
+    try:
+        writing.write(b"y" * 5000)
+        writing.flush()
+        out = subprocess.run(["ls", "-ln", "--time-style=+%s", str(workdir)], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout.splitlines()[1:]
+        listed = {}
+        for line in out:
+            f = line.split()
+            listed[f[-1]] = (f[0], int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]))
+        assert listed["open"][4] == 5000, listed["open"]
+        theirs = other_mount / workdir.name
+        for name, (modestr, nlink, uid, gid, size, mtime) in listed.items():
+            if name == "open":
+                continue
+            st = os.lstat(theirs / name)
+            assert stat.filemode(st.st_mode) == modestr[:10], name
+            assert (nlink, uid, gid) == (st.st_nlink, st.st_uid, st.st_gid), name
+            if not stat.S_ISDIR(st.st_mode):
+                assert size == st.st_size == sizes.get(name, sizes.get("e001")), name
+            assert mtime == int(st.st_mtime), name
+        assert listed["hard"][1] == 2 and listed["e002"][2:4] == (1234, 5678)
+        assert len(listed) == 302
+    finally:
+        writing.close()

@@ -177,3 +177,55 @@ TEST_F(ClientNs, ToolCommands)
 }
 
 } // namespace
+
+namespace {
+
+// Readdirplus: pages carry each entry's attributes, the same as GETATTR
+// answers; only the last page's are kept, and a plain stream has none.
+TEST_F(ClientNs, ReaddirPlusCarriesEachEntrysAttributes)
+{
+	struct stat st;
+	ASSERT_EQ(rdfs_mkdir(c, &root, RDFS_ROOT_INO, "plus", 0755, &st), 0);
+	uint64_t dir = st.st_ino;
+	const int n = 1500;	// two pages
+
+	for (int i = 0; i < n; i++) {
+		std::string name = "p" + std::to_string(10000 + i);
+		if (i % 7 == 0)
+			ASSERT_EQ(rdfs_mkdir(c, &root, dir, name.c_str(), 0700, &st), 0);
+		else
+			ASSERT_EQ(rdfs_mknod(c, &root, dir, name.c_str(), S_IFREG | (0600 + i % 64),
+					     0, &st), 0);
+	}
+	struct rdfs_dir *d = nullptr;
+	struct rdfs_dirent ent;
+	ASSERT_EQ(rdfs_opendir_flags(c, &root, dir, RDFS_DIR_PLUS, &d), 0);
+	int with = 0;
+	for (uint64_t i = 0;; i++) {
+		int r = rdfs_readdir_at(d, i, &ent);
+		ASSERT_GE(r, 0);
+		if (r == 0)
+			break;
+		ASSERT_TRUE(ent.has_attr) << ent.name;
+		with++;
+		ASSERT_EQ(rdfs_getattr(c, &root, ent.ino, &st), 0);
+		EXPECT_EQ(ent.st.st_ino, st.st_ino);
+		EXPECT_EQ(ent.st.st_mode, st.st_mode) << ent.name;
+		EXPECT_EQ(ent.st.st_nlink, st.st_nlink);
+		EXPECT_EQ(ent.st.st_mtim.tv_nsec, st.st_mtim.tv_nsec);
+		EXPECT_EQ(ent.st.st_mode & S_IFMT, ent.type);
+	}
+	EXPECT_EQ(with, n);
+	// an entry of the first page, asked for again after the second: no attributes kept
+	ASSERT_EQ(rdfs_readdir_at(d, 3, &ent), 1);
+	EXPECT_FALSE(ent.has_attr);
+	rdfs_closedir(d);
+
+	ASSERT_EQ(rdfs_opendir(c, &root, dir, &d), 0);
+	ASSERT_EQ(rdfs_readdir_at(d, 0, &ent), 1);
+	EXPECT_FALSE(ent.has_attr);
+	EXPECT_STREQ(ent.name, "p10000");
+	rdfs_closedir(d);
+}
+
+} // namespace
