@@ -18,7 +18,7 @@ PREFIX  ?= /usr/local
 CC      ?= gcc
 CXX     ?= g++
 
-PKGS     := libprotobuf-c fuse3 liburing openssl inih
+PKGS     := libprotobuf-c fuse3 liburing openssl inih libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread -lrdmacm -libverbs
 
