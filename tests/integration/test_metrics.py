@@ -296,6 +296,23 @@ def test_rdfs_metrics_prints_what_the_endpoints_serve(mc):
     assert p.returncode == 1 and "404" in p.stderr
 
 
+def test_grafana_dashboard_names_only_metrics_the_servers_serve(mc):
+    """deploy/grafana/rdfs.json must not drift from the names the servers use."""
+    from conftest import REPO
+    with open(REPO / "deploy" / "grafana" / "rdfs.json") as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert exprs
+    served = set()
+    for url in mc.urls.values():
+        for name, fam in scrape(url).items():
+            served.add(name)
+            if fam["type"] == "histogram":
+                served.update(name + s for s in ("_bucket", "_sum", "_count"))
+    used = {n for e in exprs for n in re.findall(r"\brdfs_[a-z_]+", e)}
+    assert used and used <= served, "not served: %s" % sorted(used - served)
+
+
 def _connect(url):
     u = urllib.parse.urlsplit(url)
     return socket.create_connection((u.hostname, u.port), timeout=10)
