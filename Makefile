@@ -18,9 +18,12 @@ PREFIX  ?= /usr/local
 CC      ?= gcc
 CXX     ?= g++
 
-PKGS     := libprotobuf-c fuse3 liburing openssl inih
+PKGS     := libprotobuf-c fuse3 liburing openssl inih libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread -lrdmacm -libverbs
+
+# rdfs metrics fetches over HTTP; only the tool links libcurl.
+TOOL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null)
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 # CFLAGS/CXXFLAGS are the user's (optimisation, sanitizers); what the code
@@ -106,7 +109,7 @@ $(BUILD)/bin/rdfs-fuse: $(call obj,$(FUSE_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/rdfs: $(call obj,$(TOOL_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TOOL_LIBS)
 $(BUILD)/bin/rdfs-bench: $(call obj,$(wildcard bench/ior/main.c)) $(LIBBENCH) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm

@@ -69,6 +69,12 @@ struct ios_options {
 	int pipeline_depth;			/* unit reads in flight per READ; 0: default */
 	int readahead_cache_mb;			/* 0: default; IOS_READAHEAD_OFF: none */
 	uint64_t buffer_pool_bytes;		/* READ buffer memory; 0: derived */
+	/*
+	 * Optional: count requests, connections, the pipeline and the volume
+	 * here (rdfs_ios_*, docs/DESIGN.md "Metrics"); it must outlive the server
+	 * and be rendered only while the server exists.
+	 */
+	struct metrics *metrics;
 };
 
 /* -errno: listener bind failures (-EADDRINUSE, -EINVAL for a bad URL), -ENOMEM. */

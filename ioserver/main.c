@@ -17,6 +17,8 @@
 #include "config.h"
 #include "ios.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "volume.h"
 
 #define PROG			"rdfs-ioserver"
@@ -137,6 +139,13 @@ static const char usage_text[] =
 "                         io-threads x pipeline-depth x unit-size, at least\n"
 "                         32m). READs wait for buffers when it is spent.\n"
 "                         Config key: buffer_pool.\n"
+"    --metrics-listen HOST:PORT  serve Prometheus metrics at\n"
+"                         http://HOST:PORT/metrics: requests, bytes, errors\n"
+"                         and latency by operation, the io_uring pipeline,\n"
+"                         read-ahead hits, connections (docs/DESIGN.md,\n"
+"                         \"Metrics\"). Default: [ioserver] metrics_listen,\n"
+"                         else [metrics] listen, else off. Config key:\n"
+"                         metrics_listen.\n"
 "    --log-level LEVEL    error, warn, info or debug (default info).\n"
 "    --log-file PATH      append the log to PATH instead of stderr.\n"
 "    --help               print this help and exit.\n"
@@ -146,9 +155,12 @@ static const char usage_text[] =
 "    Keys of section [ioserver], falling back to [cluster]:\n"
 "      volume, create_size, format (bool), listen, advertise, name, domain,\n"
 "      io_threads, send_mode, unit_size, pipeline_depth, readahead_cache_mb,\n"
-"      buffer_pool, log_level, log_file\n"
+"      buffer_pool, metrics_listen, log_level, log_file\n"
 "    Keys of section [cluster] (or [ioserver] to override):\n"
 "      metaserver, secret_file, cap_key_file\n"
+"    Key of section [metrics], shared by every server reading the file:\n"
+"      listen (HOST:PORT; a server's own metrics_listen wins, so servers\n"
+"      sharing a host and a file can use other ports)\n"
 "\n"
 "    Example:\n"
 "      [cluster]\n"
@@ -192,7 +204,7 @@ enum opt_id {
 	OPT_CONFIG = 256, OPT_VOLUME, OPT_CREATE_SIZE, OPT_FORMAT, OPT_LISTEN, OPT_ADVERTISE,
 	OPT_METASERVER, OPT_NAME, OPT_SECRET, OPT_CAP_KEY, OPT_IO_THREADS, OPT_SEND_MODE,
 	OPT_UNIT_SIZE, OPT_PIPELINE_DEPTH, OPT_READAHEAD, OPT_BUFFER_POOL, OPT_LOG_LEVEL,
-	OPT_LOG_FILE, OPT_DOMAIN, OPT_HELP, OPT_VERSION,
+	OPT_LOG_FILE, OPT_DOMAIN, OPT_METRICS_LISTEN, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -215,6 +227,7 @@ static const struct option long_opts[] = {
 	{ "buffer-pool",  required_argument, NULL, OPT_BUFFER_POOL },
 	{ "log-level",	  required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-file",	  required_argument, NULL, OPT_LOG_FILE },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "help",	  no_argument,	     NULL, OPT_HELP },
 	{ "version",	  no_argument,	     NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -240,6 +253,7 @@ static const char *const opt_keys[] = {
 	[OPT_LOG_LEVEL - OPT_CONFIG]	= "log_level",
 	[OPT_LOG_FILE - OPT_CONFIG]	= "log_file",
 	[OPT_DOMAIN - OPT_CONFIG]	= "domain",
+	[OPT_METRICS_LISTEN - OPT_CONFIG] = "metrics_listen",
 };
 
 struct override {
@@ -526,15 +540,23 @@ static int prepare(const struct rdfs_config *cfg, struct ios_options *o,
 	return 0;
 }
 
-/* Run the core on @vol until a signal stops it. */
-static int serve(struct ios_options *o, struct volume *vol)
+/* Run the core on @vol until a signal stops it; metrics at @metrics_listen unless NULL. */
+static int serve(struct ios_options *o, struct volume *vol, const char *metrics_listen)
 {
+	struct metrics_http *http = NULL;
 	struct signal_waiter waiter;
 	struct ios_server *server;
 	pthread_t sig_thread;
 	int ret;
 
 	o->vol = vol;
+	if (metrics_listen && *metrics_listen) {
+		o->metrics = metrics_new();
+		if (!o->metrics) {
+			startup_error("cannot set up metrics: out of memory");
+			return EXIT_FAIL;
+		}
+	}
 
 	/* Signals go to the waiter thread only; every thread created later inherits the mask. */
 	sigemptyset(&waiter.set);
@@ -546,7 +568,19 @@ static int serve(struct ios_options *o, struct volume *vol)
 	ret = ios_server_create(o, &server);
 	if (ret) {
 		startup_error("cannot start serving on %s: %s", o->listen, strerror(-ret));
+		metrics_free(o->metrics);
 		return EXIT_FAIL;
+	}
+	if (o->metrics) {
+		ret = metrics_http_start(o->metrics, metrics_listen, &http);
+		if (ret) {
+			startup_error("cannot serve metrics on %s: %s", metrics_listen,
+				      strerror(-ret));
+			ios_server_destroy(server);
+			metrics_free(o->metrics);
+			return EXIT_FAIL;
+		}
+		log_info("metrics at %s", metrics_http_url(http));
 	}
 	log_info("listening on %s%s, advertised as %s, metaserver %s",
 		 ios_server_url(server, 0), ios_server_url(server, 1) ? " and more" : "",
@@ -559,12 +593,17 @@ static int serve(struct ios_options *o, struct volume *vol)
 	waiter.server = server;
 	if (pthread_create(&sig_thread, NULL, signal_thread, &waiter)) {
 		startup_error("cannot start the signal thread");
+		metrics_http_stop(http);
 		ios_server_destroy(server);
+		metrics_free(o->metrics);
 		return EXIT_FAIL;
 	}
 	ret = ios_server_run(server);
 	pthread_join(sig_thread, NULL);
+	/* the endpoint reads the server: it goes first */
+	metrics_http_stop(http);
 	ios_server_destroy(server);
+	metrics_free(o->metrics);
 	log_info("stopped%s", ret ? " (the final volume flush failed)" : "");
 	return ret ? EXIT_FAIL : EXIT_OK;
 }
@@ -622,7 +661,8 @@ int main(int argc, char **argv)
 	ret = open_volume(cfg, &vol);
 	if (ret)
 		goto out;
-	ret = serve(&opts, vol);
+	ret = serve(&opts, vol, config_get(cfg, SECTION, "metrics_listen",
+					   config_get(cfg, "metrics", "listen", NULL)));
 	volume_close(vol);
 out:
 	config_free(cfg);

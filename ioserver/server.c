@@ -19,9 +19,11 @@
 #include "io_request.h"
 #include "ios.h"
 #include "log.h"
+#include "metrics.h"
 #include "rdfs.pb-c.h"
 #include "registration.h"
 #include "rpc.h"
+#include "rpc_metrics.h"
 #include "server_id.h"
 #include "volume.h"
 
@@ -41,6 +43,7 @@ struct ios_server {
 	char advertise[IOS_URL_MAX];
 	uint64_t verifier;		/* boot verifier (ios_server_verifier) */
 	atomic_bool stopping;
+	struct rpc_metrics rpcm;	/* ios_options.metrics */
 };
 
 /*
@@ -126,6 +129,113 @@ static void ios_fence(struct ios_server *s, struct rpc_request *req)
 				m->until_ns, now);
 	rdfs__fence_req__free_unpacked(m, NULL);
 	rpc_server_reply(req, ret, NULL, NULL, 0);
+}
+
+/* ------------------------------------------------------------ metrics */
+
+static int ios_serves(uint16_t op)
+{
+	switch (op) {
+	case RDFS_OP_READ:
+	case RDFS_OP_WRITE:
+	case RDFS_OP_IO_COMMIT:
+	case RDFS_OP_ZERO:
+	case RDFS_OP_VOLUME_INFO:
+	case RDFS_OP_FENCE:
+	case RDFS_OP_COPY:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void collect_pool_busy(void *arg, struct metrics_emitter *e)
+{
+	metrics_emit(e, NULL, io_pool_busy(((struct ios_server *)arg)->pool));
+}
+
+enum pool_value { PV_DISK, PV_CACHE, PV_PARTS, PV_RA_LOADS };
+
+static void collect_pool(struct ios_server *s, enum pool_value what, struct metrics_emitter *e)
+{
+	struct ios_stats st;
+
+	ios_server_stats(s, &st);
+	metrics_emit(e, NULL, what == PV_DISK ? st.units_from_disk :
+			      what == PV_CACHE ? st.units_from_cache :
+			      what == PV_PARTS ? st.parts_sent : st.readahead_loads);
+}
+
+static void collect_units_disk(void *arg, struct metrics_emitter *e)
+{
+	collect_pool(arg, PV_DISK, e);
+}
+
+static void collect_units_cache(void *arg, struct metrics_emitter *e)
+{
+	collect_pool(arg, PV_CACHE, e);
+}
+
+static void collect_parts(void *arg, struct metrics_emitter *e)
+{
+	collect_pool(arg, PV_PARTS, e);
+}
+
+static void collect_ra_loads(void *arg, struct metrics_emitter *e)
+{
+	collect_pool(arg, PV_RA_LOADS, e);
+}
+
+static void collect_capacity(void *arg, struct metrics_emitter *e)
+{
+	metrics_emit(e, NULL,
+		     (double)volume_capacity(((struct ios_server *)arg)->vol) * RDFS_BLOCK_SIZE);
+}
+
+static void collect_registered(void *arg, struct metrics_emitter *e)
+{
+	uint32_t id;
+
+	metrics_emit(e, NULL, server_id_get(&((struct ios_server *)arg)->id, &id) == 0);
+}
+
+/*
+ * The I/O server's families. Free space is the metaserver's to count (it owns
+ * the volume's map: rdfs_ms_ioserver_free_bytes); refused capabilities are
+ * the errors by errno (ESTALE: fenced, ENOLINK: no lease, EACCES, EKEYEXPIRED).
+ */
+static int ios_metrics(struct ios_server *s, struct metrics *r)
+{
+	static const struct {
+		const char *name, *help;
+		enum metrics_type type;
+		metrics_collect_fn fn;
+	} fams[] = {
+		{ "rdfs_ios_pool_requests", "Requests the io_uring threads hold (queued, on the "
+		  "disk or sending; write-back WRITEs until written).", METRICS_GAUGE,
+		  collect_pool_busy },
+		{ "rdfs_ios_read_units_disk_total", "READ units read from the volume.",
+		  METRICS_COUNTER, collect_units_disk },
+		{ "rdfs_ios_read_units_cache_total", "READ units served from the read-ahead cache "
+		  "(read-ahead hits).", METRICS_COUNTER, collect_units_cache },
+		{ "rdfs_ios_read_parts_total", "Partial READ replies sent (overlapped sends).",
+		  METRICS_COUNTER, collect_parts },
+		{ "rdfs_ios_readahead_loads_total", "Read-ahead segment loads started.",
+		  METRICS_COUNTER, collect_ra_loads },
+		{ "rdfs_ios_volume_capacity_bytes", "Size of the volume.", METRICS_GAUGE,
+		  collect_capacity },
+		{ "rdfs_ios_registered", "1 once registered with the metaserver (it has a server "
+		  "id), else 0.", METRICS_GAUGE, collect_registered },
+	};
+	int ret = rpc_metrics_register(&s->rpcm, r, "rdfs_ios", ios_serves);
+
+	for (size_t i = 0; !ret && i < sizeof(fams) / sizeof(fams[0]); i++)
+		if (!metrics_collector(r, fams[i].name, fams[i].help, fams[i].type, NULL, 0,
+				       fams[i].fn, s))
+			ret = -EINVAL;
+	if (!ret)
+		rpc_server_set_metrics(s->rpc, &s->rpcm);
+	return ret;
 }
 
 /* Route one request; the data ops go to the io_uring threads, which then own it. */
@@ -391,6 +501,8 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 			    &s->copier);
 	if (ret)
 		goto err_pool;
+	if (o->metrics && ios_metrics(s, o->metrics))
+		log_warn("metrics: cannot register the I/O server's families; some are missing");
 
 	/*
 	 * The pristine flag leaves the superblock before anyone can write to the

@@ -142,6 +142,11 @@ struct rpc_request {
 	/* what it counts against its connection: a message rewritten in place (an I/O
 	 * server's COPY becomes a WRITE) is uncounted by what it was counted with */
 	uint64_t counted_bytes;
+	/* rpc_server_set_metrics(): where and since when this request is counted */
+	const struct rpc_metrics *metrics;	/* NULL: not counted */
+	uint64_t start_ns;
+	uint16_t metered_op;		/* the opcode it arrived as (a COPY stays a COPY) */
+	int replied;			/* its final reply is counted */
 };
 
 /*
@@ -253,6 +258,12 @@ long long rpc_conn_counter_add(struct xport_conn *conn, long long delta);
 void rpc_conn_set_idle_timeout(struct xport_conn *conn, int ms);
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
+/*
+ * Count requests, replies and connections of @s in @m (rpc_metrics.h) from
+ * now on; NULL: stop. Call before serving; @m must outlive @s.
+ */
+struct rpc_metrics;
+void rpc_server_set_metrics(struct rpc_server *s, const struct rpc_metrics *m);
 /* Release the request's message and connection reference. */
 void rpc_request_done(struct rpc_request *req);
 

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "rdfs.pb-c.h"
 #include "rpc_internal.h"
+#include "rpc_metrics.h"
 
 /* An unauthenticated peer is dropped after this long. */
 #define RPC_HANDSHAKE_MS	10000
@@ -100,6 +101,7 @@ struct rpc_server {
 	int64_t next_idle_check_ms;
 	int64_t returned_ms;		/* when rpc_server_next() last returned */
 	atomic_int idle_used;		/* some connection has an idle timeout */
+	const struct rpc_metrics *metrics;	/* rpc_server_set_metrics(); NULL: none */
 };
 
 /* Only zero-copy replies are posted with a completion on the server. */
@@ -476,6 +478,13 @@ static void server_reject(struct xport_conn *conn, struct rpc_session *ss, uint1
 	xport_conn_close_when_sent(conn);
 }
 
+static enum rpc_metrics_role peer_role(const struct auth_peer *peer)
+{
+	if (peer->cls == AUTH_CLASS_SERVER)
+		return RPC_ROLE_SERVER;
+	return strncmp(peer->id, "node:", 5) ? RPC_ROLE_CLIENT : RPC_ROLE_NODE;
+}
+
 static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xport_msg *m)
 {
 	Rdfs__AuthResult result = RDFS__AUTH_RESULT__INIT;
@@ -515,6 +524,7 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 	}
 	ss->authed = 1;
 	ss->peer = peer;
+	metrics_gauge_add(s->metrics ? s->metrics->connections : NULL, peer_role(&ss->peer), 1);
 	xport_conn_set_rx_limits(ss->conn, RDFS_MAX_BODY, RDFS_MAX_DATA);
 	/* the transport stops taking this peer's frames once this many are unanswered */
 	xport_conn_set_rx_budget(ss->conn, s->budget_reqs, s->budget_bytes);
@@ -590,6 +600,14 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 		req->peer = &ss->peer;
 		req->counted_bytes = msg_bytes(ev->msg);
 		session_account(ss, req->counted_bytes, 1);
+		if (s->metrics) {
+			req->metrics = s->metrics;
+			req->start_ns = metrics_now_ns();
+			req->metered_op = ev->msg->hdr.opcode;
+			metrics_add(s->metrics->requests, req->metered_op, 0, 1);
+			metrics_add(s->metrics->bytes_in, req->metered_op, 0, ev->msg->hdr.data_len);
+			metrics_gauge_add(s->metrics->in_flight, 0, 1);
+		}
 		return RPC_SRV_REQUEST;
 	case XPORT_EV_CLOSED:
 		ss = xport_conn_user(ev->conn);
@@ -598,6 +616,8 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 		session_unlink(s, ss);
 		if (ss->authed) {
 			log_debug("%s: %s disconnected", xport_conn_peer(ev->conn), ss->peer.id);
+			metrics_gauge_add(s->metrics ? s->metrics->connections : NULL,
+					  peer_role(&ss->peer), -1);
 			xport_conn_get(ev->conn);
 			req->conn = ev->conn;
 			req->msg = NULL;
@@ -688,9 +708,37 @@ enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *
 	}
 }
 
+void rpc_server_set_metrics(struct rpc_server *s, const struct rpc_metrics *m)
+{
+	s->metrics = m;
+}
+
+/* The final reply to @req, with @status and @data_bytes of data: its duration and errors. */
+static void count_reply(struct rpc_request *req, int status, uint64_t data_bytes)
+{
+	const struct rpc_metrics *m = req->metrics;
+
+	if (!m || req->replied)
+		return;
+	req->replied = 1;
+	metrics_observe(m->duration, req->metered_op, metrics_now_ns() - req->start_ns);
+	metrics_add(m->bytes_out, req->metered_op, 0, data_bytes);
+	if (status < 0)
+		metrics_add(m->errors, req->metered_op, (unsigned int)-status, 1);
+}
+
+/* Bytes of a reply's part, counted as it is posted. */
+static void count_part(const struct rpc_request *req, uint64_t data_bytes)
+{
+	if (req->metrics)
+		metrics_add(req->metrics->bytes_out, req->metered_op, 0, data_bytes);
+}
+
 int rpc_server_reply(struct rpc_request *req, int status, const ProtobufCMessage *resp,
 		     const struct iovec *data, int niov)
 {
+	size_t dlen = 0;
+
 	Rdfs__Error e = RDFS__ERROR__INIT;
 
 	if (!req || !req->conn || !req->msg)
@@ -701,6 +749,9 @@ int rpc_server_reply(struct rpc_request *req, int status, const ProtobufCMessage
 		e.message = strerror(-status);
 		resp = &e.base;
 	}
+	if (rpc_iov_sum(data, niov, &dlen))
+		dlen = 0;
+	count_reply(req, status, dlen);
 	return rpc_send_msg(req->conn, req->msg->hdr.opcode, RDFS_FRAME_REPLY, status,
 			    req->msg->hdr.tag, resp, data, niov);
 }
@@ -711,6 +762,7 @@ int rpc_server_reply_error(struct rpc_request *req, int status, const char *errm
 		return -EINVAL;
 	if (status > 0)
 		status = -status;
+	count_reply(req, status, 0);
 	return rpc_send_error(req->conn, req->msg->hdr.opcode, req->msg->hdr.tag, status, errmsg);
 }
 
@@ -753,6 +805,8 @@ int rpc_server_reply_zc(struct rpc_request *req, int status, const ProtobufCMess
 	err = xport_post_send(req->conn, &h, z->body, data, niov, z);
 	if (err)
 		free(z);
+	else
+		count_reply(req, status, dlen);
 	return err;
 }
 
@@ -771,6 +825,7 @@ int rpc_server_reply_part(struct rpc_request *req, const struct iovec *data, int
 		return err;
 	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0,
 		     req->msg->hdr.tag, 0, dlen);
+	count_part(req, dlen);
 	if (!sent)
 		return xport_post_send(req->conn, &h, NULL, data, niov, NULL);
 	z = malloc(sizeof(*z));
@@ -806,8 +861,14 @@ int rpc_server_reply_part_write(struct rpc_request *req, uint64_t off, const str
 	rpc_hdr_init(&h, req->msg->hdr.opcode, RDFS_FRAME_REPLY | RDFS_FRAME_MORE, 0,
 		     req->msg->hdr.tag, 0, 0);
 	err = xport_post_write(req->conn, req->msg->sink, off, data, niov, &h, NULL, z);
-	if (err)
+	if (err) {
 		free(z);
+	} else if (req->metrics) {
+		size_t dlen;
+
+		if (rpc_iov_sum(data, niov, &dlen) == 0)
+			count_part(req, dlen);
+	}
 	return err;
 }
 
@@ -821,6 +882,8 @@ void rpc_request_done(struct rpc_request *req)
 		ss = xport_conn_user(req->conn);
 		if (ss)
 			session_account(ss, req->counted_bytes, -1);
+		if (req->metrics)
+			metrics_gauge_add(req->metrics->in_flight, 0, -1);
 	}
 	xport_msg_free(req->msg);
 	req->msg = NULL;

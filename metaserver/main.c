@@ -14,6 +14,8 @@
 #include "config.h"
 #include "frame.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "ms.h"
 #include "server.h"
 
@@ -99,6 +101,12 @@ static void usage(FILE *f)
 "                         run as uid/gid 65534, whatever role they name\n"
 "                         (default off; a node key has its own policy, see\n"
 "                         rdfs node --help)\n"
+"    --metrics-listen HOST:PORT\n"
+"                         serve Prometheus metrics at http://HOST:PORT/metrics\n"
+"                         (requests, errors and latency by operation, queue,\n"
+"                         synced writes, fences, I/O servers' capacity; see\n"
+"                         docs/DESIGN.md, \"Metrics\"). Default: [metaserver]\n"
+"                         metrics_listen, else [metrics] listen, else off\n"
 "    --startup-wait SEC   after a start, allocation waits this long at most for\n"
 "                         the known I/O servers to register again: clients are\n"
 "                         told to retry (EAGAIN) instead of failing (default 30;\n"
@@ -112,8 +120,11 @@ static void usage(FILE *f)
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
 "                    cap_lifetime, chunk_size, default_copies, root_squash,\n"
 "                    startup_wait, rebuild_grace, rebuild_interval,\n"
-"                    rebuild_rate, ioserver_timeout,"
+"                    rebuild_rate, ioserver_timeout, metrics_listen,"
 " log_level, log_file\n"
+"      [metrics]     listen: HOST:PORT of the metrics endpoint, for every server\n"
+"                    reading the file (a server's own metrics_listen wins, so\n"
+"                    servers sharing a host and a file can use other ports)\n"
 "\n"
 "EXAMPLES\n"
 "    rdfs-metaserver --db /srv/rdfs/mds --listen tcp://0.0.0.0:7000\n"
@@ -185,6 +196,7 @@ int main(int argc, char **argv)
 		{ "ioserver-timeout", required_argument, NULL, 'O' },
 		{ "root-squash", no_argument, NULL, 'R' },
 		{ "startup-wait", required_argument, NULL, 'W' },
+		{ "metrics-listen", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -195,6 +207,9 @@ int main(int argc, char **argv)
 	struct auth_secret *secret = NULL, *cap_key = NULL;
 	struct ms_server_opts so = { 0 };
 	struct ms_server *srv = NULL;
+	struct metrics *metrics = NULL;
+	struct metrics_http *http = NULL;
+	const char *metrics_listen;
 	struct ms_options mo = { 0 };
 	struct ms *ms = NULL;
 	char *listen_buf = NULL, err[512];
@@ -265,6 +280,9 @@ int main(int argc, char **argv)
 		case 'W':
 			config_set(cfg, SECTION, "startup_wait", optarg);
 			break;
+		case 'M':
+			config_set(cfg, SECTION, "metrics_listen", optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -303,7 +321,7 @@ int main(int argc, char **argv)
 						     "chunk_size", "root_squash", "startup_wait",
 						     "default_copies", "rebuild_grace",
 						     "rebuild_interval", "rebuild_rate",
-						     "ioserver_timeout" };
+						     "ioserver_timeout", "metrics_listen" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -432,6 +450,17 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* the program's own key first: a metaserver and an I/O server may share a host and a file */
+	metrics_listen = config_get(cfg, SECTION, "metrics_listen",
+				    config_get(cfg, "metrics", "listen", NULL));
+	if (metrics_listen && *metrics_listen) {
+		metrics = metrics_new();
+		if (!metrics || ms_metrics_register(ms, metrics)) {
+			fprintf(stderr, PROG ": cannot set up metrics: out of memory\n");
+			goto out;
+		}
+		so.metrics = metrics;
+	}
 	so.listen = listen;
 	so.secret = secret;
 	so.cap_key = cap_key;
@@ -448,11 +477,18 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nlisten; i++)
 		log_info("listening on %s", ms_server_listen_url(srv, i));
+	if (metrics) {
+		if (metrics_http_start(metrics, metrics_listen, &http))
+			goto out;	/* logged there */
+		log_info("metrics at %s", metrics_http_url(http));
+	}
 	log_info("database %s, %d worker threads", mo.db_dir, (int)threads);
 	ms_server_run(srv);
 	status = 0;
 	log_info("stopped");
 out:
+	/* the endpoint reads the server and the core: it goes first */
+	metrics_http_stop(http);
 	ms_server_destroy(srv);
 	ms_close(ms);
 	if (secret)
@@ -463,5 +499,6 @@ out:
 	free(cap_key);
 	free(listen_buf);
 	config_free(cfg);
+	metrics_free(metrics);
 	return status;
 }

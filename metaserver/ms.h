@@ -547,4 +547,16 @@ struct ms_rebalance_status {
 };
 void ms_rebalance_status(struct ms *ms, struct ms_rebalance_status *out);
 
+/* ---------------------------------------------------------------- metrics */
+
+struct metrics;
+/*
+ * Register what the core measures in @r (metrics.h): synced LevelDB writes
+ * (their duration, and how many were in progress together as each started),
+ * the I/O servers (up, draining, capacity and free bytes), inodes, the
+ * rebuilder's last pass and the rebalance. Before requests run; @r must
+ * outlive @ms's requests and be rendered only while @ms is open. 0 or -EINVAL.
+ */
+int ms_metrics_register(struct ms *ms, struct metrics *r);
+
 #endif

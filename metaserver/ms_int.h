@@ -13,6 +13,7 @@
 
 #include <leveldb/c.h>
 
+#include "metrics.h"
 #include "ms.h"
 #include "ms_keys.h"
 
@@ -316,6 +317,13 @@ int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flag
 
 /* ---------------------------------------------------------------- the context */
 
+/* ms_metrics_register(): what the core counts itself; NULL families when off */
+struct ms_core_metrics {
+	struct metric *sync_seconds;	/* histogram: one synced LevelDB write */
+	struct metric *sync_concurrent;	/* histogram: synced writes in progress as one starts */
+	atomic_int syncing;		/* synced writes in progress now */
+};
+
 struct ms {
 	leveldb_t *db;
 	leveldb_options_t *opts;
@@ -347,6 +355,7 @@ struct ms {
 	ms_fence_fn fence;		/* ms_set_fencer(); NULL: blocks freed at once */
 	void *fence_arg;
 	struct ms_opentab opentab;
+	struct ms_core_metrics metrics;
 
 	/* the rebuilder (rebuild.c) */
 	pthread_mutex_t rebuild_mu;	/* the fields below */

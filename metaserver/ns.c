@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "ms_int.h"
 
 /* Inode numbers are reserved in runs so the counter is written once per run. */
@@ -117,9 +118,24 @@ void ns_dirent_del(leveldb_writebatch_t *b, uint64_t parent, const char *name)
 
 int ns_write(struct ms *ms, leveldb_writebatch_t *b)
 {
+	struct ms_core_metrics *m = &ms->metrics;
+	uint64_t t0 = 0;
 	char *err = NULL;
 
+	if (m->sync_seconds) {
+		/*
+		 * LevelDB merges the synced writes queued behind the one syncing
+		 * into its next log record and tells nobody, so what we can see
+		 * is how many were in progress together: the most a sync carried.
+		 */
+		metrics_observe(m->sync_concurrent, 0, atomic_fetch_add(&m->syncing, 1) + 1);
+		t0 = metrics_now_ns();
+	}
 	leveldb_write(ms->db, ms->wsync, b, &err);
+	if (m->sync_seconds) {
+		metrics_observe(m->sync_seconds, 0, metrics_now_ns() - t0);
+		atomic_fetch_sub(&m->syncing, 1);
+	}
 	if (err) {
 		log_error("leveldb write: %s", err);
 		leveldb_free(err);

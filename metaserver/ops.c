@@ -984,6 +984,11 @@ int ops_is_quick_read(uint16_t op)
 	}
 }
 
+int ops_is_served(uint16_t op)
+{
+	return op < RDFS_OP_MAX && op_table[op] != NULL;
+}
+
 void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc_request *req)
 {
 	struct op_call c = { .ctx = ctx, .s = s, .req = req };

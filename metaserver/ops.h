@@ -25,6 +25,9 @@ struct ms_ops_ctx {
  */
 void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc_request *req);
 
+/* 1 if the metaserver handles opcode @op (its metrics have a series for each). */
+int ops_is_served(uint16_t op);
+
 /*
  * 1 if opcode @op is answered from memory and a few LevelDB point reads, with
  * no lock that a writer holds across its sync, no write and no I/O-server

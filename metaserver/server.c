@@ -28,8 +28,10 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "ops.h"
 #include "rpc.h"
+#include "rpc_metrics.h"
 #include "server.h"
 #include "zero.h"
 
@@ -73,6 +75,12 @@ struct ms_server {
 	int rebuilder_stop;		/* under mu */
 	pthread_cond_t rebuilder_cv;
 	int64_t rebuild_interval_ms;
+
+	/* ms_server_opts.metrics; families NULL without */
+	struct rpc_metrics rpcm;
+	struct metric *m_busy;		/* workers running a request */
+	struct metric *m_fences;	/* files fenced */
+	struct metric *m_fence_msgs;	/* FENCEs to I/O servers, {result} */
 };
 
 /* Chunks one rebuild pass repairs at most before the next scan. */
@@ -148,8 +156,11 @@ static void *worker_main(void *arg)
 		pthread_cond_signal(&srv->not_full);
 		pthread_mutex_unlock(&srv->mu);
 
-		if (j.req.msg)
+		if (j.req.msg) {
+			metrics_gauge_add(srv->m_busy, 0, 1);
 			ops_dispatch(&srv->ops, j.cs->sess, &j.req);
+			metrics_gauge_add(srv->m_busy, 0, -1);
+		}
 		rpc_request_done(&j.req);
 		conn_state_put(srv, j.cs);
 	}
@@ -164,6 +175,52 @@ static void enqueue(struct ms_server *srv, const struct job *j)
 	srv->count++;
 	pthread_cond_signal(&srv->not_empty);
 	pthread_mutex_unlock(&srv->mu);
+}
+
+/* The fencer, counted: files fenced, and each I/O server's answer. */
+static void fence_counted(void *arg, const uint32_t *servers, size_t n, uint64_t ino,
+			  uint32_t gen, int *status)
+{
+	struct ms_server *srv = arg;
+
+	ms_zeroer_fence(srv->zeroer, servers, n, ino, gen, status);
+	metrics_add(srv->m_fences, 0, 0, 1);
+	for (size_t i = 0; i < n; i++)
+		metrics_add(srv->m_fence_msgs, status[i] ? 1 : 0, 0, 1);
+}
+
+static void collect_queue(void *arg, struct metrics_emitter *e)
+{
+	struct ms_server *srv = arg;
+	int n;
+
+	pthread_mutex_lock(&srv->mu);
+	n = srv->count;
+	pthread_mutex_unlock(&srv->mu);
+	metrics_emit(e, NULL, n);
+}
+
+static int server_metrics(struct ms_server *srv, struct metrics *r)
+{
+	static const char *const results[] = { "ok", "failed" };
+	static const struct metrics_dim result_dim = { "result", results, 2 };
+	int ret = rpc_metrics_register(&srv->rpcm, r, "rdfs_ms", ops_is_served);
+
+	srv->m_busy = metrics_gauge(r, "rdfs_ms_workers_busy",
+				    "Worker threads running a request now.", NULL);
+	srv->m_fences = metrics_counter(r, "rdfs_ms_fences_total",
+					"Files fenced: capabilities of their older layout "
+					"generations taken back.", NULL, NULL, 0);
+	srv->m_fence_msgs = metrics_counter(r, "rdfs_ms_fence_messages_total",
+					    "FENCE messages to I/O servers, by whether the server "
+					    "took it.", &result_dim, NULL, 0);
+	if (ret || !srv->m_busy || !srv->m_fences || !srv->m_fence_msgs ||
+	    !metrics_collector(r, "rdfs_ms_queue_depth",
+			       "Requests waiting for a worker thread.", METRICS_GAUGE, NULL, 0,
+			       collect_queue, srv))
+		return -EINVAL;
+	rpc_server_set_metrics(srv->rpc, &srv->rpcm);
+	return 0;
 }
 
 /* The handshake's last word: a node key is good only for the node's current generation. */
@@ -265,7 +322,9 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	/* every LAYOUT from now on zeroes the recycled blocks it allocates */
 	ms_set_zeroer(ms, ms_zeroer_zero, srv->zeroer);
 	/* ... and fences every file whose blocks it frees */
-	ms_set_fencer(ms, ms_zeroer_fence, srv->zeroer);
+	if (o->metrics && server_metrics(srv, o->metrics))
+		log_warn("metrics: cannot register the server's families; some are missing");
+	ms_set_fencer(ms, fence_counted, srv);
 	/* ... and the rebuilder copies between I/O servers through it */
 	ms_set_copier(ms, ms_zeroer_copy, srv->zeroer);
 	pthread_cond_init(&srv->rebuilder_cv, NULL);

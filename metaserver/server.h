@@ -25,6 +25,11 @@ struct ms_server_opts {
 	int64_t rebuild_interval_ms;		/* between the rebuilder's passes; 0: 10 s */
 	/* an I/O server silent this long is down; 0: MS_DEFAULT_IOSERVER_TIMEOUT_MS, < 0: never */
 	int ioserver_timeout_ms;
+	/*
+	 * Optional: count requests, connections, the worker queue and fences
+	 * here (rdfs_ms_*); it must outlive the server.
+	 */
+	struct metrics *metrics;
 };
 
 #define MS_DEFAULT_IOSERVER_TIMEOUT_MS	6000

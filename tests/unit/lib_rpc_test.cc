@@ -24,8 +24,10 @@
 #include <gtest/gtest.h>
 
 extern "C" {
+#include "metrics.h"
 #include "rdfs.pb-c.h"
 #include "rpc.h"
+#include "rpc_metrics.h"
 }
 
 namespace {
@@ -71,7 +73,8 @@ struct auth_secret server_key()
  */
 class TestServer {
 public:
-	explicit TestServer(const struct auth_secret &secret = kSecret, int handshake_ms = 0)
+	explicit TestServer(const struct auth_secret &secret = kSecret, int handshake_ms = 0,
+			    struct metrics *reg = nullptr)
 	{
 		const char *urls[] = { "tcp://127.0.0.1:0", nullptr };
 
@@ -80,6 +83,11 @@ public:
 		EXPECT_EQ(0, rpc_server_create(urls, &keys, &srv_));
 		if (handshake_ms)
 			rpc_server_set_handshake_timeout(srv_, handshake_ms);
+		if (reg) {
+			EXPECT_EQ(0, rpc_metrics_register(&rm_, reg, "rdfs_t",
+							  [](uint16_t) { return 1; }));
+			rpc_server_set_metrics(srv_, &rm_);
+		}
 		url_ = rpc_server_url(srv_, 0);
 		thread_ = std::thread([this] { run(); });
 	}
@@ -214,6 +222,7 @@ private:
 	std::atomic<bool> stop_{false};
 	std::atomic<int> requests_{0}, closed_{0}, zc_done_{0};
 	std::vector<struct rpc_request> held_;
+	struct rpc_metrics rm_;
 	std::mutex mu_;
 	std::vector<std::string> roles_;
 };
@@ -242,6 +251,74 @@ void expect_good_client_works(const std::string &url)
 	EXPECT_EQ(0, getattr(c, 99, &ino));
 	EXPECT_EQ(99u, ino);
 	rpc_client_close(c);
+}
+
+std::string render(struct metrics *r)
+{
+	char *text = nullptr;
+	size_t len = 0;
+
+	EXPECT_EQ(0, metrics_render(r, &text, &len));
+	std::string s = text ? text : "";
+	free(text);
+	return s;
+}
+
+bool has_line(const std::string &text, const std::string &line)
+{
+	return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(Rpc, MetricsCountRequestsErrorsBytesAndInFlight)
+{
+	struct metrics *reg = metrics_new();
+	std::string t;
+
+	{
+		TestServer srv(kSecret, 0, reg);
+		struct rpc_client *c;
+		struct rpc_pending *p;
+		struct rpc_reply r;
+		uint64_t ino = 0;
+		char data[1000];
+		struct iovec iov = { data, sizeof(data) };
+
+		memset(data, 7, sizeof(data));
+		ASSERT_EQ(0, rpc_client_connect(srv.url().c_str(), &kSecret, "client", 5000, &c));
+		for (int i = 0; i < 3; i++)
+			EXPECT_EQ(0, getattr(c, 5, &ino));
+		EXPECT_EQ(-ENOENT, rpc_call(c, RDFS_OP_UNLINK, nullptr, nullptr, nullptr, 5000));
+		ASSERT_EQ(0, rpc_call_start(c, RDFS_OP_READ, nullptr, &iov, 1, &p));
+		ASSERT_EQ(0, rpc_call_wait(p, 5000, &r));
+		EXPECT_EQ(0, r.status);
+		rpc_reply_release(&r);
+		/* held by the application: in flight until it is done */
+		EXPECT_EQ(-ETIMEDOUT, rpc_call(c, RDFS_OP_STATFS, nullptr, nullptr, nullptr, 200));
+		t = render(reg);
+		EXPECT_TRUE(has_line(t, "rdfs_t_requests_total{op=\"getattr\"} 3")) << t;
+		EXPECT_TRUE(has_line(t, "rdfs_t_request_duration_seconds_count{op=\"getattr\"} 3"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_request_errors_total{op=\"unlink\",errno=\"ENOENT\"} 1"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_request_bytes_total{op=\"read\"} 1000"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_reply_bytes_total{op=\"read\"} 1000"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_requests_total{op=\"statfs\"} 1"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_request_duration_seconds_count{op=\"statfs\"} 0"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_requests_in_flight 1")) << t;
+		EXPECT_TRUE(has_line(t, "rdfs_t_connections{role=\"client\"} 1"));
+		EXPECT_TRUE(has_line(t, "rdfs_t_connections{role=\"server\"} 0"));
+		/* PING is answered by the rpc layer: not an application request */
+		EXPECT_EQ(std::string::npos, t.find("op=\"ping\"} 1"));
+		rpc_client_close(c);
+		/* the server's loop sees the close in its own time */
+		for (int i = 0; i < 500 && srv.closed() == 0; i++)
+			usleep(10000);
+		ASSERT_EQ(1, srv.closed());
+		t = render(reg);
+		EXPECT_TRUE(has_line(t, "rdfs_t_connections{role=\"client\"} 0")) << t;
+		/* the held request is done when the server goes */
+	}
+	t = render(reg);
+	EXPECT_TRUE(has_line(t, "rdfs_t_requests_in_flight 0")) << t;
+	metrics_free(reg);
 }
 
 TEST(Rpc, AuthenticatedCallsWork)

@@ -23,7 +23,7 @@
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
 	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_drain, &tool_cmd_rebalance,
-	&tool_cmd_node, &tool_cmd_fsck, NULL,
+	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, NULL,
 };
 
 static void usage(FILE *out)
@@ -245,6 +245,13 @@ int main(int argc, char **argv)
 		return TOOL_USAGE;
 	}
 	t.metaserver = config_get(cfg, "rdfs", "metaserver", DEFAULT_METASERVER);
+	t.cfg = cfg;
+	t.timeout_ms = (int)timeout;
+	if (cmd->offline) {
+		ret = cmd->run(&t, argc - optind, argv + optind);
+		config_free(cfg);
+		return ret;
+	}
 	secret_path = config_get(cfg, "rdfs", "secret_file", DEFAULT_SECRET);
 	copts.role = "tool";
 	if (cmd->server_key) {

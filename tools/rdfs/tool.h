@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "config.h"
 #include "frame.h"
 #include "rdfs_client.h"
 
@@ -22,6 +23,8 @@ struct tool {
 	struct auth_secret cap_key;	/* only for commands with server_key */
 	struct rdfs_cred cred;
 	const char *metaserver;
+	const struct rdfs_config *cfg;	/* the configuration, for commands that need more */
+	int timeout_ms;
 };
 
 struct tool_cmd {
@@ -32,6 +35,8 @@ struct tool_cmd {
 	const char *help;		/* long description, options */
 	/* connect with the server key (from the capability key), not the secret */
 	int server_key;
+	/* talks to no metaserver: run without a client (t->client NULL) */
+	int offline;
 };
 
 extern const struct tool_cmd tool_cmd_status;
@@ -45,6 +50,7 @@ extern const struct tool_cmd tool_cmd_getcopies;
 extern const struct tool_cmd tool_cmd_setcopies;
 extern const struct tool_cmd tool_cmd_drain;
 extern const struct tool_cmd tool_cmd_rebalance;
+extern const struct tool_cmd tool_cmd_metrics;
 
 /*
  * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs

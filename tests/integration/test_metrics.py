@@ -1,0 +1,379 @@
+# SPDX-License-Identifier: MIT
+"""Prometheus metrics of a real cluster (local-cluster --metrics): every
+endpoint serves text a strict parser of format 0.0.4 accepts; a known
+workload through the FUSE mount moves the counters it must (exactly where one
+request per operation is certain); other paths are 404, other methods 405;
+and scrapers that hold every connection, send garbage or never read do not
+stop the file system or the other servers' endpoints."""
+import http.client
+import json
+import math
+import os
+import re
+import socket
+import urllib.parse
+
+import pytest
+
+from conftest import (BIN, LOCAL_CLUSTER, Cluster, _cluster_root, _remove, _stop, drop_cache,
+                      run, wait_until)
+
+N_FILES = 20
+FILE_BYTES = 3 * 4096 + 100           # four blocks, the last one partial
+
+# ------------------------------------------------------------------ the parser
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r"[a-zA-Z_][a-zA-Z0-9_]*"
+SAMPLE = re.compile(r"^(%s)(\{(.*)\})? (\S+)$" % NAME)
+LABEL_PAIR = re.compile(r'(%s)="((?:[^"\\\n]|\\\\|\\"|\\n)*)"(,|$)' % LABEL)
+TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
+
+
+def parse_value(s):
+    if s in ("+Inf", "-Inf", "NaN"):
+        return float(s.replace("Inf", "inf").replace("NaN", "nan"))
+    assert re.fullmatch(r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?", s), "bad value %r" % s
+    return float(s)
+
+
+def parse_labels(s):
+    out, pos = {}, 0
+    while pos < len(s):
+        m = LABEL_PAIR.match(s, pos)
+        assert m, "bad labels at %r" % s[pos:]
+        assert m.group(1) not in out, "label %s twice" % m.group(1)
+        out[m.group(1)] = m.group(2)
+        pos = m.end()
+        assert m.group(3) or pos == len(s)
+    return out
+
+
+def parse(text):
+    """Strict text format 0.0.4: {family: {"type", "help", "samples": {(name, labels): v}}}."""
+    assert text.endswith("\n"), "the last line has no newline"
+    fams, current = {}, None
+    for n, line in enumerate(text[:-1].split("\n"), 1):
+        where = "line %d: %r" % (n, line)
+        assert line, "empty line: " + where
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            kind, rest = line[2:6], line[7:]
+            name, _, arg = rest.partition(" ")
+            assert re.fullmatch(NAME, name), where
+            f = fams.setdefault(name, {"type": None, "help": None, "samples": {}})
+            assert not f["samples"], "HELP/TYPE after samples: " + where
+            if kind == "HELP":
+                assert f["help"] is None, "second HELP: " + where
+                assert not re.search(r"\\[^\\n]", arg), "bad escape in HELP: " + where
+                f["help"] = arg
+            else:
+                assert f["type"] is None and arg in TYPES, where
+                f["type"] = arg
+            current = name
+            continue
+        assert not line.startswith("#") or line.startswith("# "), where
+        if line.startswith("# "):
+            continue
+        m = SAMPLE.match(line)
+        assert m, "not a sample: " + where
+        name, labels, value = m.group(1), parse_labels(m.group(3) or ""), parse_value(m.group(4))
+        assert current, "sample before any TYPE: " + where
+        f = fams[current]
+        allowed = {current}
+        if f["type"] == "histogram":
+            allowed = {current + s for s in ("_bucket", "_sum", "_count")}
+            if name.endswith("_bucket"):
+                assert "le" in labels, where
+        assert name in allowed, "sample of another family: " + where
+        key = (name, tuple(sorted(labels.items())))
+        assert key not in f["samples"], "duplicate series: " + where
+        f["samples"][key] = value
+    for name, f in fams.items():
+        assert f["type"] and f["help"], "%s lacks TYPE or HELP" % name
+        if f["type"] == "histogram":
+            check_histogram(name, f)
+    return fams
+
+
+def check_histogram(name, f):
+    series = {}
+    for (sname, labels), v in f["samples"].items():
+        rest = tuple(kv for kv in labels if kv[0] != "le")
+        s = series.setdefault(rest, {"buckets": [], "count": None, "sum": None})
+        if sname.endswith("_bucket"):
+            s["buckets"].append((parse_value(dict(labels)["le"]), v))
+        elif sname.endswith("_count"):
+            s["count"] = v
+        else:
+            s["sum"] = v
+    for rest, s in series.items():
+        b = sorted(s["buckets"])
+        assert b and b[-1][0] == math.inf, "%s%s: no +Inf bucket" % (name, rest)
+        assert all(b[i][1] <= b[i + 1][1] for i in range(len(b) - 1)), \
+            "%s%s: buckets not cumulative" % (name, rest)
+        assert s["count"] == b[-1][1], "%s%s: _count is not the +Inf bucket" % (name, rest)
+        assert s["sum"] is not None and s["sum"] >= 0
+
+
+def value(fams, metric, **labels):
+    """The sample @metric with exactly @labels (0 if absent: a sparse or zero series)."""
+    base = re.sub(r"_(bucket|sum|count)$", "", metric)
+    fam = fams.get(metric) or fams.get(base)
+    assert fam, "no family %s" % metric
+    return fam["samples"].get((metric, tuple(sorted(labels.items()))), 0.0)
+
+
+def total(fams, metric, **match):
+    """Sum of @metric's samples whose labels include @match."""
+    base = re.sub(r"_(bucket|sum|count)$", "", metric)
+    fam = fams.get(metric) or fams.get(base)
+    assert fam, "no family %s" % metric
+    return sum(v for (n, labels), v in fam["samples"].items()
+               if n == metric and all(dict(labels).get(k) == w for k, w in match.items()))
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+class MetricsCluster(Cluster):
+    """A cluster whose servers serve metrics (local-cluster --metrics)."""
+
+    def up(self):
+        import conftest
+        if self not in conftest._live:
+            conftest._live.append(self)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        run([LOCAL_CLUSTER, "up", "--dir", self.dir, "--ioservers", self.n_io,
+             "--mount", self.mnt, "--port-base", self.port, "--bin", BIN, "--metrics"]
+            + getattr(conftest, "LC_TRANSPORT_OPTS", []) + getattr(conftest, "LC_CLIENT_OPTS", []),
+            timeout=180)
+        assert os.path.ismount(self.mnt)
+        with open(self.dir / "state.json") as f:
+            self.urls = json.load(f)["metrics_urls"]
+
+
+@pytest.fixture(scope="module")
+def mc():
+    c = MetricsCluster(_cluster_root("metrics"), 2)
+    try:
+        c.up()
+    except BaseException:
+        c.down()
+        _remove(c)
+        raise
+    yield c
+    _stop(c)
+
+
+def get(url, method="GET", path=None, timeout=10):
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        conn.request(method, path or u.path)
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read().decode()
+    finally:
+        conn.close()
+
+
+def scrape(url):
+    status, headers, body = get(url)
+    assert status == 200, "%s: HTTP %d" % (url, status)
+    assert headers.get("Content-Type") == "text/plain; version=0.0.4; charset=utf-8"
+    return parse(body)
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_every_server_has_an_endpoint_that_parses(mc):
+    assert sorted(mc.urls) == ["io0", "io1", "metaserver"]
+    ms = scrape(mc.urls["metaserver"])
+    for fam in ("rdfs_ms_requests_total", "rdfs_ms_request_errors_total",
+                "rdfs_ms_request_duration_seconds", "rdfs_ms_requests_in_flight",
+                "rdfs_ms_queue_depth", "rdfs_ms_connections", "rdfs_ms_sync_write_duration_seconds",
+                "rdfs_ms_sync_writes_concurrent", "rdfs_ms_fences_total",
+                "rdfs_ms_ioserver_capacity_bytes", "rdfs_ms_ioserver_free_bytes"):
+        assert fam in ms, fam
+    assert ms["rdfs_ms_requests_total"]["type"] == "counter"
+    assert ms["rdfs_ms_request_duration_seconds"]["type"] == "histogram"
+    # both I/O servers registered: up, with their volume's size
+    assert total(ms, "rdfs_ms_ioserver_up") == 2
+    assert value(ms, "rdfs_ms_connections", role="server") == 2
+    for io in ("io0", "io1"):
+        f = scrape(mc.urls[io])
+        assert value(f, "rdfs_ios_registered") == 1
+        assert value(f, "rdfs_ios_volume_capacity_bytes") == \
+            total(ms, "rdfs_ms_ioserver_capacity_bytes", name=io) > 0
+        # the metaserver's opcodes are not an I/O server's series
+        assert value(f, "rdfs_ios_requests_total", op="mknod") == 0
+        assert not any("mknod" in str(k) for k in f["rdfs_ios_requests_total"]["samples"])
+
+
+def _quiet(mc):
+    """Wait for the metaserver's requests in flight to drain: close(2) returns
+    before FUSE's RELEASE is answered."""
+    wait_until(lambda: value(scrape(mc.urls["metaserver"]), "rdfs_ms_requests_in_flight") == 0,
+               "the metaserver's requests in flight to drain")
+
+
+def test_counters_follow_a_known_workload(mc):
+    _quiet(mc)
+    before_ms = scrape(mc.urls["metaserver"])
+    before_io = [scrape(mc.urls[io]) for io in ("io0", "io1")]
+    d = mc.mnt / "workload"
+    d.mkdir()
+    data = os.urandom(FILE_BYTES)
+    for i in range(N_FILES):
+        with open(d / ("f%d" % i), "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    for i in range(N_FILES):
+        p = d / ("f%d" % i)
+        drop_cache(p)
+        with open(p, "rb") as f:
+            assert f.read() == data
+    with pytest.raises(FileNotFoundError):
+        os.stat(d / "absent")
+    _quiet(mc)
+    after_ms = scrape(mc.urls["metaserver"])
+    after_io = [scrape(mc.urls[io]) for io in ("io0", "io1")]
+
+    def ms_delta(metric, **labels):
+        return value(after_ms, metric, **labels) - value(before_ms, metric, **labels)
+
+    # one MKNOD per created file and one MKDIR, each answered, none failed
+    assert ms_delta("rdfs_ms_requests_total", op="mknod") == N_FILES
+    assert ms_delta("rdfs_ms_requests_total", op="mkdir") == 1
+    assert ms_delta("rdfs_ms_request_duration_seconds_count", op="mknod") == N_FILES
+    assert total(after_ms, "rdfs_ms_request_errors_total", op="mknod") == \
+        total(before_ms, "rdfs_ms_request_errors_total", op="mknod")
+    # the stat of a missing name: a LOOKUP answered ENOENT
+    assert ms_delta("rdfs_ms_request_errors_total", op="lookup", errno="ENOENT") >= 1
+    # every create is a synced LevelDB write; commits of sizes add more
+    assert ms_delta("rdfs_ms_sync_write_duration_seconds_count") >= N_FILES + 1
+    # (observed as each starts, the duration as it ends: equal only at rest)
+    assert ms_delta("rdfs_ms_sync_writes_concurrent_count") >= N_FILES + 1
+    assert ms_delta("rdfs_ms_requests_total", op="layout") >= 1
+    assert value(after_ms, "rdfs_ms_connections", role="client") >= 1
+    # the files' blocks left the free space: four blocks each
+    freed = total(before_ms, "rdfs_ms_ioserver_free_bytes") - \
+        total(after_ms, "rdfs_ms_ioserver_free_bytes")
+    assert freed >= N_FILES * 4 * 4096
+
+    def io_delta(metric, **labels):
+        return sum(total(a, metric, **labels) - total(b, metric, **labels)
+                   for a, b in zip(after_io, before_io))
+
+    # every byte went to an I/O server and came back from one
+    assert io_delta("rdfs_ios_request_bytes_total", op="write") >= N_FILES * FILE_BYTES
+    assert io_delta("rdfs_ios_reply_bytes_total", op="read") >= N_FILES * FILE_BYTES
+    assert io_delta("rdfs_ios_requests_total", op="write") >= N_FILES
+    assert io_delta("rdfs_ios_requests_total", op="read") >= N_FILES
+    assert io_delta("rdfs_ios_request_duration_seconds_count", op="read") == \
+        io_delta("rdfs_ios_requests_total", op="read")
+    assert io_delta("rdfs_ios_read_units_disk_total") + \
+        io_delta("rdfs_ios_read_units_cache_total") >= N_FILES
+    for a in after_io:
+        assert total(a, "rdfs_ios_request_errors_total") == 0
+
+
+def test_other_paths_are_404_and_other_methods_405(mc):
+    url = mc.urls["metaserver"]
+    for path in ("/", "/other", "/metrics/", "/metricsx", "/../metrics"):
+        assert get(url, path=path)[0] == 404, path
+    for method in ("POST", "PUT", "DELETE", "OPTIONS"):
+        status, headers, _ = get(url, method=method)
+        assert status == 405, method
+        assert headers.get("Allow") == "GET, HEAD"
+    status, _, body = get(url, method="HEAD")
+    assert status == 200 and body == ""
+
+
+def test_rdfs_metrics_prints_what_the_endpoints_serve(mc):
+    p = mc.rdfs("metrics", "--url", mc.urls["io0"], "--url", mc.urls["metaserver"])
+    assert "# rdfs metrics: %s\n" % mc.urls["io0"] in p.stdout
+    fams = parse(p.stdout)
+    assert "rdfs_ios_requests_total" in fams and "rdfs_ms_requests_total" in fams
+    u = urllib.parse.urlsplit(mc.urls["io0"])
+    p = mc.rdfs("metrics", "--url", "http://%s:%d/other" % (u.hostname, u.port), check=False)
+    assert p.returncode == 1 and "404" in p.stderr
+
+
+def test_grafana_dashboard_names_only_metrics_the_servers_serve(mc):
+    """deploy/grafana/rdfs.json must not drift from the names the servers use."""
+    from conftest import REPO
+    with open(REPO / "deploy" / "grafana" / "rdfs.json") as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert exprs
+    served = set()
+    for url in mc.urls.values():
+        for name, fam in scrape(url).items():
+            served.add(name)
+            if fam["type"] == "histogram":
+                served.update(name + s for s in ("_bucket", "_sum", "_count"))
+    used = {n for e in exprs for n in re.findall(r"\brdfs_[a-z_]+", e)}
+    assert used and used <= served, "not served: %s" % sorted(used - served)
+
+
+def _connect(url):
+    u = urllib.parse.urlsplit(url)
+    return socket.create_connection((u.hostname, u.port), timeout=10)
+
+
+def test_hostile_scrapers_do_not_stop_the_file_system(mc):
+    url = mc.urls["metaserver"]
+    held = []
+    try:
+        # more silent connections than the endpoint takes, garbage, and a
+        # scraper that asks and never reads its answer
+        for _ in range(24):
+            try:
+                held.append(_connect(url))
+            except OSError:
+                break
+        for junk in (b"\x00\xff" * 5000, b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 5000):
+            try:
+                s = _connect(url)
+                held.append(s)
+                s.sendall(junk)
+            except OSError:
+                pass
+        try:
+            s = _connect(url)
+            held.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 50)
+        except OSError:
+            pass
+        # the file system answers meanwhile, metadata and data
+        p = mc.mnt / "under-siege"
+        data = os.urandom(100000)
+        with open(p, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        drop_cache(p)
+        with open(p, "rb") as f:
+            assert f.read() == data
+        assert mc.rdfs("status").returncode == 0
+        # and so does another server's endpoint
+        scrape(mc.urls["io0"])
+    finally:
+        for s in held:
+            s.close()
+    # the slots come back once the endpoint has seen the hostile peers go (until
+    # then it turns new connections away: a refusal, not a hang)
+    got = []
+
+    def answers():
+        try:
+            got.append(scrape(url))
+            return True
+        except (OSError, http.client.HTTPException):
+            return False
+    wait_until(answers, "the metrics endpoint to answer again")
+    assert value(got[-1], "rdfs_ms_requests_total", op="mknod") >= 1
