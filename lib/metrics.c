@@ -19,24 +19,29 @@
 
 #include "metrics.h"
 
-enum family_kind { FAM_COUNTER, FAM_GAUGE, FAM_HISTOGRAM, FAM_COLLECTOR };
+enum family_kind {
+	FAM_COUNTER,
+	FAM_GAUGE,
+	FAM_HISTOGRAM,
+	FAM_COLLECTOR
+};
 
 struct metric {
 	struct metric *next;
 	enum family_kind kind;
-	enum metrics_type ctype;	/* FAM_COLLECTOR: how it is declared */
+	enum metrics_type ctype; /* FAM_COLLECTOR: how it is declared */
 	const char *name;
 	const char *help;
-	struct metrics_dim d1, d2;	/* n == 0: no such dimension */
+	struct metrics_dim d1, d2; /* n == 0: no such dimension */
 	unsigned int flags;
-	unsigned int ncells;		/* d1.n * d2.n, at least 1 */
-	_Atomic uint64_t *u;		/* counters; histograms: ncells * (nbounds + 1) buckets */
-	_Atomic int64_t *s;		/* gauges */
-	_Atomic uint64_t *sum;		/* histograms: per cell */
+	unsigned int ncells;   /* d1.n * d2.n, at least 1 */
+	_Atomic uint64_t *u;   /* counters; histograms: ncells * (nbounds + 1) buckets */
+	_Atomic int64_t *s;    /* gauges */
+	_Atomic uint64_t *sum; /* histograms: per cell */
 	const uint64_t *bounds;
 	unsigned int nbounds;
 	double scale;
-	const char *const *labels;	/* collectors */
+	const char *const *labels; /* collectors */
 	unsigned int nlabels;
 	metrics_collect_fn fn;
 	void *arg;
@@ -48,12 +53,12 @@ struct metrics {
 };
 
 const uint64_t metrics_latency_bounds_ns[] = {
-	50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000,
-	50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000ull, 5000000000ull,
-	10000000000ull,
+	50000,	   100000,     250000,	      500000,	     1000000,	     2500000,
+	5000000,   10000000,   25000000,      50000000,	     100000000,	     250000000,
+	500000000, 1000000000, 2500000000ull, 5000000000ull, 10000000000ull,
 };
-const unsigned int metrics_latency_nbounds =
-	sizeof(metrics_latency_bounds_ns) / sizeof(metrics_latency_bounds_ns[0]);
+const unsigned int metrics_latency_nbounds = sizeof(metrics_latency_bounds_ns) /
+					     sizeof(metrics_latency_bounds_ns[0]);
 
 struct metrics *metrics_new(void)
 {
@@ -353,8 +358,7 @@ static void buf_str(struct buf *b, const char *s)
 	buf_put(b, s, strlen(s));
 }
 
-__attribute__((format(printf, 2, 3)))
-static void buf_printf(struct buf *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -422,8 +426,8 @@ static void render_header(struct buf *b, const struct metric *m, const char *typ
 }
 
 /* name{d1="..",d2="..",extra} with the braces left out when there is no label. */
-static void render_series(struct buf *b, const struct metric *m, const char *suffix,
-			  unsigned int i, unsigned int j, const char *extra)
+static void render_series(struct buf *b, const struct metric *m, const char *suffix, unsigned int i,
+			  unsigned int j, const char *extra)
 {
 	int any = 0;
 
@@ -473,8 +477,9 @@ static void render_cells(struct buf *b, const struct metric *m)
 				buf_printf(b, "%llu\n", (unsigned long long)v);
 			} else {
 				render_series(b, m, "", i, j, NULL);
-				buf_printf(b, "%lld\n", (long long)atomic_load_explicit(
-						&m->s[c], memory_order_relaxed));
+				buf_printf(b, "%lld\n",
+					   (long long)atomic_load_explicit(&m->s[c],
+									   memory_order_relaxed));
 			}
 		}
 	}

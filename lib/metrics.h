@@ -39,7 +39,7 @@ struct metrics_dim {
 };
 
 /* Render only the series that are not 0 (errors by errno: thousands of cells, few used). */
-#define METRICS_SPARSE	1u
+#define METRICS_SPARSE 1u
 
 struct metrics *metrics_new(void);
 void metrics_free(struct metrics *r);
@@ -63,7 +63,10 @@ struct metric *metrics_histogram(struct metrics *r, const char *name, const char
 				 const struct metrics_dim *d1, const uint64_t *bounds,
 				 unsigned int nbounds, double scale);
 
-enum metrics_type { METRICS_COUNTER, METRICS_GAUGE };
+enum metrics_type {
+	METRICS_COUNTER,
+	METRICS_GAUGE
+};
 /*
  * A family whose series @fn produces at every render by calling
  * metrics_emit() once per series. @fn runs on the rendering thread (the HTTP
@@ -95,7 +98,7 @@ int metrics_render(struct metrics *r, char **out, size_t *len);
  * Label values for errno numbers 0..METRICS_ERRNO_MAX-1: "ENOENT", ...;
  * numbers without a name are "E<number>". Static, built once.
  */
-#define METRICS_ERRNO_MAX	134
+#define METRICS_ERRNO_MAX 134
 const struct metrics_dim *metrics_errno_dim(void);
 
 /* Histogram bounds of request durations in nanoseconds: 50 us to 10 s. */

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "metrics_http.h"
 
-#define CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct metrics_http {
 	struct metrics *reg;
@@ -43,8 +43,8 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned int code, c
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_data_size, void **req_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **req_cls)
 {
 	struct metrics_http *h = cls;
 	struct MHD_Response *r;
@@ -86,7 +86,7 @@ static int split_listen(const char *s, char *host, size_t hlen, char *port, size
 	} else {
 		colon = strrchr(s, ':');
 		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			return -EINVAL;	/* a bare IPv6 address needs its brackets */
+			return -EINVAL; /* a bare IPv6 address needs its brackets */
 		n = (size_t)(colon - s);
 	}
 	if (n >= hlen || !colon[1] || strlen(colon + 1) >= plen ||
@@ -128,15 +128,14 @@ int metrics_http_start(struct metrics *r, const char *listen, struct metrics_htt
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
-				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)METRICS_HTTP_MAX_CONNS,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-				(unsigned int)METRICS_HTTP_MAX_PER_IP,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICS_HTTP_TIMEOUT_S,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_HTTP_CONN_MEMORY,
-				MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)METRICS_HTTP_MAX_CONNS,
-				MHD_OPTION_END);
+	h->d = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)METRICS_HTTP_MAX_CONNS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)METRICS_HTTP_MAX_PER_IP,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICS_HTTP_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_HTTP_CONN_MEMORY,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)METRICS_HTTP_MAX_CONNS,
+		MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!h->d) {
 		/* libmicrohttpd leaves errno at the failed call (bind: EADDRINUSE) */

@@ -20,12 +20,12 @@
 #include "metrics.h"
 
 /* Prometheus scrapes one connection at a time; a few more for people and rdfs top. */
-#define METRICS_HTTP_MAX_CONNS		16
-#define METRICS_HTTP_MAX_PER_IP		8
+#define METRICS_HTTP_MAX_CONNS	16
+#define METRICS_HTTP_MAX_PER_IP 8
 /* Seconds a connection may stay idle (nothing read from it, nothing written). */
-#define METRICS_HTTP_TIMEOUT_S		10
+#define METRICS_HTTP_TIMEOUT_S 10
 /* A GET with its headers fits well inside; anything larger is refused. */
-#define METRICS_HTTP_CONN_MEMORY	16384
+#define METRICS_HTTP_CONN_MEMORY 16384
 
 struct metrics_http;
 

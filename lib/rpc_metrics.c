@@ -20,8 +20,9 @@ int rpc_metrics_register(struct rpc_metrics *rm, struct metrics *r, const char *
 			 int (*served)(uint16_t op))
 {
 	static const char *const suffix[7] = {
-		"requests_total", "request_errors_total", "request_duration_seconds",
-		"request_bytes_total", "reply_bytes_total", "requests_in_flight", "connections",
+		"requests_total",      "request_errors_total", "request_duration_seconds",
+		"request_bytes_total", "reply_bytes_total",    "requests_in_flight",
+		"connections",
 	};
 	unsigned int i;
 

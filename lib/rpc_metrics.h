@@ -21,20 +21,20 @@
 #include "rdfs_frame.h"
 
 enum rpc_metrics_role {
-	RPC_ROLE_SERVER,		/* proved the server key */
-	RPC_ROLE_NODE,			/* a client node's own key */
-	RPC_ROLE_CLIENT,		/* the shared cluster secret */
+	RPC_ROLE_SERVER, /* proved the server key */
+	RPC_ROLE_NODE,	 /* a client node's own key */
+	RPC_ROLE_CLIENT, /* the shared cluster secret */
 	RPC_ROLE_COUNT,
 };
 
 struct rpc_metrics {
-	struct metric *requests;	/* counter {op} */
-	struct metric *errors;		/* counter {op, errno}, sparse */
-	struct metric *duration;	/* histogram {op}, seconds */
-	struct metric *bytes_in;	/* counter {op}: bulk data received with requests */
-	struct metric *bytes_out;	/* counter {op}: bulk data sent in replies */
-	struct metric *in_flight;	/* gauge */
-	struct metric *connections;	/* gauge {role} */
+	struct metric *requests;    /* counter {op} */
+	struct metric *errors;	    /* counter {op, errno}, sparse */
+	struct metric *duration;    /* histogram {op}, seconds */
+	struct metric *bytes_in;    /* counter {op}: bulk data received with requests */
+	struct metric *bytes_out;   /* counter {op}: bulk data sent in replies */
+	struct metric *in_flight;   /* gauge */
+	struct metric *connections; /* gauge {role} */
 
 	const char *op_names[RDFS_OP_MAX];
 	struct metrics_dim op_dim;

@@ -20,7 +20,12 @@
 /* How many synced writes were in progress together: powers of two up to the worker count. */
 static const uint64_t concurrency_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
 
-enum server_value { SV_UP, SV_DRAINING, SV_CAPACITY, SV_FREE };
+enum server_value {
+	SV_UP,
+	SV_DRAINING,
+	SV_CAPACITY,
+	SV_FREE
+};
 
 static void collect_servers(struct ms *ms, enum server_value what, struct metrics_emitter *e)
 {
@@ -140,8 +145,8 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 		r, "rdfs_ms_sync_writes_concurrent",
 		"Synced LevelDB writes in progress, itself included, as each one started: the "
 		"most writes its sync can have carried (LevelDB does not say how many it merged).",
-		NULL, concurrency_bounds, sizeof(concurrency_bounds) / sizeof(concurrency_bounds[0]),
-		1);
+		NULL, concurrency_bounds,
+		sizeof(concurrency_bounds) / sizeof(concurrency_bounds[0]), 1);
 	ok[n++] = ms->metrics.sync_seconds;
 	ok[n++] = ms->metrics.sync_concurrent;
 	ok[n++] = metrics_collector(r, "rdfs_ms_ioserver_up",
@@ -156,8 +161,8 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 	ok[n++] = metrics_collector(r, "rdfs_ms_ioserver_free_bytes",
 				    "Bytes of the I/O server's volume that the allocator has free.",
 				    METRICS_GAUGE, server_labels, 2, collect_free, ms);
-	ok[n++] = metrics_collector(r, "rdfs_ms_inodes", "Inodes in the namespace.",
-				    METRICS_GAUGE, NULL, 0, collect_inodes, ms);
+	ok[n++] = metrics_collector(r, "rdfs_ms_inodes", "Inodes in the namespace.", METRICS_GAUGE,
+				    NULL, 0, collect_inodes, ms);
 	ok[n++] = metrics_collector(r, "rdfs_ms_rebuild_chunks",
 				    "Chunks the rebuilder's last pass found under-replicated or "
 				    "lost, and the chunk being copied now.",

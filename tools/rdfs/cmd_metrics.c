@@ -13,9 +13,9 @@
 
 #include "tool.h"
 
-#define MAX_URLS	32
+#define MAX_URLS 32
 /* Refuse an endpoint that sends more than this: a server's page is tens of KiB. */
-#define MAX_BYTES	(64u << 20)
+#define MAX_BYTES (64u << 20)
 
 struct sink {
 	size_t bytes;
@@ -27,7 +27,7 @@ static size_t to_stdout(char *p, size_t size, size_t n, void *arg)
 
 	s->bytes += n;
 	if (s->bytes > MAX_BYTES)
-		return 0;	/* curl fails the transfer: CURLE_WRITE_ERROR */
+		return 0; /* curl fails the transfer: CURLE_WRITE_ERROR */
 	return fwrite(p, size, n, stdout);
 }
 
@@ -71,8 +71,9 @@ static int fetch(CURL *c, const char *url, int timeout_ms)
 	fflush(stdout);
 	if (rc != CURLE_OK) {
 		fprintf(stderr, "rdfs metrics: %s: %s\n", url,
-			s.bytes > MAX_BYTES ? "more than 64 MiB: not a metrics page"
-					    : err[0] ? err : curl_easy_strerror(rc));
+			s.bytes > MAX_BYTES ? "more than 64 MiB: not a metrics page" :
+			err[0]		    ? err :
+					      curl_easy_strerror(rc));
 		return TOOL_FAIL;
 	}
 	return TOOL_OK;
@@ -135,22 +136,21 @@ const struct tool_cmd tool_cmd_metrics = {
 	.summary = "print servers' Prometheus metrics",
 	.run = metrics_run,
 	.offline = 1,
-	.help =
-	"usage: rdfs metrics [--url URL]...\n"
-	"\n"
-	"Fetch the Prometheus metrics (text format 0.0.4) of rdfs servers over HTTP\n"
-	"and print them, each URL's after a comment line naming it when there are\n"
-	"several. A server serves them when [metrics] listen, its own metrics_listen\n"
-	"or --metrics-listen gives it an address (see rdfs-metaserver --help and\n"
-	"rdfs-ioserver --help; docs/DESIGN.md, \"Metrics\", lists what they count).\n"
-	"Needs no key and no metaserver connection. --timeout bounds each fetch.\n"
-	"\n"
-	"  -u, --url URL   fetch URL (http://HOST:PORT/metrics); repeatable.\n"
-	"                  Default: [rdfs] metrics_url of the configuration, else the\n"
-	"                  metaserver's endpoint on this host as the configuration\n"
-	"                  names it ([metaserver] metrics_listen, else [metrics]\n"
-	"                  listen; a wildcard host is 127.0.0.1)\n"
-	"\n"
-	"Exit status: 0 when every URL answered, 1 when one did not (an HTTP error,\n"
-	"a timeout, a refused connection), 2 for a usage error or no URL at all.\n",
+	.help = "usage: rdfs metrics [--url URL]...\n"
+		"\n"
+		"Fetch the Prometheus metrics (text format 0.0.4) of rdfs servers over HTTP\n"
+		"and print them, each URL's after a comment line naming it when there are\n"
+		"several. A server serves them when [metrics] listen, its own metrics_listen\n"
+		"or --metrics-listen gives it an address (see rdfs-metaserver --help and\n"
+		"rdfs-ioserver --help; docs/DESIGN.md, \"Metrics\", lists what they count).\n"
+		"Needs no key and no metaserver connection. --timeout bounds each fetch.\n"
+		"\n"
+		"  -u, --url URL   fetch URL (http://HOST:PORT/metrics); repeatable.\n"
+		"                  Default: [rdfs] metrics_url of the configuration, else the\n"
+		"                  metaserver's endpoint on this host as the configuration\n"
+		"                  names it ([metaserver] metrics_listen, else [metrics]\n"
+		"                  listen; a wildcard host is 127.0.0.1)\n"
+		"\n"
+		"Exit status: 0 when every URL answered, 1 when one did not (an HTTP error,\n"
+		"a timeout, a refused connection), 2 for a usage error or no URL at all.\n",
 };
