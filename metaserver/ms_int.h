@@ -319,10 +319,23 @@ int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flag
 
 /* ms_metrics_register(): what the core counts itself; NULL families when off */
 struct ms_core_metrics {
-	struct metric *sync_seconds;	/* histogram: one synced LevelDB write */
-	struct metric *sync_concurrent;	/* histogram: synced writes in progress as one starts */
-	atomic_int syncing;		/* synced writes in progress now */
+	struct metric *sync_seconds;	/* histogram: one synced LevelDB write (a group) */
+	struct metric *sync_batch;	/* histogram: mutations that write carried */
 };
+
+/* group_commit.c: the synced writes of concurrent mutations, as one */
+struct ms_group_commit {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct gc_waiter *head, **tail;	/* queued for the next leader */
+	int leading;			/* a leader is writing */
+	atomic_uint_fast64_t syncs;	/* synced writes made */
+	atomic_uint_fast64_t mutations;	/* batches they carried */
+};
+void group_commit_init(struct ms_group_commit *gc);
+void group_commit_destroy(struct ms_group_commit *gc);
+/* Write @b with sync=1, with whatever else is queued; 0 or -EIO. */
+int group_commit_write(struct ms *ms, leveldb_writebatch_t *b);
 
 struct ms {
 	leveldb_t *db;
@@ -356,6 +369,7 @@ struct ms {
 	void *fence_arg;
 	struct ms_opentab opentab;
 	struct ms_core_metrics metrics;
+	struct ms_group_commit gc;
 
 	/* the rebuilder (rebuild.c) */
 	pthread_mutex_t rebuild_mu;	/* the fields below */

@@ -17,8 +17,8 @@
 #include "ms_int.h"
 #include "rdfs_frame.h"
 
-/* How many synced writes were in progress together: powers of two up to the worker count. */
-static const uint64_t concurrency_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
+/* Mutations one sync carried: powers of two up to beyond the worker count. */
+static const uint64_t batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
 
 enum server_value {
 	SV_UP,
@@ -138,17 +138,16 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 
 	ms->metrics.sync_seconds = metrics_histogram(
 		r, "rdfs_ms_sync_write_duration_seconds",
-		"Duration of one synced LevelDB write (every mutation ends with one; "
-		"concurrent ones share an fsync).",
+		"Duration of one synced LevelDB write (it carries the batches of every "
+		"mutation that was waiting: one fsync for all of them).",
 		NULL, metrics_latency_bounds_ns, metrics_latency_nbounds, 1e9);
-	ms->metrics.sync_concurrent = metrics_histogram(
-		r, "rdfs_ms_sync_writes_concurrent",
-		"Synced LevelDB writes in progress, itself included, as each one started: the "
-		"most writes its sync can have carried (LevelDB does not say how many it merged).",
-		NULL, concurrency_bounds,
-		sizeof(concurrency_bounds) / sizeof(concurrency_bounds[0]), 1);
+	ms->metrics.sync_batch = metrics_histogram(
+		r, "rdfs_ms_sync_batch_mutations",
+		"Mutations each synced LevelDB write carried (group commit): _count is the "
+		"number of syncs, _sum the number of mutations made durable.",
+		NULL, batch_bounds, sizeof(batch_bounds) / sizeof(batch_bounds[0]), 1);
 	ok[n++] = ms->metrics.sync_seconds;
-	ok[n++] = ms->metrics.sync_concurrent;
+	ok[n++] = ms->metrics.sync_batch;
 	ok[n++] = metrics_collector(r, "rdfs_ms_ioserver_up",
 				    "1 if the I/O server is registered and heard from, else 0.",
 				    METRICS_GAUGE, server_labels, 2, collect_up, ms);

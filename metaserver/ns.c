@@ -5,9 +5,8 @@
  * number allocation and the synced batch write every mutation ends with.
  *
  * Group commit: every mutating operation writes one batch with sync=1 from its
- * worker thread. LevelDB queues concurrent writers and the first in line
- * writes all queued batches as one log record with one fsync, so N workers
- * committing at once cost about one fsync, not N.
+ * worker thread through group_commit.c, which writes the batches of writers
+ * that arrive together as one, with one fsync, and counts them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -118,30 +117,7 @@ void ns_dirent_del(leveldb_writebatch_t *b, uint64_t parent, const char *name)
 
 int ns_write(struct ms *ms, leveldb_writebatch_t *b)
 {
-	struct ms_core_metrics *m = &ms->metrics;
-	uint64_t t0 = 0;
-	char *err = NULL;
-
-	if (m->sync_seconds) {
-		/*
-		 * LevelDB merges the synced writes queued behind the one syncing
-		 * into its next log record and tells nobody, so what we can see
-		 * is how many were in progress together: the most a sync carried.
-		 */
-		metrics_observe(m->sync_concurrent, 0, atomic_fetch_add(&m->syncing, 1) + 1);
-		t0 = metrics_now_ns();
-	}
-	leveldb_write(ms->db, ms->wsync, b, &err);
-	if (m->sync_seconds) {
-		metrics_observe(m->sync_seconds, 0, metrics_now_ns() - t0);
-		atomic_fetch_sub(&m->syncing, 1);
-	}
-	if (err) {
-		log_error("leveldb write: %s", err);
-		leveldb_free(err);
-		return -EIO;
-	}
-	return 0;
+	return group_commit_write(ms, b);
 }
 
 static int put_sync(struct ms *ms, const uint8_t *k, size_t klen, const void *v, size_t vlen)
@@ -444,6 +420,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	locks_init(&ms->locks);
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);
+	group_commit_init(&ms->gc);
 	pthread_mutex_init(&ms->reg.mu, NULL);
 	pthread_mutex_init(&ms->nodes.mu, NULL);
 	gens_init(&ms->gens);
@@ -574,6 +551,7 @@ void ms_close(struct ms *ms)
 	locks_destroy(&ms->locks);
 	pthread_mutex_destroy(&ms->rename_mu);
 	pthread_mutex_destroy(&ms->ino_mu);
+	group_commit_destroy(&ms->gc);
 	free(ms);
 }
 

@@ -193,7 +193,7 @@ def test_every_server_has_an_endpoint_that_parses(mc):
     for fam in ("rdfs_ms_requests_total", "rdfs_ms_request_errors_total",
                 "rdfs_ms_request_duration_seconds", "rdfs_ms_requests_in_flight",
                 "rdfs_ms_queue_depth", "rdfs_ms_connections", "rdfs_ms_sync_write_duration_seconds",
-                "rdfs_ms_sync_writes_concurrent", "rdfs_ms_fences_total",
+                "rdfs_ms_sync_batch_mutations", "rdfs_ms_fences_total",
                 "rdfs_ms_ioserver_capacity_bytes", "rdfs_ms_ioserver_free_bytes"):
         assert fam in ms, fam
     assert ms["rdfs_ms_requests_total"]["type"] == "counter"
@@ -254,8 +254,10 @@ def test_counters_follow_a_known_workload(mc):
     assert ms_delta("rdfs_ms_request_errors_total", op="lookup", errno="ENOENT") >= 1
     # every create is a synced LevelDB write; commits of sizes add more
     assert ms_delta("rdfs_ms_sync_write_duration_seconds_count") >= N_FILES + 1
-    # (observed as each starts, the duration as it ends: equal only at rest)
-    assert ms_delta("rdfs_ms_sync_writes_concurrent_count") >= N_FILES + 1
+    # one sync may carry several mutations, never none
+    assert ms_delta("rdfs_ms_sync_batch_mutations_sum") >= N_FILES + 1
+    assert ms_delta("rdfs_ms_sync_batch_mutations_count") == \
+        ms_delta("rdfs_ms_sync_write_duration_seconds_count")
     assert ms_delta("rdfs_ms_requests_total", op="layout") >= 1
     assert value(after_ms, "rdfs_ms_connections", role="client") >= 1
     # the files' blocks left the free space: four blocks each
