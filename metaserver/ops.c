@@ -170,8 +170,8 @@ static void op_mknod(struct op_call *c)
 	uint64_t h = 0;
 
 	if (!cred_of(c, m->cred, &cr)) {
-		int ret = ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode, m->rdev,
-				   m->exclusive, m->open, m->open_flags, &a, &h);
+		int ret = ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode, m->umask,
+				   m->rdev, m->exclusive, m->open, m->open_flags, &a, &h);
 
 		reply_entry(c, ret, &a, h);
 	}
@@ -185,7 +185,8 @@ static void op_mkdir(struct op_call *c)
 	struct ms_attr a;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, &a), &a, 0);
+		reply_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, m->umask, &a),
+			    &a, 0);
 	FREE(rdfs__mkdir_req);
 }
 
