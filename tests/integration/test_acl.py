@@ -20,7 +20,7 @@ import rdfswire as w
 from conftest import fuse_only, plain_wire
 from test_permissions import ALICE, BOB, SHARED_GID, create, err, ok
 
-pytestmark = fuse_only("ACLs through the mount (the kernel client does not pass them yet)")
+pytestmark = fuse_only("ACLs through the mount (client-lkm/acl.c is not yet run in the qemu guest)")
 
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
