@@ -131,7 +131,8 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out)
 {
 	const uint8_t *p = val;
-	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED, MS_INODE_FIXED_V3 };
+	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED,
+					   MS_INODE_FIXED_V3 };
 	size_t fixed;
 
 	if (len == 0 || p[0] < 1 || p[0] > 3)

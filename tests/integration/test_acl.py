@@ -18,7 +18,7 @@ import pytest
 
 import rdfswire as w
 from conftest import fuse_only, plain_wire
-from test_permissions import ALICE, BOB, SHARED_GID, create, err, ok
+from test_permissions import ALICE, BOB, SHARED_GID, create, err, ok, pdir  # noqa: F401
 
 pytestmark = fuse_only("ACLs through the mount (client-lkm/acl.c is not yet run in the qemu guest)")
 
@@ -73,14 +73,8 @@ def with_umask(umask, fn):
         os.umask(old)
 
 
-@pytest.fixture
-def adir(workdir):
-    os.chmod(workdir, 0o777)
-    return workdir
-
-
-def test_set_get_round_trip(adir):
-    f = adir / "f"
+def test_set_get_round_trip(pdir):
+    f = pdir / "f"
     f.write_bytes(b"data")
     os.chmod(f, 0o640)
     setfacl("-m", "u:%d:rw,g:%d:r" % (ALICE[0], SHARED_GID), f)
@@ -94,7 +88,7 @@ def test_set_get_round_trip(adir):
         ("group", 4, SHARED_GID), ("mask", 6, None), ("other", 0, None))
     assert ACCESS in os.listxattr(f)
     # an ACL equal to the mode is no ACL: only the mode changes
-    g = adir / "g"
+    g = pdir / "g"
     g.write_bytes(b"")
     setfacl("-m", "u::rwx,g::r-x,o::-", g)
     assert mode(g) == 0o750
@@ -102,8 +96,8 @@ def test_set_get_round_trip(adir):
     assert getfacl(g) == ["user::rwx", "group::r-x", "other::---"]
 
 
-def test_mask_follows_setfacl_and_chmod(adir):
-    f = adir / "f"
+def test_mask_follows_setfacl_and_chmod(pdir):
+    f = pdir / "f"
     f.write_bytes(b"")
     os.chmod(f, 0o640)
     setfacl("-m", "u:%d:r" % ALICE[0], f)
@@ -129,8 +123,8 @@ def test_mask_follows_setfacl_and_chmod(adir):
     assert f.read_bytes() == b"bob"
 
 
-def test_access_as_named_users_and_groups(adir):
-    f = adir / "secret"
+def test_access_as_named_users_and_groups(pdir):
+    f = pdir / "secret"
     f.write_bytes(b"top")
     os.chmod(f, 0o600)
     setfacl("-m", "u:%d:rw,g:%d:r" % (ALICE[0], SHARED_GID), f)
@@ -146,7 +140,7 @@ def test_access_as_named_users_and_groups(adir):
     # only the owner sets an ACL
     assert err(ALICE, lambda: os.setxattr(f, ACCESS, os.getxattr(f, ACCESS))) == errno.EPERM
     # directories: search, create, remove and rename by the ACL
-    d = adir / "private"
+    d = pdir / "private"
     os.mkdir(d, 0o700)
     setfacl("-m", "u:%d:rwx" % ALICE[0], d)
     ok(ALICE, create(d / "a"))
@@ -162,8 +156,8 @@ def test_access_as_named_users_and_groups(adir):
     ok(ALICE, lambda: os.unlink(d / "b"))
 
 
-def test_default_acl_inheritance(adir):
-    d = adir / "shared"
+def test_default_acl_inheritance(pdir):
+    d = pdir / "shared"
     os.mkdir(d, 0o755)
     setfacl("-d", "-m", "u:%d:rwx,g:%d:rx" % (ALICE[0], SHARED_GID), d)
     default = getfacl(d, "-d")
@@ -190,20 +184,20 @@ def test_default_acl_inheritance(adir):
     assert st.st_uid == ALICE[0] and mode(d / "sub" / "a") == 0o640
     assert "user:%d:rwx" % ALICE[0] in getfacl(d / "sub" / "a")
     # without a default ACL the umask applies as always
-    os.mkdir(adir / "plain", 0o777)
-    with_umask(0o027, lambda: os.close(os.open(adir / "plain" / "p",
+    os.mkdir(pdir / "plain", 0o777)
+    with_umask(0o027, lambda: os.close(os.open(pdir / "plain" / "p",
                                                os.O_CREAT | os.O_WRONLY, 0o666)))
-    assert mode(adir / "plain" / "p") == 0o640
-    with_umask(0o027, lambda: os.mkdir(adir / "plain" / "q", 0o777))
-    assert mode(adir / "plain" / "q") == 0o750
+    assert mode(pdir / "plain" / "p") == 0o640
+    with_umask(0o027, lambda: os.mkdir(pdir / "plain" / "q", 0o777))
+    assert mode(pdir / "plain" / "q") == 0o750
     # a default ACL only on directories
     p = subprocess.run(["setfacl", "-d", "-m", "u:%d:r" % ALICE[0], str(d / "f")],
                        capture_output=True, text=True)
     assert p.returncode != 0
 
 
-def test_setfacl_b_and_k_remove_acls(adir):
-    d = adir / "d"
+def test_setfacl_b_and_k_remove_acls(pdir):
+    d = pdir / "d"
     os.mkdir(d, 0o750)
     setfacl("-m", "u:%d:rwx,g:%d:rx" % (ALICE[0], SHARED_GID), d)
     setfacl("-d", "-m", "u:%d:rx" % BOB[0], d)
@@ -222,20 +216,20 @@ def test_setfacl_b_and_k_remove_acls(adir):
     setfacl("-b", d)
 
 
-def test_noacl_mount(cluster, adir):
-    f = adir / "f"
+def test_noacl_mount(cluster, pdir):
+    f = pdir / "f"
     f.write_bytes(b"open")
     os.chmod(f, 0o644)
     # bob is named with no rights: the mode alone (other r--) would let him read
     setfacl("-m", "u:%d:-" % BOB[0], f)
     assert mode(f) == 0o644
-    d = adir / "dflt"
+    d = pdir / "dflt"
     os.mkdir(d, 0o777)
     setfacl("-d", "-m", "u:%d:rwx" % ALICE[0], d)
     m2 = cluster.mount_second(cluster.dir / "mnt-noacl",
                               opts="noacl,attr_timeout=0,entry_timeout=0")
     try:
-        f2 = m2 / adir.name / "f"
+        f2 = m2 / pdir.name / "f"
         for call in (lambda: os.getxattr(f2, ACCESS),
                      lambda: os.setxattr(f2, ACCESS, acl_blob(("user_obj", 6, None),
                                                                ("group_obj", 4, None),
@@ -252,7 +246,7 @@ def test_noacl_mount(cluster, adir):
         assert err(BOB, lambda: open(f2, "rb").read()) == errno.EACCES
         assert ok((34567, 34567), lambda: open(f2, "rb").read()) == b"open"
         # the mode comes masked by the kernel here, then takes the default ACL
-        with_umask(0o077, lambda: os.close(os.open(m2 / adir.name / "dflt" / "n",
+        with_umask(0o077, lambda: os.close(os.open(m2 / pdir.name / "dflt" / "n",
                                                    os.O_CREAT | os.O_WRONLY, 0o666)))
         assert mode(d / "n") == 0o600
         assert "user:%d:rwx" % ALICE[0] in [e.split("\t")[0] for e in getfacl(d / "n")]
@@ -293,11 +287,11 @@ def _mode_of(body):
 
 
 @plain_wire("talks to the metaserver directly")
-def test_metaserver_enforces_acl_without_the_kernel(cluster, adir):
+def test_metaserver_enforces_acl_without_the_kernel(cluster, pdir):
     """A client that skips the kernel's checks (it sends any uid it likes, as a
     node's key lets it) still meets the ACL at the metaserver."""
     c = cluster
-    f = adir / "f"
+    f = pdir / "f"
     f.write_bytes(b"open")
     os.chmod(f, 0o644)
     bob = w.cred(*BOB)
@@ -342,17 +336,17 @@ def test_metaserver_enforces_acl_without_the_kernel(cluster, adir):
 
 
 @plain_wire("talks to the metaserver directly")
-def test_umask_travels_with_creates(cluster, adir):
+def test_umask_travels_with_creates(cluster, pdir):
     """MKNOD/MKDIR's umask: applied without a default ACL, ignored under one;
     absent, as from clients that mask the mode themselves, it changes nothing."""
     c = cluster
-    os.mkdir(adir / "plain", 0o777)
-    os.mkdir(adir / "dflt", 0o777)
-    setfacl("-d", "-m", "u:%d:rwx" % ALICE[0], adir / "dflt")
+    os.mkdir(pdir / "plain", 0o777)
+    os.mkdir(pdir / "dflt", 0o777)
+    setfacl("-d", "-m", "u:%d:rwx" % ALICE[0], pdir / "dflt")
     conn = _connect(c)
     root = w.cred(0, 0)
     try:
-        plain, dflt = _lookup(conn, c, adir / "plain"), _lookup(conn, c, adir / "dflt")
+        plain, dflt = _lookup(conn, c, pdir / "plain"), _lookup(conn, c, pdir / "dflt")
 
         def mknod(parent, name, perm, umask=None):
             body = (w.field_bytes(1, root) + w.field_varint(2, parent) + w.field_bytes(3, name)
@@ -377,6 +371,6 @@ def test_umask_travels_with_creates(cluster, adir):
         assert mkdir(plain, "c", 0o777, 0o077) == 0o700
         assert mknod(dflt, "a", 0o666, 0o077) == 0o664
         assert mkdir(dflt, "c", 0o777, 0o077) == 0o775
-        assert "user:%d:rwx" % ALICE[0] in getfacl(adir / "dflt" / "a")
+        assert "user:%d:rwx" % ALICE[0] in getfacl(pdir / "dflt" / "a")
     finally:
         conn.close()
