@@ -81,6 +81,10 @@ int ns_acl_getxattr(struct ms *ms, uint64_t ino, const char *name, void **value)
 	ret = ns_inode_get(ms, ino, in);
 	if (ret)
 		goto out;
+	if (S_ISLNK(in->mode)) {
+		ret = -EOPNOTSUPP;	/* as Linux: symlinks have no ACLs */
+		goto out;
+	}
 	if (!(in->flags & (def ? MS_INO_DEFACL : MS_INO_ACL))) {
 		ret = -ENODATA;
 		goto out;
