@@ -256,6 +256,26 @@ def test_noacl_mount(cluster, pdir):
         cluster.unmount(m2)
 
 
+def test_no_default_permissions_leaves_acls_to_the_metaserver(cluster, pdir):
+    """Without default_permissions rdfs-fuse does not ask for FUSE_POSIX_ACL
+    (it would turn the kernel's checks on): the ACL xattrs pass through to the
+    metaserver, which alone checks them."""
+    f = pdir / "f"
+    f.write_bytes(b"open")
+    os.chmod(f, 0o644)
+    m2 = cluster.mount_second(cluster.dir / "mnt-nodp",
+                              opts="no_default_permissions,attr_timeout=0,entry_timeout=0")
+    try:
+        f2 = m2 / pdir.name / "f"
+        setfacl("-m", "u:%d:-" % BOB[0], f2)
+        assert "user:%d:---" % BOB[0] in getfacl(f2)
+        assert "user:%d:---" % BOB[0] in getfacl(f)
+        assert err(BOB, lambda: open(f2, "rb").read()) == errno.EACCES
+        assert ok((34567, 34567), lambda: open(f2, "rb").read()) == b"open"
+    finally:
+        cluster.unmount(m2)
+
+
 # ------------------------------------------------------------------ wire
 def _connect(c):
     conn = w.Conn(c.port)
