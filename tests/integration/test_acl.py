@@ -256,6 +256,26 @@ def test_noacl_mount(cluster, pdir):
         cluster.unmount(m2)
 
 
+def test_other_mount_sees_acl_changes(other_mount, pdir):
+    """A second mount (attr_timeout=0) checks with the ACL as it is now: its
+    kernel forgets a cached ACL whenever it fetches attributes again."""
+    f = pdir / "f"
+    f.write_bytes(b"shared")
+    os.chmod(f, 0o600)
+    f2 = other_mount / pdir.name / "f"
+    assert err(BOB, lambda: open(f2, "rb").read()) == errno.EACCES      # caches "no ACL"
+    setfacl("-m", "u:%d:r" % BOB[0], f)
+    assert ok(BOB, lambda: open(f2, "rb").read()) == b"shared"
+    setfacl("-x", "u:%d" % BOB[0], f)
+    assert err(BOB, lambda: open(f2, "rb").read()) == errno.EACCES
+    # a chmod here narrows the mask there
+    setfacl("-m", "u:%d:rw" % BOB[0], f)
+    assert ok(BOB, lambda: open(f2, "rb").read()) == b"shared"
+    os.chmod(f, 0o600)
+    assert "mask::---" in getfacl(f2)
+    assert err(BOB, lambda: open(f2, "rb").read()) == errno.EACCES
+
+
 def test_no_default_permissions_leaves_acls_to_the_metaserver(cluster, pdir):
     """Without default_permissions rdfs-fuse does not ask for FUSE_POSIX_ACL
     (it would turn the kernel's checks on): the ACL xattrs pass through to the
