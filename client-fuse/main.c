@@ -65,6 +65,7 @@ struct cmdline {
 	unsigned int max_read;
 	int no_allow_other;
 	int no_default_permissions;
+	int noacl;
 	int foreground;
 	int debug;
 	int single_thread;
@@ -102,6 +103,7 @@ static const struct fuse_opt cmdline_spec[] = {
 	CMD_OPT("unstable_writes", unstable_writes),
 	CMD_OPT("no_allow_other", no_allow_other),
 	CMD_OPT("no_default_permissions", no_default_permissions),
+	CMD_OPT("noacl", noacl),
 	CMD_OPT("-f", foreground),
 	CMD_OPT("-s", single_thread),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
@@ -223,6 +225,13 @@ static void help(void)
 "                          is on by default: the kernel checks mode bits, then\n"
 "                          the metaserver checks again with the caller's uid,\n"
 "                          gid and groups)\n"
+"    noacl                 no POSIX ACLs through this mount: getfacl/setfacl\n"
+"                          get EOPNOTSUPP (system.posix_acl_* xattrs) and new\n"
+"                          files take the umask. The metaserver still enforces\n"
+"                          the ACLs other mounts set. (By default ACLs are on:\n"
+"                          the kernel checks and caches them, and the umask is\n"
+"                          ignored under a directory with a default ACL; with\n"
+"                          no_default_permissions only the metaserver checks)\n"
 "\n"
 "  FUSE options passed to libfuse unchanged, for example:\n"
 "    ro, rw, nosuid, nodev, noexec, noatime, fsname=NAME, subtype=TYPE,\n"
@@ -712,6 +721,7 @@ int main(int argc, char *argv[])
 		goto out_config;
 	}
 	s.fs.default_permissions = !cl.no_default_permissions;
+	s.fs.acl = !cl.noacl;
 	s.fs.splice = cl.splice;
 	/*
 	 * A write-only open's write first drops other opens' cached pages, which

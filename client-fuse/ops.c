@@ -66,6 +66,13 @@ static void req_cred(fuse_req_t req, struct rdfs_cred *cr)
 
 	cr->uid = ctx->uid;
 	cr->gid = ctx->gid;
+	/*
+	 * Set on MKNOD, MKDIR and CREATE (0 otherwise). With FUSE_POSIX_ACL the
+	 * kernel leaves it to us (FUSE_DONT_MASK): the metaserver applies it
+	 * unless the parent has a default ACL. Without, the mode comes masked
+	 * already and applying it again changes nothing.
+	 */
+	cr->umask = ctx->umask;
 	n = fuse_req_getgroups(req, RDFS_MAX_GROUPS, groups);
 	if (n < 0)
 		n = 0;
@@ -185,14 +192,29 @@ static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS |
 			      (conn->capable & FUSE_CAP_READDIRPLUS_AUTO);
 	fs->readdirplus = !!(conn->want & FUSE_CAP_READDIRPLUS);
+	/*
+	 * POSIX ACLs: the kernel checks them with default_permissions, caches
+	 * them per inode (forgetting them on its own setxattr and chmod), and
+	 * with FUSE_DONT_MASK sends a create's mode unmasked with the umask,
+	 * because a default ACL replaces the umask and only the metaserver
+	 * knows whether the parent has one. FUSE_POSIX_ACL turns
+	 * default_permissions on in the kernel, so not with
+	 * no_default_permissions: then the ACL xattrs pass through unchecked
+	 * here and the metaserver alone enforces them.
+	 */
+	if (fs->acl && fs->default_permissions && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL | (conn->capable & FUSE_CAP_DONT_MASK);
+	else
+		conn->want &= ~(FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
 	/* Enough background requests to keep both readahead and O_DIRECT pipelines full. */
 	if (conn->max_background < 64)
 		conn->max_background = 64;
 	if (conn->congestion_threshold < 48)
 		conn->congestion_threshold = 48;
 
-	log_info("connected to the kernel: max_write %u, max_read %u, max_readahead %u",
-		 conn->max_write, conn->max_read, conn->max_readahead);
+	log_info("connected to the kernel: max_write %u, max_read %u, max_readahead %u, acl %s",
+		 conn->max_write, conn->max_read, conn->max_readahead,
+		 (conn->want & FUSE_CAP_POSIX_ACL) ? "on" : fs->acl ? "passed through" : "off");
 }
 
 /* ---------------------------------------------------------------- namespace */
@@ -437,16 +459,21 @@ static void rdfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 /* ---------------------------------------------------------------- xattrs */
 
 /*
- * Only the user. and trusted. namespaces are stored. security.* (file
- * capabilities, SELinux labels) and system.* (POSIX ACLs) mean something the
- * kernel would enforce and rdfs does not implement, so storing them would
- * pretend otherwise. Refusing them here also spares a metaserver round trip
- * per write(2): before every write the kernel asks for security.capability to
- * decide whether to clear privileges. rdfs.copies is the metaserver's own
- * (the copies of a file's chunks), not stored as an xattr.
+ * Only the user. and trusted. namespaces are stored, and the POSIX ACLs
+ * (system.posix_acl_access, system.posix_acl_default), which the metaserver
+ * enforces, unless the mount says noacl. Other security.* and system.* names
+ * (file capabilities, SELinux labels) mean something the kernel would enforce
+ * and rdfs does not implement, so storing them would pretend otherwise.
+ * Refusing them here also spares a metaserver round trip per write(2): before
+ * every write the kernel asks for security.capability to decide whether to
+ * clear privileges. rdfs.copies is the metaserver's own (the copies of a
+ * file's chunks), not stored as an xattr.
  */
-static int xattr_supported(const char *name)
+static int xattr_supported(const struct rdfs_fuse *fs, const char *name)
 {
+	if (strcmp(name, "system.posix_acl_access") == 0 ||
+	    strcmp(name, "system.posix_acl_default") == 0)
+		return fs->acl;
 	return strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0 ||
 	       strcmp(name, RDFS_COPIES_XATTR) == 0;
 }
@@ -456,7 +483,7 @@ static void rdfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct rdfs_cred cr;
 
-	if (!xattr_supported(name)) {
+	if (!xattr_supported(req_fs(req), name)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -482,7 +509,7 @@ static void rdfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, s
 	void *buf = NULL;
 	int ret;
 
-	if (!xattr_supported(name)) {
+	if (!xattr_supported(req_fs(req), name)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -516,7 +543,7 @@ static void rdfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name
 {
 	struct rdfs_cred cr;
 
-	if (!xattr_supported(name)) {
+	if (!xattr_supported(req_fs(req), name)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}

@@ -34,6 +34,7 @@ struct rdfs_fuse {
 	int writeback_cache;		/* the kernel gathers writes in its page cache */
 	int splice;			/* READ replies by vmsplice + splice */
 	int default_permissions;	/* the kernel checks mode bits before we see a request */
+	int acl;			/* POSIX ACLs pass (no noacl option) */
 	unsigned int max_io;		/* max_write asked for at init */
 	unsigned int max_read;		/* max_read, the same as the mount option */
 };

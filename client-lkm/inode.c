@@ -5,6 +5,8 @@
  */
 #include <linux/namei.h>
 #include <linux/pagemap.h>
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
 #include <linux/slab.h>
 #include <linux/xattr.h>
 
@@ -18,6 +20,7 @@ static struct timespec64 rdfs_ns_to_ts(s64 ns)
 void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 {
 	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct timespec64 ctime;
 	bool dirty;
 
 	inode->i_mode = a->mode;
@@ -25,7 +28,11 @@ void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 	inode->i_uid = make_kuid(&init_user_ns, a->uid);
 	inode->i_gid = make_kgid(&init_user_ns, a->gid);
 	inode->i_atime = rdfs_ns_to_ts(a->atime_ns);
-	inode->i_ctime = rdfs_ns_to_ts(a->ctime_ns);
+	ctime = rdfs_ns_to_ts(a->ctime_ns);
+	/* an ACL set elsewhere moved the ctime: ask again at the next check */
+	if (!timespec64_equal(&ctime, &inode->i_ctime))
+		forget_all_cached_acls(inode);
+	inode->i_ctime = ctime;
 	inode->i_blocks = a->blocks;
 	spin_lock(&ri->lock);
 	dirty = ri->dirty_end != 0 || !list_empty(&ri->wr_files);
@@ -164,7 +171,10 @@ static int rdfs_mknod_call(struct inode *dir, struct dentry *dentry, u16 op, umo
 	struct rdfs_dev_call c;
 	int err;
 
-	if (op != RDFS_DEV_SYMLINK && !IS_POSIXACL(dir))
+	/* with ACLs the umask is the metaserver's to apply, or to ignore */
+	if (op != RDFS_DEV_SYMLINK && IS_POSIXACL(dir))
+		m.umask = current_umask();
+	else if (op != RDFS_DEV_SYMLINK)
 		m.mode &= ~current_umask();
 	rdfs_call_init(&c, op, dir->i_ino, 0);
 	if (op != RDFS_DEV_SYMLINK)
@@ -384,6 +394,9 @@ static int rdfs_setattr(struct user_namespace *ns, struct dentry *dentry, struct
 		return err;
 	if (c.out_len < sizeof(a))
 		return -EIO;
+	/* the metaserver rewrote the access ACL's mask, owner and other entries */
+	if (ia->ia_valid & ATTR_MODE)
+		forget_all_cached_acls(inode);
 	if (ia->ia_valid & ATTR_SIZE) {
 		truncate_setsize(inode, ia->ia_size);
 		i_size_write(inode, a.size);
@@ -519,9 +532,10 @@ static ssize_t rdfs_listxattr(struct dentry *dentry, char *buf, size_t size)
 /*
  * user.* and trusted.* names go to the metaserver whole, and so does
  * rdfs.copies (the number of copies of a file, a directory's default; the
- * metaserver checks who may set it). security.* and system.* get EOPNOTSUPP
- * as in rdfs-fuse (no labels, no ACLs), which also spares every write(2) a
- * helper round trip for security.capability.
+ * metaserver checks who may set it). system.posix_acl_* go through the VFS's
+ * handlers to acl.c. Other security.* and system.* names get EOPNOTSUPP as
+ * in rdfs-fuse (no labels), which also spares every write(2) a helper round
+ * trip for security.capability.
  */
 static const struct xattr_handler rdfs_xattr_user_handler = {
 	.prefix	= XATTR_USER_PREFIX,
@@ -542,6 +556,10 @@ static const struct xattr_handler rdfs_xattr_copies_handler = {
 };
 
 const struct xattr_handler *rdfs_xattr_handlers[] = {
+#ifdef CONFIG_FS_POSIX_ACL
+	&posix_acl_access_xattr_handler,
+	&posix_acl_default_xattr_handler,
+#endif
 	&rdfs_xattr_user_handler,
 	&rdfs_xattr_trusted_handler,
 	&rdfs_xattr_copies_handler,
@@ -561,12 +579,16 @@ const struct inode_operations rdfs_dir_iops = {
 	.getattr	= rdfs_getattr,
 	.setattr	= rdfs_setattr,
 	.listxattr	= rdfs_listxattr,
+	.get_acl	= rdfs_get_acl,
+	.set_acl	= rdfs_set_acl,
 };
 
 const struct inode_operations rdfs_file_iops = {
 	.getattr	= rdfs_getattr,
 	.setattr	= rdfs_setattr,
 	.listxattr	= rdfs_listxattr,
+	.get_acl	= rdfs_get_acl,
+	.set_acl	= rdfs_set_acl,
 };
 
 const struct inode_operations rdfs_symlink_iops = {

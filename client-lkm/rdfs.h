@@ -121,6 +121,11 @@ struct inode *rdfs_iget(struct super_block *sb, const struct rdfs_dev_attr *a);
 void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a);
 int rdfs_revalidate_attr(struct inode *inode, bool force);
 
+/* acl.c */
+struct posix_acl;
+struct posix_acl *rdfs_get_acl(struct inode *inode, int type, bool rcu);
+int rdfs_set_acl(struct user_namespace *ns, struct inode *inode, struct posix_acl *acl, int type);
+
 /* file.c */
 extern const struct file_operations rdfs_file_fops;
 extern const struct file_operations rdfs_dir_fops;

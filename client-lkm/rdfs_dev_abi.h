@@ -23,9 +23,10 @@
 
 /*
  * 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr
- * values); 5: files with several copies (LAYOUT_FAILED, SEG_COPY, COPY_LOST)
+ * values); 5: files with several copies (LAYOUT_FAILED, SEG_COPY, COPY_LOST);
+ * 6: POSIX ACLs: the caller's umask in rdfs_dev_mknod
  */
-#define RDFS_DEV_ABI_VERSION	5
+#define RDFS_DEV_ABI_VERSION	6
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -127,7 +128,7 @@ struct rdfs_dev_mknod {
 	__u32 mode;
 	__u32 rdev;
 	__u32 flags;		/* CREATE: open(2) flags (O_EXCL honoured) */
-	__u32 pad;
+	__u32 umask;		/* with ACLs (SB_POSIXACL): the caller's, mode unmasked */
 };
 
 struct rdfs_dev_rename {

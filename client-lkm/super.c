@@ -52,10 +52,11 @@ struct rdfs_mount_opts {
 	bool transport_rdma;
 	bool rdma_read;			/* rdma_mode=read (figure 3); default write (figure 2) */
 	bool direct_io;
+	bool noacl;
 };
 
 enum { OPT_FD, OPT_ATTR_TIMEOUT, OPT_ENTRY_TIMEOUT, OPT_READAHEAD, OPT_TRANSPORT,
-	OPT_RDMA_MODE, OPT_DIRECT_IO };
+	OPT_RDMA_MODE, OPT_DIRECT_IO, OPT_NOACL };
 
 static const struct constant_table rdfs_transports[] = {
 	{ "tcp", 0 },
@@ -77,6 +78,7 @@ static const struct fs_parameter_spec rdfs_fs_params[] = {
 	fsparam_enum("transport", OPT_TRANSPORT, rdfs_transports),
 	fsparam_enum("rdma_mode", OPT_RDMA_MODE, rdfs_rdma_modes),
 	fsparam_flag("direct_io", OPT_DIRECT_IO),
+	fsparam_flag("noacl", OPT_NOACL),
 	{}
 };
 
@@ -115,6 +117,9 @@ static int rdfs_parse_param(struct fs_context *fc, struct fs_parameter *param)
 		break;
 	case OPT_RDMA_MODE:
 		o->rdma_read = res.uint_32;
+		break;
+	case OPT_NOACL:
+		o->noacl = true;
 		break;
 	}
 	return 0;
@@ -183,6 +188,8 @@ static int rdfs_show_options(struct seq_file *m, struct dentry *root)
 		seq_printf(m, ",rdma_mode=%s", sbi->rdma_read ? "read" : "write");
 	if (sbi->direct_io)
 		seq_puts(m, ",direct_io");
+	if (!(root->d_sb->s_flags & SB_POSIXACL))
+		seq_puts(m, ",noacl");
 	return 0;
 }
 
@@ -250,6 +257,13 @@ static int rdfs_fill_super(struct super_block *sb, struct fs_context *fc)
 	sb->s_maxbytes = MAX_LFS_FILESIZE;
 	sb->s_time_gran = 1;
 	sb->s_flags |= SB_NOATIME;
+	/*
+	 * POSIX ACLs (acl.c): generic_permission() checks them, the VFS leaves
+	 * the umask to us (the metaserver applies it unless a default ACL
+	 * replaces it) and the posix_acl xattr handlers answer. noacl: none of it.
+	 */
+	if (IS_ENABLED(CONFIG_FS_POSIX_ACL) && !o->noacl)
+		sb->s_flags |= SB_POSIXACL;
 	err = super_setup_bdi(sb);
 	if (err)
 		return err;

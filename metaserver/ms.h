@@ -179,12 +179,16 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
  * Create a non-directory (S_IFREG when the type bits are 0). With @open the
  * file is also opened with @open_flags and *@handle set; an existing file is
  * then opened (unless @exclusive: -EEXIST) like open(O_CREAT).
+ *
+ * @umask (of mknod and mkdir) is the caller's, taken from the mode unless the
+ * parent has a default ACL (which the new inode inherits instead, as
+ * POSIX.1e says); 0 from a client that applied it to @mode itself.
  */
 int ms_mknod(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t parent,
-	     const char *name, uint32_t mode, uint32_t rdev, int exclusive, int open,
-	     uint32_t open_flags, struct ms_attr *out, uint64_t *handle);
+	     const char *name, uint32_t mode, uint32_t umask, uint32_t rdev, int exclusive,
+	     int open, uint32_t open_flags, struct ms_attr *out, uint64_t *handle);
 int ms_mkdir(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
-	     uint32_t mode, struct ms_attr *out);
+	     uint32_t mode, uint32_t umask, struct ms_attr *out);
 int ms_unlink(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name);
 int ms_rmdir(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name);
 int ms_rename(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,

@@ -506,6 +506,29 @@ int layout_trim_unwritten(struct ms *ms, leveldb_writebatch_t *b, struct ms_inod
 /* Startup: mark every layout record's blocks in the allocator. */
 int layout_rebuild_bitmaps(struct ms *ms);
 
+/* ---------------------------------------------------------------- POSIX ACLs (ns_acl.c) */
+
+/* 1 if @name is system.posix_acl_access or system.posix_acl_default. */
+int ns_acl_is_name(const char *name);
+/* Load ACL xattr @name of @ino into @a: 0 (n == 0 when it is missing), -EIO. */
+int ns_acl_load(struct ms *ms, uint64_t ino, const char *name, struct ms_acl *a);
+/* Put ACL @a as @name of @ino into @b (n == 0: delete the record). */
+void ns_acl_put(leveldb_writebatch_t *b, uint64_t ino, const char *name, const struct ms_acl *a);
+/* getxattr of an ACL name: its length with *@value malloc'ed, -ENODATA, ... */
+int ns_acl_getxattr(struct ms *ms, uint64_t ino, const char *name, void **value);
+/* setxattr (@value) or removexattr of an ACL name, with Linux's errors. */
+int ns_acl_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
+		  const void *value, size_t len, uint32_t flags);
+/* chmod of @in (its new mode set): rewrite its access ACL into @b. Inode lock held. */
+void ns_acl_chmod(leveldb_writebatch_t *b, struct ms_inode *in);
+/*
+ * New inode @tmpl (ino, mode set) in directory @dir: inherit @dir's default
+ * ACL into @tmpl's mode, flags and @b, or, without one, take @umask from the
+ * mode. Locks of both held. 0, -ENOMEM, -EIO.
+ */
+int ns_acl_inherit(struct ms *ms, const struct ms_inode *dir, struct ms_inode *tmpl,
+		   uint32_t umask, leveldb_writebatch_t *b);
+
 /* ---------------------------------------------------------------- permissions (perm.c) */
 
 #define MAY_EXEC	1

@@ -105,7 +105,9 @@ size_t key_high_water(uint8_t *buf, uint32_t id)
 
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 {
-	buf[0] = 2;
+	size_t fixed = in->flags ? MS_INODE_FIXED_V3 : MS_INODE_FIXED;
+
+	buf[0] = in->flags ? 3 : 2;
 	put_le32(buf + 1, in->mode);
 	put_le32(buf + 5, in->nlink);
 	put_le32(buf + 9, in->uid);
@@ -120,16 +122,23 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 	put_le64(buf + 61, (uint64_t)in->mtime_ns);
 	put_le64(buf + 69, (uint64_t)in->ctime_ns);
 	buf[77] = in->copies;
-	memcpy(buf + MS_INODE_FIXED, in->target, in->target_len);
-	return MS_INODE_FIXED + in->target_len;
+	if (in->flags)
+		buf[78] = in->flags;
+	memcpy(buf + fixed, in->target, in->target_len);
+	return fixed + in->target_len;
 }
 
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out)
 {
 	const uint8_t *p = val;
-	size_t fixed = len && p[0] == 1 ? MS_INODE_FIXED_V1 : MS_INODE_FIXED;
+	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED,
+					   MS_INODE_FIXED_V3 };
+	size_t fixed;
 
-	if (len < fixed || (p[0] != 1 && p[0] != 2) || len - fixed >= sizeof(out->target))
+	if (len == 0 || p[0] < 1 || p[0] > 3)
+		return -EIO;
+	fixed = fixed_of[p[0]];
+	if (len < fixed || len - fixed >= sizeof(out->target))
 		return -EIO;
 	out->ino = ino;
 	out->mode = get_le32(p + 1);
@@ -146,6 +155,8 @@ int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out
 	out->mtime_ns = (int64_t)get_le64(p + 61);
 	out->ctime_ns = (int64_t)get_le64(p + 69);
 	out->copies = p[0] == 1 ? 0 : p[77];
+	out->flags = p[0] == 3 ? p[78] : 0;
+	out->acl.n = 0;
 	out->target_len = (uint32_t)(len - fixed);
 	memcpy(out->target, p + fixed, out->target_len);
 	out->target[out->target_len] = '\0';

@@ -33,6 +33,12 @@
  * copies: of every chunk (a directory's: the default of what is created in it);
  * 0 is the cluster's default_copies. Version 1 records (77 fixed bytes, no
  * copies) are read as copies 0 and written back as version 2.
+ * Version 3 (MS_INODE_FIXED_V3 bytes) adds 78 u8 flags, the target then
+ * starting at 79: MS_INO_ACL (an 'X' system.posix_acl_access record exists),
+ * MS_INO_DEFACL (system.posix_acl_default does). A record is written as
+ * version 3 only when a flag is set, so a database that never had an ACL
+ * stays readable by metaservers from before ACLs, and one without the flags
+ * needs no extra read to know it has no ACL.
  *
  * Extent record (MS_EXTENT_REC bytes); a chunk record lists its extents sorted
  * by offset, non-overlapping; blocks of the chunk not covered are holes:
@@ -70,6 +76,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "acl.h"
+
 #define MS_FORMAT_VERSION	1u
 
 #define MS_TAG_FORMAT		'F'
@@ -88,6 +96,9 @@
 
 #define MS_INODE_FIXED_V1	77
 #define MS_INODE_FIXED		78
+#define MS_INODE_FIXED_V3	79
+#define MS_INO_ACL		1u	/* inode flags (version 3 records) */
+#define MS_INO_DEFACL		2u
 #define MS_DIRENT_VAL		9
 #define MS_EXTENT_REC		21
 #define MS_EXT_UNWRITTEN	1u
@@ -114,6 +125,9 @@ struct ms_inode {
 	int64_t mtime_ns;
 	int64_t ctime_ns;
 	uint8_t copies;			/* 0: the cluster default (ms_copies()) */
+	uint8_t flags;			/* MS_INO_* */
+	/* MS_INO_ACL: the access ACL, loaded by ns_inode_get() (not by inode_decode()) */
+	struct ms_acl acl;
 	uint32_t target_len;		/* symlinks */
 	char target[4096];
 };

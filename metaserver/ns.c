@@ -68,14 +68,19 @@ int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out)
 		return ret;
 	ret = inode_decode(ino, v, vlen, out);
 	leveldb_free(v);
-	if (ret)
+	if (ret) {
 		log_error("inode %llu: corrupt record", (unsigned long long)ino);
+		return ret;
+	}
+	/* the only extra read of a permission check, and only with an ACL */
+	if (out->flags & MS_INO_ACL)
+		ret = ns_acl_load(ms, ino, MS_ACL_XATTR_ACCESS, &out->acl);
 	return ret;
 }
 
 void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in)
 {
-	uint8_t k[MS_KEY_MAX], v[MS_INODE_FIXED + 4096];
+	uint8_t k[MS_KEY_MAX], v[MS_INODE_FIXED_V3 + 4096];
 	size_t klen = key_inode(k, in->ino);
 	size_t vlen = inode_encode(in, v);
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * ns_attr.c - SETATTR: chmod, chown, truncate and utimes with the rules of
- * Linux's setattr_prepare()/notify_change() and do_truncate()/do_utimes().
+ * Linux's setattr_prepare()/notify_change() and do_truncate()/do_utimes();
+ * chmod also rewrites an access ACL (ns_acl_chmod) in the same batch.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -106,6 +107,8 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 		in->mode = (in->mode & S_IFMT) | (sa->mode & 07777);
 		if (cr->uid != 0 && !perm_in_group(cr, in->gid))
 			in->mode &= ~(uint32_t)S_ISGID;
+		/* the ACL's owner, group class and other entries follow the mode */
+		ns_acl_chmod(b, in);
 	}
 	if (v & MS_SET_ATIME_NOW)
 		in->atime_ns = now;

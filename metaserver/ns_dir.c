@@ -137,14 +137,16 @@ static int dir_may_add(struct ms *ms, const struct ms_cred *cr, uint64_t parent,
 }
 
 /*
- * Create @name in @parent from template @tmpl (mode, rdev, target). On -EEXIST
- * *@existing is the inode the name points to. With @open a handle of @s is
- * opened on the new inode before the locks are dropped.
+ * Create @name in @parent from template @tmpl (mode, rdev, target). The mode
+ * loses @umask unless @parent has a default ACL, which the new inode inherits
+ * instead (ns_acl_inherit). On -EEXIST *@existing is the inode the name points
+ * to. With @open a handle of @s is opened on the new inode before the locks
+ * are dropped.
  */
 static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent,
-			const char *name, struct ms_inode *tmpl, struct ms_session *s,
-			int open, uint32_t open_flags, uint64_t *handle, struct ms_attr *out,
-			uint64_t *existing)
+			const char *name, struct ms_inode *tmpl, uint32_t umask,
+			struct ms_session *s, int open, uint32_t open_flags, uint64_t *handle,
+			struct ms_attr *out, uint64_t *existing)
 {
 	struct ms_lockset ls;
 	struct ms_inode dir;
@@ -205,6 +207,11 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 		dir.nlink++;
 
 	b = leveldb_writebatch_create();
+	ret = ns_acl_inherit(ms, &dir, tmpl, umask, b);
+	if (ret) {
+		leveldb_writebatch_destroy(b);
+		goto out;
+	}
 	ns_inode_put(b, tmpl);
 	ns_dirent_put(b, parent, name, ino, tmpl->mode >> 12);
 	ns_inode_put(b, &dir);
@@ -225,8 +232,8 @@ out:
 }
 
 int ms_mknod(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t parent,
-	     const char *name, uint32_t mode, uint32_t rdev, int exclusive, int open,
-	     uint32_t open_flags, struct ms_attr *out, uint64_t *handle)
+	     const char *name, uint32_t mode, uint32_t umask, uint32_t rdev, int exclusive,
+	     int open, uint32_t open_flags, struct ms_attr *out, uint64_t *handle)
 {
 	struct ms_inode *tmpl;
 	uint32_t type = mode & S_IFMT;
@@ -261,8 +268,8 @@ int ms_mknod(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		memset(tmpl, 0, sizeof(*tmpl));
 		tmpl->mode = type | (mode & 07777);
 		tmpl->rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
-		ret = create_entry(ms, cr, parent, name, tmpl, s, open, open_flags, handle, out,
-				   &existing);
+		ret = create_entry(ms, cr, parent, name, tmpl, umask, s, open, open_flags, handle,
+				   out, &existing);
 		if (ret != -EEXIST || !open || exclusive || existing == 0)
 			break;
 		/* open(O_CREAT) of an existing name opens it */
@@ -282,7 +289,7 @@ int ms_mknod(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 }
 
 int ms_mkdir(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const char *name,
-	     uint32_t mode, struct ms_attr *out)
+	     uint32_t mode, uint32_t umask, struct ms_attr *out)
 {
 	struct ms_inode *tmpl = calloc(1, sizeof(*tmpl));
 	uint64_t existing;
@@ -291,7 +298,7 @@ int ms_mkdir(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const cha
 	if (!tmpl)
 		return -ENOMEM;
 	tmpl->mode = S_IFDIR | (mode & 01777);
-	ret = create_entry(ms, cr, parent, name, tmpl, NULL, 0, 0, NULL, out, &existing);
+	ret = create_entry(ms, cr, parent, name, tmpl, umask, NULL, 0, 0, NULL, out, &existing);
 	free(tmpl);
 	return ret;
 }
@@ -315,7 +322,7 @@ int ms_symlink(struct ms *ms, const struct ms_cred *cr, uint64_t parent, const c
 	tmpl->size = len;
 	tmpl->target_len = (uint32_t)len;
 	memcpy(tmpl->target, target, len);
-	ret = create_entry(ms, cr, parent, name, tmpl, NULL, 0, 0, NULL, out, &existing);
+	ret = create_entry(ms, cr, parent, name, tmpl, 0, NULL, 0, 0, NULL, out, &existing);
 	free(tmpl);
 	return ret;
 }

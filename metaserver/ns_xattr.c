@@ -9,6 +9,9 @@
  * of the inode (the default for what is created in a directory), readable by
  * all, set by the owner or root, removed to fall back to the cluster default;
  * listxattr does not name it (as CephFS's layout xattrs).
+ *
+ * system.posix_acl_access and system.posix_acl_default are POSIX ACLs,
+ * validated and enforced: ns_acl.c serves them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -152,6 +155,10 @@ int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const cha
 		free(in);
 		return copies_get(ms, ino, value);
 	}
+	if (ns_acl_is_name(name)) {
+		free(in);
+		return ns_acl_getxattr(ms, ino, name, value);
+	}
 	ret = xattr_ns_of(name, &ns);
 	if (!ret)
 		ret = ns_inode_get(ms, ino, in);
@@ -193,6 +200,8 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 		return -EINVAL;
 	if (!strcmp(name, RDFS_COPIES_XATTR))
 		return copies_change(ms, cr, ino, value, len, flags);
+	if (ns_acl_is_name(name))
+		return ns_acl_change(ms, cr, ino, name, value, len, flags);
 	ret = xattr_ns_of(name, &ns);
 	if (ret)
 		return ret;

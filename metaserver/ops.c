@@ -218,8 +218,8 @@ static void op_mknod(struct op_call *c)
 	uint64_t h = 0;
 
 	if (!cred_of(c, m->cred, &cr)) {
-		int ret = ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode, m->rdev,
-				   m->exclusive, m->open, m->open_flags, &a, &h);
+		int ret = ms_mknod(c->ctx->ms, c->s, &cr, m->parent, m->name, m->mode, m->umask,
+				   m->rdev, m->exclusive, m->open, m->open_flags, &a, &h);
 
 		reply_new_entry(c, ret, &a, h, m->parent);
 	}
@@ -233,8 +233,9 @@ static void op_mkdir(struct op_call *c)
 	struct ms_attr a;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_new_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, &a), &a,
-				0, m->parent);
+		reply_new_entry(c, ms_mkdir(c->ctx->ms, &cr, m->parent, m->name, m->mode, m->umask,
+					    &a),
+				&a, 0, m->parent);
 	FREE(rdfs__mkdir_req);
 }
 

@@ -77,6 +77,9 @@ static const char usage_text[] =
 "                          the module RDMA-READs (default write)\n"
 "    direct_io             every read(2) and write(2) as with O_DIRECT: no page\n"
 "                          cache for them (mmap still uses it)\n"
+"    noacl                 no POSIX ACLs through this mount (system.posix_acl_*\n"
+"                          get EOPNOTSUPP, new files take the umask); the\n"
+"                          metaserver still enforces the ACLs set elsewhere\n"
 "\n"
 "  mount flags: ro, rw, nosuid, suid, nodev, dev, noexec, exec, sync, dirsync,\n"
 "    noatime, relatime; defaults, auto, noauto, _netdev, nofail, user are ignored.\n"
@@ -117,6 +120,7 @@ static const struct mount_flag mount_flags[] = {
 
 static const char *const kernel_opts[] = {
 	"attr_timeout", "entry_timeout", "readahead", "transport", "rdma_mode", "direct_io",
+	"noacl",
 };
 
 static const char *const helper_opts[] = {

@@ -143,6 +143,8 @@ static int op_entry(struct msg *m)
 	case RDFS_DEV_MKDIR:
 		if (m->in_len < sizeof(*mk) || !(name = arg_str(m, sizeof(*mk), 0)))
 			return -EINVAL;
+		/* the metaserver applies it unless the parent has a default ACL */
+		m->cred.umask = mk->umask & 0777;
 		if (r->op == RDFS_DEV_MKDIR)
 			err = rdfs_mkdir(c, &m->cred, r->ino, name, mk->mode, &st);
 		else

@@ -185,6 +185,7 @@ int rdfs_mknod(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t paren
 	req.parent = parent;
 	req.name = (char *)name;
 	req.mode = mode;
+	req.umask = cr->umask;
 	req.rdev = rdev;
 	req.exclusive = 1;
 	return entry_call(c, RDFS_OP_MKNOD, &req.base, 0, st);
@@ -204,6 +205,7 @@ int rdfs_mkdir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t paren
 	req.parent = parent;
 	req.name = (char *)name;
 	req.mode = mode;
+	req.umask = cr->umask;
 	return entry_call(c, RDFS_OP_MKDIR, &req.base, 0, st);
 }
 

@@ -45,6 +45,12 @@ struct rdfs_cred {
 	uint32_t gid;
 	uint32_t ngroups;
 	uint32_t groups[RDFS_MAX_GROUPS];
+	/*
+	 * The caller's umask, sent with creates (mknod, mkdir, create) for the
+	 * metaserver to apply unless the parent has a default ACL. 0 when the
+	 * caller has applied it to the mode already (no ACL support).
+	 */
+	uint32_t umask;
 };
 
 struct rdfs_client_opts {

@@ -134,7 +134,7 @@ static uint64_t populate_file(uint64_t parent, const char *name, uint64_t blocks
 	struct ms_attr a;
 	uint64_t h = 0;
 
-	FUZZ_CHECK(ms_mknod(F.ms, s, &root, parent, name, S_IFREG | 0666, 0, 1, 1, 2, &a, &h) ==
+	FUZZ_CHECK(ms_mknod(F.ms, s, &root, parent, name, S_IFREG | 0666, 0, 0, 1, 1, 2, &a, &h) ==
 		   0);
 	if (blocks) {
 		FUZZ_CHECK(ms_layout(F.ms, s, &root, a.ino, 0, r.length, 1, h, &l) == 0);
@@ -186,10 +186,10 @@ static void core_open(void)
 	populate_file(MS_ROOT_INO, "f0", 0);
 	f = populate_file(MS_ROOT_INO, "f1", 3);
 	populate_file(MS_ROOT_INO, "big", 2 * MS_DEFAULT_CHUNK / 4096);
-	FUZZ_CHECK(ms_mkdir(F.ms, &root, MS_ROOT_INO, "d", 0777, &a) == 0);
+	FUZZ_CHECK(ms_mkdir(F.ms, &root, MS_ROOT_INO, "d", 0777, 0, &a) == 0);
 	d = a.ino;
 	populate_file(d, "f", 1);
-	FUZZ_CHECK(ms_mkdir(F.ms, &root, d, "sub", 0755, &a) == 0);
+	FUZZ_CHECK(ms_mkdir(F.ms, &root, d, "sub", 0755, 0, &a) == 0);
 	FUZZ_CHECK(ms_lookup(F.ms, &root, d, "f", &a) == 0);
 	FUZZ_CHECK(ms_link(F.ms, &root, a.ino, d, "hard", &a) == 0);
 	FUZZ_CHECK(ms_symlink(F.ms, &root, MS_ROOT_INO, "ln", "d/f", &a) == 0);

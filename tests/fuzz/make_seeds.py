@@ -44,6 +44,12 @@ CLIENT, SQUASHED, NODE, SERVER = 0, 1, 2, 3
 F1, BIG, DIR_D, SUB, LN = 3, 4, 5, 7, 8
 
 
+# A POSIX ACL xattr value (Linux's form): version 2, then (tag, perm, id) entries.
+ACL = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in (
+    (0x01, 6, 0xFFFFFFFF), (0x02, 6, 2000), (0x04, 4, 0xFFFFFFFF), (0x10, 6, 0xFFFFFFFF),
+    (0x20, 0, 0xFFFFFFFF)))
+
+
 def ms_req(op, body=b"", role=CLIENT):
     """One request of a fuzz_ms_dispatch input: opcode, role, length, body."""
     return struct.pack("<BBH", op, role, len(body)) + body
@@ -95,6 +101,14 @@ def ms_seeds():
         "stale": ms_req(44, root + v(2, BIG) + v(4, 1) + rng(0, 4096)),
         "drain": ms_req(45, v(1, 2), SERVER),
         "rebalance": ms_req(46, v(2, 10), SERVER),
+        # POSIX ACLs: u::rw- u:2000:rw- g::r-- m::rw- o::--- on f1, as its
+        # default on d, then a create in d whose umask the default replaces
+        "setxattr-acl": ms_req(w.OP_SETXATTR, root + v(2, F1)
+                               + b(3, "system.posix_acl_access") + b(4, ACL)),
+        "acl-inherit": ms_req(w.OP_SETXATTR, root + v(2, DIR_D)
+                              + b(3, "system.posix_acl_default") + b(4, ACL))
+        + ms_req(w.OP_MKNOD, user + v(2, DIR_D) + b(3, "inh") + v(4, 0o100666) + v(9, 0o077))
+        + ms_req(w.OP_MKDIR, root + v(2, DIR_D) + b(3, "inhd") + v(4, 0o777) + v(5, 0o022)),
         # a file's life in one input: create and open, allocate, write, close, remove
         "sequence": ms_req(w.OP_MKNOD, root + v(2, 1) + b(3, "seq") + v(4, 0o100644) + v(7, 1)
                            + v(8, 2))

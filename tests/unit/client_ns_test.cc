@@ -102,6 +102,33 @@ TEST_F(ClientNs, XattrSizeRules)
 	EXPECT_EQ(rdfs_getxattr(c, &root, st.st_ino, "user.a", nullptr, 0), -ENODATA);
 }
 
+// The caller's umask travels with mknod, mkdir and create; a default ACL on
+// the parent replaces it (the metaserver decides: only it knows the parent).
+TEST_F(ClientNs, UmaskTravelsWithCreates)
+{
+	struct rdfs_cred um = {};
+	struct rdfs_file *f = nullptr;
+	struct stat st, d;
+
+	um.umask = 027;
+	ASSERT_EQ(rdfs_mkdir(c, &um, RDFS_ROOT_INO, "um", 0777, &d), 0);
+	EXPECT_EQ(d.st_mode & 07777, 0750u);
+	ASSERT_EQ(rdfs_mknod(c, &um, d.st_ino, "n", S_IFREG | 0666, 0, &st), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0640u);
+	ASSERT_EQ(rdfs_create(c, &um, d.st_ino, "c", 0666, O_RDWR | O_CREAT, &st, &f), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0640u);
+	EXPECT_EQ(rdfs_release(f), 0);
+	/* d:u::rwx d:g::r-x d:o::r-x */
+	const uint8_t def[] = { 2, 0, 0, 0, 1, 0, 7, 0, 0xff, 0xff, 0xff, 0xff,
+				4, 0, 5, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 5, 0, 0xff, 0xff, 0xff, 0xff };
+	ASSERT_EQ(rdfs_setxattr(c, &root, d.st_ino, "system.posix_acl_default", def, sizeof(def), 0),
+		  0);
+	ASSERT_EQ(rdfs_mknod(c, &um, d.st_ino, "n2", S_IFREG | 0666, 0, &st), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0644u);	/* umask 027 would give 0640 */
+	ASSERT_EQ(rdfs_mkdir(c, &um, d.st_ino, "d2", 0777, &st), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0755u);
+}
+
 TEST_F(ClientNs, StatfsAndServerListAgree)
 {
 	struct statvfs sv;

@@ -38,12 +38,12 @@ TEST(MsCrash, AcknowledgedOperationsSurviveKill9)
 
 			/* a directory every 10 files, files go into the latest one */
 			snprintf(name, sizeof(name), "d%d", i / 10);
-			if (i % 10 == 0 && ms_mkdir(ms, &root, 1, name, 0755, &d))
+			if (i % 10 == 0 && ms_mkdir(ms, &root, 1, name, 0755, 0, &d))
 				_exit(2);
 			if (ms_lookup(ms, &root, 1, name, &d))
 				_exit(3);
 			snprintf(name, sizeof(name), "f%d", i);
-			if (ms_mknod(ms, s, &root, d.ino, name, 0644, 0, 1, 0, 0, &a, nullptr))
+			if (ms_mknod(ms, s, &root, d.ino, name, 0644, 0, 0, 1, 0, 0, &a, nullptr))
 				_exit(4);
 			/* acknowledged: tell the parent */
 			if (write(fds[1], &i, sizeof(i)) != sizeof(i))
@@ -91,7 +91,7 @@ TEST(MsCrash, AcknowledgedOperationsSurviveKill9)
 	EXPECT_EQ(r.nlink, (uint32_t)(2 + n));
 	struct ms_session *s = ms_session_new(ms, "client");
 	struct ms_attr a;
-	ASSERT_EQ(ms_mknod(ms, s, &root, 1, "after", 0644, 0, 1, 0, 0, &a, nullptr), 0);
+	ASSERT_EQ(ms_mknod(ms, s, &root, 1, "after", 0644, 0, 0, 1, 0, 0, &a, nullptr), 0);
 	EXPECT_GT(a.ino, maxino);
 	ms_session_close(ms, s);
 	ms_close(ms);

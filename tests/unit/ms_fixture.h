@@ -129,7 +129,7 @@ protected:
 			const struct ms_cred *cr = nullptr)
 	{
 		struct ms_attr a;
-		int ret = ms_mknod(ms, sess, cr ? cr : &root, parent, name, S_IFREG | mode, 0, 1, 0,
+		int ret = ms_mknod(ms, sess, cr ? cr : &root, parent, name, S_IFREG | mode, 0, 0, 1, 0,
 				   0, &a, nullptr);
 
 		EXPECT_EQ(ret, 0) << name;
@@ -140,7 +140,7 @@ protected:
 			const struct ms_cred *cr = nullptr)
 	{
 		struct ms_attr a;
-		int ret = ms_mkdir(ms, cr ? cr : &root, parent, name, mode, &a);
+		int ret = ms_mkdir(ms, cr ? cr : &root, parent, name, mode, 0, &a);
 
 		EXPECT_EQ(ret, 0) << name;
 		return ret ? 0 : a.ino;

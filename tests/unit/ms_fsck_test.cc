@@ -289,7 +289,7 @@ protected:
 		struct ms_range r = { 0, nblocks * 4096 };
 		uint64_t fh = 0;
 
-		EXPECT_EQ(ms_mknod(ms, sess, &root, parent, name, S_IFREG | 0644, 0, 1, 1, O_RDWR,
+		EXPECT_EQ(ms_mknod(ms, sess, &root, parent, name, S_IFREG | 0644, 0, 0, 1, 1, O_RDWR,
 				   &a, &fh), 0) << name;
 		EXPECT_EQ(ms_layout(ms, sess, &root, a.ino, 0, nblocks * 4096, 1, fh, &l), 0)
 			<< name;
@@ -1020,7 +1020,7 @@ TEST_F(MsFsckTest, ALiveMetaserverIsSeenConsistent)
 			struct ms_attr a;
 			std::string dn = "t" + std::to_string(t);
 
-			if (ms_mkdir(ms, &root, 1, dn.c_str(), 0755, &a)) {
+			if (ms_mkdir(ms, &root, 1, dn.c_str(), 0755, 0, &a)) {
 				fail("mkdir", -1);
 				ms_session_close(ms, s);
 				return;
@@ -1033,7 +1033,7 @@ TEST_F(MsFsckTest, ALiveMetaserverIsSeenConsistent)
 				struct ms_range w;
 				int ret, unlinked = 0;
 
-				ret = ms_mknod(ms, s, &root, dir_ino, name.c_str(), S_IFREG | 0644, 0,
+				ret = ms_mknod(ms, s, &root, dir_ino, name.c_str(), S_IFREG | 0644, 0, 0,
 					       0, 1, O_RDWR, &a, &h);
 				if (ret) {
 					fail("mknod", ret);

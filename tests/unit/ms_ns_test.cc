@@ -27,9 +27,9 @@ TEST_F(MsTest, MknodLookupGetattr)
 {
 	struct ms_attr a, b;
 
-	ASSERT_EQ(ms_mknod(ms, sess, &alice, MS_ROOT_INO, "f", S_IFREG | 0640, 0, 1, 0, 0, &a,
+	ASSERT_EQ(ms_mknod(ms, sess, &alice, MS_ROOT_INO, "f", S_IFREG | 0640, 0, 0, 1, 0, 0, &a,
 			   nullptr), -EACCES);
-	ASSERT_EQ(ms_mknod(ms, sess, &root, MS_ROOT_INO, "f", S_IFREG | 0640, 0, 1, 0, 0, &a,
+	ASSERT_EQ(ms_mknod(ms, sess, &root, MS_ROOT_INO, "f", S_IFREG | 0640, 0, 0, 1, 0, 0, &a,
 			   nullptr), 0);
 	EXPECT_EQ(a.mode, (uint32_t)(S_IFREG | 0640));
 	EXPECT_EQ(a.nlink, 1u);
@@ -40,7 +40,7 @@ TEST_F(MsTest, MknodLookupGetattr)
 	EXPECT_EQ(ms_lookup(ms, &root, a.ino, "x", &b), -ENOTDIR);
 	EXPECT_EQ(ms_getattr(ms, 999999, &b), -ENOENT);
 	/* type 0 means a regular file */
-	ASSERT_EQ(ms_mknod(ms, sess, &root, MS_ROOT_INO, "g", 0600, 0, 0, 0, 0, &b, nullptr), 0);
+	ASSERT_EQ(ms_mknod(ms, sess, &root, MS_ROOT_INO, "g", 0600, 0, 0, 0, 0, 0, &b, nullptr), 0);
 	EXPECT_TRUE(S_ISREG(b.mode));
 }
 
@@ -48,16 +48,16 @@ TEST_F(MsTest, MknodKinds)
 {
 	struct ms_attr a;
 
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "fifo", S_IFIFO | 0644, 0, 1, 0, 0, &a, nullptr), 0);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "fifo", S_IFIFO | 0644, 0, 0, 1, 0, 0, &a, nullptr), 0);
 	EXPECT_TRUE(S_ISFIFO(a.mode));
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "sock", S_IFSOCK | 0644, 0, 1, 0, 0, &a, nullptr), 0);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "sock", S_IFSOCK | 0644, 0, 0, 1, 0, 0, &a, nullptr), 0);
 	EXPECT_TRUE(S_ISSOCK(a.mode));
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "chr", S_IFCHR | 0644, 0x0103, 1, 0, 0, &a, nullptr), 0);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "chr", S_IFCHR | 0644, 0, 0x0103, 1, 0, 0, &a, nullptr), 0);
 	EXPECT_EQ(a.rdev, 0x0103u);
 	uint64_t d = mkdir_(1, "d", 0777);
-	EXPECT_EQ(ms_mknod(ms, sess, &alice, d, "blk", S_IFBLK | 0644, 1, 1, 0, 0, &a, nullptr), -EPERM);
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "dir", S_IFDIR | 0755, 0, 1, 0, 0, &a, nullptr), -EPERM);
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "lnk", S_IFLNK | 0755, 0, 1, 0, 0, &a, nullptr), -EINVAL);
+	EXPECT_EQ(ms_mknod(ms, sess, &alice, d, "blk", S_IFBLK | 0644, 0, 1, 1, 0, 0, &a, nullptr), -EPERM);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "dir", S_IFDIR | 0755, 0, 0, 1, 0, 0, &a, nullptr), -EPERM);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "lnk", S_IFLNK | 0755, 0, 0, 1, 0, 0, &a, nullptr), -EINVAL);
 }
 
 TEST_F(MsTest, CreateExclusiveAndOpenExisting)
@@ -65,15 +65,15 @@ TEST_F(MsTest, CreateExclusiveAndOpenExisting)
 	struct ms_attr a, b;
 	uint64_t h1 = 0, h2 = 0;
 
-	ASSERT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 1, 1, O_RDWR, &a, &h1), 0);
+	ASSERT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 0, 1, 1, O_RDWR, &a, &h1), 0);
 	EXPECT_NE(h1, 0u);
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 1, 1, O_RDWR, &b, &h2), -EEXIST);
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 1, 0, 0, &b, nullptr), -EEXIST);
-	ASSERT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 0, 1, O_RDWR, &b, &h2), 0);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 0, 1, 1, O_RDWR, &b, &h2), -EEXIST);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 0, 1, 0, 0, &b, nullptr), -EEXIST);
+	ASSERT_EQ(ms_mknod(ms, sess, &root, 1, "f", S_IFREG | 0644, 0, 0, 0, 1, O_RDWR, &b, &h2), 0);
 	EXPECT_EQ(b.ino, a.ino);
 	EXPECT_NE(h2, h1);
 	mkdir_(1, "d");
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "d", S_IFREG | 0644, 0, 0, 1, O_RDONLY, &b, &h2), -EISDIR);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, "d", S_IFREG | 0644, 0, 0, 0, 1, O_RDONLY, &b, &h2), -EISDIR);
 	EXPECT_EQ(ms_release(ms, sess, h1), 0);
 	EXPECT_EQ(ms_release(ms, sess, h1), -EBADF);
 }
@@ -83,7 +83,7 @@ TEST_F(MsTest, CreatorMayOpenForWriteWhateverTheMode)
 	struct ms_attr a;
 	uint64_t d = mkdir_(1, "d", 0777), h;
 
-	ASSERT_EQ(ms_mknod(ms, sess, &alice, d, "ro", S_IFREG | 0444, 0, 1, 1, O_WRONLY, &a, &h), 0);
+	ASSERT_EQ(ms_mknod(ms, sess, &alice, d, "ro", S_IFREG | 0444, 0, 0, 1, 1, O_WRONLY, &a, &h), 0);
 	EXPECT_EQ(a.uid, 1000u);
 	EXPECT_EQ(a.gid, 1000u);
 	/* but opening again is checked */
@@ -95,18 +95,18 @@ TEST_F(MsTest, NameLengthLimits)
 	std::string n255(255, 'a'), n256(256, 'b');
 	struct ms_attr a;
 
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, n255.c_str(), 0644, 0, 1, 0, 0, &a, nullptr), 0);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, n255.c_str(), 0644, 0, 0, 1, 0, 0, &a, nullptr), 0);
 	EXPECT_EQ(lookup(1, n255.c_str()), 0);
-	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, n256.c_str(), 0644, 0, 1, 0, 0, &a, nullptr), -ENAMETOOLONG);
-	EXPECT_EQ(ms_mkdir(ms, &root, 1, n256.c_str(), 0755, &a), -ENAMETOOLONG);
+	EXPECT_EQ(ms_mknod(ms, sess, &root, 1, n256.c_str(), 0644, 0, 0, 1, 0, 0, &a, nullptr), -ENAMETOOLONG);
+	EXPECT_EQ(ms_mkdir(ms, &root, 1, n256.c_str(), 0755, 0, &a), -ENAMETOOLONG);
 	EXPECT_EQ(lookup(1, n256.c_str()), -ENAMETOOLONG);
 	EXPECT_EQ(ms_unlink(ms, &root, 1, n256.c_str()), -ENAMETOOLONG);
 	EXPECT_EQ(ms_rmdir(ms, &root, 1, n256.c_str()), -ENAMETOOLONG);
 	EXPECT_EQ(ms_symlink(ms, &root, 1, n256.c_str(), "t", &a), -ENAMETOOLONG);
 	EXPECT_EQ(ms_rename(ms, &root, 1, n255.c_str(), 1, n256.c_str(), 0), -ENAMETOOLONG);
 	EXPECT_EQ(ms_link(ms, &root, a.ino, 1, n256.c_str(), &a), -ENAMETOOLONG);
-	EXPECT_EQ(ms_mkdir(ms, &root, 1, "a/b", 0755, &a), -EINVAL);
-	EXPECT_EQ(ms_mkdir(ms, &root, 1, "", 0755, &a), -ENOENT);
+	EXPECT_EQ(ms_mkdir(ms, &root, 1, "a/b", 0755, 0, &a), -EINVAL);
+	EXPECT_EQ(ms_mkdir(ms, &root, 1, "", 0755, 0, &a), -ENOENT);
 }
 
 TEST_F(MsTest, MkdirNlinkAndTimes)
@@ -127,10 +127,10 @@ TEST_F(MsTest, MkdirNlinkAndTimes)
 	mkfile(d, "file");
 	EXPECT_EQ(attr(d).nlink, 3u);
 	struct ms_attr x;
-	EXPECT_EQ(ms_mkdir(ms, &root, 1, "d", 0755, &x), -EEXIST);
-	EXPECT_EQ(ms_mkdir(ms, &root, 1, ".", 0755, &x), -EEXIST);
-	EXPECT_EQ(ms_mkdir(ms, &root, 1, "..", 0755, &x), -EEXIST);
-	EXPECT_EQ(ms_mkdir(ms, &root, 424242, "z", 0755, &x), -ENOENT);
+	EXPECT_EQ(ms_mkdir(ms, &root, 1, "d", 0755, 0, &x), -EEXIST);
+	EXPECT_EQ(ms_mkdir(ms, &root, 1, ".", 0755, 0, &x), -EEXIST);
+	EXPECT_EQ(ms_mkdir(ms, &root, 1, "..", 0755, 0, &x), -EEXIST);
+	EXPECT_EQ(ms_mkdir(ms, &root, 424242, "z", 0755, 0, &x), -ENOENT);
 	/* lookup of . and .. */
 	uint64_t ino;
 	EXPECT_EQ(lookup(d, ".", &ino), 0);
@@ -145,8 +145,8 @@ TEST_F(MsTest, MkdirInsideExistingNameInReadonlyDirIsEexist)
 	struct ms_attr a;
 
 	mkdir_(d, "x");
-	EXPECT_EQ(ms_mkdir(ms, &alice, d, "x", 0755, &a), -EEXIST);
-	EXPECT_EQ(ms_mkdir(ms, &alice, d, "y", 0755, &a), -EACCES);
+	EXPECT_EQ(ms_mkdir(ms, &alice, d, "x", 0755, 0, &a), -EEXIST);
+	EXPECT_EQ(ms_mkdir(ms, &alice, d, "y", 0755, 0, &a), -EACCES);
 }
 
 TEST_F(MsTest, SymlinkReadlink)
@@ -222,7 +222,7 @@ TEST_F(MsTest, UnlinkRmdirErrors)
 	struct ms_attr a;
 	EXPECT_EQ(ms_getattr(ms, d, &a), -ENOENT);
 	/* a removed directory cannot get new entries */
-	EXPECT_EQ(ms_mkdir(ms, &root, d, "x", 0755, &a), -ENOENT);
+	EXPECT_EQ(ms_mkdir(ms, &root, d, "x", 0755, 0, &a), -ENOENT);
 	ASSERT_EQ(ms_unlink(ms, &root, 1, "f"), 0);
 	EXPECT_EQ(ms_getattr(ms, f, &a), -ENOENT);
 }
@@ -303,7 +303,7 @@ TEST_F(MsTest, ConcurrentCreatesInOneDirectory)
 				struct ms_attr a;
 
 				snprintf(name, sizeof(name), "t%d-%d", t, i);
-				EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 1, 0, 0, &a,
+				EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 0, 1, 0, 0, &a,
 						   nullptr), 0);
 			}
 		});

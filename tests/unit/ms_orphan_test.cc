@@ -31,7 +31,7 @@ protected:
 		struct ms_attr a;
 		struct ms_layout l;
 
-		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 1, 1, O_RDWR, &a, h), 0);
+		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 0, 1, 1, O_RDWR, &a, h), 0);
 		EXPECT_EQ(ms_layout(ms, sess, &root, a.ino, 0, 40960, 1, *h, &l), 0);
 		ms_layout_free(&l);
 		return a.ino;

@@ -24,12 +24,12 @@ TEST_F(MsTest, SearchPermissionNeededForLookup)
 	int eof;
 	EXPECT_EQ(ms_readdir(ms, &alice, d, nullptr, 0, 4, ents, &eof), -EACCES);
 	/* x but no w: cannot create or remove */
-	EXPECT_EQ(ms_mkdir(ms, &alice, d, "x", 0755, &a), -EACCES);
+	EXPECT_EQ(ms_mkdir(ms, &alice, d, "x", 0755, 0, &a), -EACCES);
 	EXPECT_EQ(ms_unlink(ms, &alice, d, "f"), -EACCES);
 	/* root bypasses r/w, and x on directories */
 	ASSERT_EQ(chmod_(d, 0, &root), 0);
 	EXPECT_EQ(lookup(d, "f"), 0);
-	EXPECT_EQ(ms_mkdir(ms, &root, d, "x", 0755, &a), 0);
+	EXPECT_EQ(ms_mkdir(ms, &root, d, "x", 0755, 0, &a), 0);
 }
 
 TEST_F(MsTest, GroupClassUsesSupplementaryGroups)
@@ -39,11 +39,11 @@ TEST_F(MsTest, GroupClassUsesSupplementaryGroups)
 	ASSERT_EQ(chown_(d, 0, 101, &root), 0);
 	EXPECT_NE(mkfile(d, "byalice", 0644, &alice), 0u);
 	struct ms_attr a;
-	EXPECT_EQ(ms_mknod(ms, sess, &bob, d, "bybob", 0644, 0, 1, 0, 0, &a, nullptr), -EACCES);
+	EXPECT_EQ(ms_mknod(ms, sess, &bob, d, "bybob", 0644, 0, 0, 1, 0, 0, &a, nullptr), -EACCES);
 	/* the owner class applies even when it grants less than the group class */
 	ASSERT_EQ(chown_(d, 1000, 101, &root), 0);
 	ASSERT_EQ(chmod_(d, 0070, &root), 0);
-	EXPECT_EQ(ms_mknod(ms, sess, &alice, d, "x", 0644, 0, 1, 0, 0, &a, nullptr), -EACCES);
+	EXPECT_EQ(ms_mknod(ms, sess, &alice, d, "x", 0644, 0, 0, 1, 0, 0, &a, nullptr), -EACCES);
 }
 
 TEST_F(MsTest, StickyDirectory)
@@ -198,7 +198,7 @@ TEST_F(MsTest, TruncateNeedsWriteAccessOrWriteHandle)
 	sa.handle = 0;
 	EXPECT_EQ(ms_setattr(ms, sess, &root, d, &sa, &a), -EISDIR);
 	struct ms_attr fifo;
-	ASSERT_EQ(ms_mknod(ms, sess, &root, 1, "p", S_IFIFO | 0666, 0, 1, 0, 0, &fifo, nullptr), 0);
+	ASSERT_EQ(ms_mknod(ms, sess, &root, 1, "p", S_IFIFO | 0666, 0, 0, 1, 0, 0, &fifo, nullptr), 0);
 	EXPECT_EQ(ms_setattr(ms, sess, &root, fifo.ino, &sa, &a), -EINVAL);
 }
 

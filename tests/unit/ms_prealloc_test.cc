@@ -42,7 +42,7 @@ protected:
 		struct ms_layout l;
 		struct ms_range w = { 0, size };
 
-		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 1, 1, O_RDWR, &a, h), 0);
+		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 0, 1, 1, O_RDWR, &a, h), 0);
 		EXPECT_EQ(ms_layout(ms, sess, &root, a.ino, 0, alloc * 4096, 1, *h, &l), 0);
 		ms_layout_free(&l);
 		EXPECT_EQ(ms_commit(ms, sess, &root, a.ino, size, 0, &w, 1, *h, &a), 0);

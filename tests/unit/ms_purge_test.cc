@@ -33,7 +33,7 @@ protected:
 		struct ms_range r = { 0, 40960 };
 		uint64_t fh;
 
-		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 1, 1, O_RDWR, &a, &fh), 0);
+		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, 0644, 0, 0, 1, 1, O_RDWR, &a, &fh), 0);
 		EXPECT_EQ(ms_layout(ms, sess, &root, a.ino, 0, 40960, 1, fh, &l), 0);
 		ms_layout_free(&l);
 		EXPECT_EQ(ms_commit(ms, sess, &root, a.ino, 40960, 0, &r, 1, fh, &a), 0);

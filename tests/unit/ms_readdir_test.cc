@@ -53,7 +53,7 @@ TEST_F(MsTest, ReaddirPageIsCappedAt1024)
 		struct ms_attr a;
 
 		snprintf(n, sizeof(n), "f%05d", i);
-		ASSERT_EQ(ms_mknod(ms, sess, &root, d, n, 0644, 0, 1, 0, 0, &a, nullptr), 0);
+		ASSERT_EQ(ms_mknod(ms, sess, &root, d, n, 0644, 0, 0, 1, 0, 0, &a, nullptr), 0);
 	}
 	EXPECT_EQ(ms_readdir(ms, &root, d, nullptr, 0, 5000, ents.data(), &eof), 1024);
 	EXPECT_EQ(eof, 0);
@@ -75,7 +75,7 @@ TEST_F(MsTest, ReaddirTenThousandWithConcurrentChanges)
 				struct ms_attr a;
 
 				snprintf(n, sizeof(n), "stable-%05d", i);
-				EXPECT_EQ(ms_mknod(ms, sess, &root, d, n, 0644, 0, 1, 0, 0, &a,
+				EXPECT_EQ(ms_mknod(ms, sess, &root, d, n, 0644, 0, 0, 1, 0, 0, &a,
 						   nullptr), 0);
 			}
 		});
@@ -91,7 +91,7 @@ TEST_F(MsTest, ReaddirTenThousandWithConcurrentChanges)
 			const char *pfx[] = { "a-", "stable-0", "stable-5", "z-" };
 
 			snprintf(n, sizeof(n), "%s%d", pfx[i % 4], i);
-			EXPECT_EQ(ms_mknod(ms, sess, &root, d, n, 0644, 0, 1, 0, 0, &a, nullptr), 0);
+			EXPECT_EQ(ms_mknod(ms, sess, &root, d, n, 0644, 0, 0, 1, 0, 0, &a, nullptr), 0);
 			if (i % 3 == 0) {
 				EXPECT_EQ(ms_unlink(ms, &root, d, n), 0);
 			}

@@ -93,11 +93,11 @@ TEST_F(MsStressTest, RandomOperationsKeepInvariants)
 				switch (op) {
 				case 0:
 					ret = ms_mknod(ms, s, cr, p, n1,
-						       rng() % 8 ? S_IFREG | 0666 : (uint32_t)rng(), 0, rng() & 1,
+						       rng() % 8 ? S_IFREG | 0666 : (uint32_t)rng(), 0, 0, rng() & 1,
 						 rng() & 1, (uint32_t)rng() & 0xfff, &a, &h);
 					break;
 				case 1:
-					ret = ms_mkdir(ms, cr, p, n1, rng() % 4 ? 0777 : 01777, &a);
+					ret = ms_mkdir(ms, cr, p, n1, rng() % 4 ? 0777 : 01777, 0, &a);
 					break;
 				case 2:
 					ret = ms_unlink(ms, cr, p, n1);
