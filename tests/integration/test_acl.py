@@ -20,7 +20,6 @@ import rdfswire as w
 from conftest import fuse_only, plain_wire
 from test_permissions import ALICE, BOB, SHARED_GID, create, err, ok, pdir  # noqa: F401
 
-pytestmark = fuse_only("ACLs through the mount (client-lkm/acl.c is not yet run in the qemu guest)")
 
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
@@ -276,6 +275,7 @@ def test_other_mount_sees_acl_changes(other_mount, pdir):
     assert err(BOB, lambda: open(f2, "rb").read()) == errno.EACCES
 
 
+@fuse_only("no_default_permissions is an rdfs-fuse option")
 def test_no_default_permissions_leaves_acls_to_the_metaserver(cluster, pdir):
     """Without default_permissions rdfs-fuse does not ask for FUSE_POSIX_ACL
     (it would turn the kernel's checks on): the ACL xattrs pass through to the
