@@ -304,6 +304,47 @@ def test_rdfs_metrics_prints_what_the_endpoints_serve(mc):
     assert p.returncode == 1 and "404" in p.stderr
 
 
+def test_rdfs_top_shows_the_rates_of_a_workload(mc):
+    """rdfs top's table is the difference over its interval: the creates made
+    while it sampled show as mknod requests at the metaserver and WRITE bytes at
+    an I/O server; a server that does not answer is said to, and is no error."""
+    import threading
+    d = mc.mnt / "top"
+    d.mkdir()
+    stop = threading.Event()
+
+    def work():
+        i = 0
+        while not stop.is_set():
+            with open(d / ("f%d" % i), "wb") as f:
+                f.write(b"z" * 8192)
+            i += 1
+    w = threading.Thread(target=work)
+    w.start()
+    try:
+        p = mc.rdfs("top", "--url", mc.urls["metaserver"], "--url", mc.urls["io0"],
+                    "--url", mc.urls["io1"], "--interval", "1", "--count", "1")
+    finally:
+        stop.set()
+        w.join()
+    rows = {}
+    server = None
+    for line in p.stdout.splitlines():
+        if line.startswith("http://"):
+            server = line.split()[0]
+        elif line.startswith("  ") and not line.strip().startswith("op "):
+            f = line.split()
+            rows[(server, f[0])] = [float(x) for x in f[1:]]
+    assert rows[(mc.urls["metaserver"], "mknod")][0] > 0, p.stdout
+    assert rows[(mc.urls["metaserver"], "mknod")][1] == 0
+    writes = [v for (srv, op), v in rows.items() if op == "write"]
+    assert writes and sum(v[3] for v in writes) > 0, p.stdout     # MiB/s in
+    dead = mc.rdfs("top", "--url", "http://127.0.0.1:1/metrics", "-n", "1", "-d", "0.1")
+    assert "http://127.0.0.1:1/metrics  (no answer)" in dead.stdout
+    bad = mc.rdfs("top", "--interval", "0", check=False)
+    assert bad.returncode == 2 and "--interval" in bad.stderr
+
+
 def test_grafana_dashboard_names_only_metrics_the_servers_serve(mc):
     """deploy/grafana/rdfs.json must not drift from the names the servers use."""
     from conftest import REPO

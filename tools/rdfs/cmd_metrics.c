@@ -7,75 +7,25 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-#include <curl/curl.h>
 
 #include "tool.h"
 
 #define MAX_URLS 32
-/* Refuse an endpoint that sends more than this: a server's page is tens of KiB. */
-#define MAX_BYTES (64u << 20)
-
-struct sink {
-	size_t bytes;
-};
-
-static size_t to_stdout(char *p, size_t size, size_t n, void *arg)
-{
-	struct sink *s = arg;
-
-	s->bytes += n;
-	if (s->bytes > MAX_BYTES)
-		return 0; /* curl fails the transfer: CURLE_WRITE_ERROR */
-	return fwrite(p, size, n, stdout);
-}
-
-/*
- * The URL the configuration implies: [rdfs] metrics_url, else the endpoint
- * the metaserver of this host serves ([metaserver] metrics_listen, else
- * [metrics] listen), a wildcard host read as 127.0.0.1.
- */
-static int default_url(const struct rdfs_config *cfg, char *buf, size_t len)
-{
-	const char *url = config_get(cfg, "rdfs", "metrics_url", NULL);
-	const char *listen, *colon;
-
-	if (url && *url)
-		return snprintf(buf, len, "%s", url) < (int)len ? 0 : -1;
-	listen = config_get(cfg, "metaserver", "metrics_listen",
-			    config_get(cfg, "metrics", "listen", NULL));
-	if (!listen || !*listen || !(colon = strrchr(listen, ':')))
-		return -1;
-	if (colon == listen || !strncmp(listen, "0.0.0.0:", 8) || !strncmp(listen, "[::]:", 5))
-		return snprintf(buf, len, "http://127.0.0.1%s/metrics", colon) < (int)len ? 0 : -1;
-	return snprintf(buf, len, "http://%s/metrics", listen) < (int)len ? 0 : -1;
-}
 
 static int fetch(CURL *c, const char *url, int timeout_ms)
 {
-	struct sink s = { 0 };
-	char err[CURL_ERROR_SIZE] = "";
-	CURLcode rc;
+	char why[CURL_ERROR_SIZE + 64], *body;
+	size_t len;
 
-	curl_easy_reset(c);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, to_stdout);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-	rc = curl_easy_perform(c);
-	fflush(stdout);
-	if (rc != CURLE_OK) {
-		fprintf(stderr, "rdfs metrics: %s: %s\n", url,
-			s.bytes > MAX_BYTES ? "more than 64 MiB: not a metrics page" :
-			err[0]		    ? err :
-					      curl_easy_strerror(rc));
+	if (metrics_get(c, url, timeout_ms, &body, &len, why, sizeof(why))) {
+		fprintf(stderr, "rdfs metrics: %s: %s\n", url, why);
 		return TOOL_FAIL;
 	}
+	fwrite(body, 1, len, stdout);
+	fflush(stdout);
+	free(body);
 	return TOOL_OK;
 }
 
@@ -108,7 +58,7 @@ static int metrics_run(struct tool *t, int argc, char **argv)
 	if (optind != argc)
 		return tool_usage(&tool_cmd_metrics, "unexpected argument");
 	if (n == 0) {
-		if (default_url(t->cfg, def, sizeof(def)))
+		if (metrics_default_url(t->cfg, def, sizeof(def)))
 			return tool_usage(&tool_cmd_metrics,
 					  "no metrics URL: give --url, or set [rdfs] metrics_url "
 					  "or [metrics] listen in the configuration");

@@ -23,7 +23,7 @@
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
 	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_drain, &tool_cmd_rebalance,
-	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, NULL,
+	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, &tool_cmd_top, NULL,
 };
 
 static void usage(FILE *out)

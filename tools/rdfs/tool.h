@@ -51,6 +51,15 @@ extern const struct tool_cmd tool_cmd_setcopies;
 extern const struct tool_cmd tool_cmd_drain;
 extern const struct tool_cmd tool_cmd_rebalance;
 extern const struct tool_cmd tool_cmd_metrics;
+extern const struct tool_cmd tool_cmd_top;
+
+/* metrics_fetch.c: for `rdfs metrics` and `rdfs top` */
+#include <curl/curl.h>
+/* The metrics URL the configuration implies (see `rdfs metrics --help`); 0 or -1. */
+int metrics_default_url(const struct rdfs_config *cfg, char *buf, size_t len);
+/* GET @url into *@body (NUL-terminated, malloc'd); 0, or -1 with @why said. */
+int metrics_get(CURL *c, const char *url, int timeout_ms, char **body, size_t *len,
+		char *why, size_t whylen);
 
 /*
  * Resolve an absolute rdfs path ("/dir/file", relative to the root of the rdfs
