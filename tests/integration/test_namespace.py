@@ -324,6 +324,45 @@ def test_rdfs_status_lists_both_servers(cluster):
     assert df.returncode == 0 and df.stdout.strip()
 
 
+def test_rdfs_json_listings_match_the_mount(cluster, workdir, other_mount):
+    """rdfs status, df and ls --json parse, and say what the mount says: every
+    I/O server, the space statfs reports, each entry's type and attributes
+    (names that are not UTF-8 or need escaping still give valid JSON)."""
+    import json
+    st = json.loads(cluster.rdfs("status", "--json").stdout)
+    ports = sorted(int(s["url"].rsplit(":", 1)[1]) for s in st["servers"])
+    assert ports == sorted(cluster.ioserver_port(i) for i in range(cluster.n_io))
+    assert all(s["state"] == "up" and s["capacity_bytes"] ==
+               s["used_bytes"] + s["free_bytes"] for s in st["servers"])
+    df = json.loads(cluster.rdfs("df", "--json").stdout)
+    vfs = os.statvfs(other_mount)
+    assert df["size_bytes"] == vfs.f_blocks * vfs.f_frsize
+    assert df["inodes"] == vfs.f_files
+    os.mkdir(workdir / "sub", 0o711)
+    with open(workdir / "data", "wb") as f:
+        f.write(b"d" * 12345)
+    os.symlink("data", workdir / "ln")
+    odd = os.fsencode(str(workdir)) + b"/q\"\\\x01\xff\xc3\xa9"
+    os.close(os.open(odd, os.O_CREAT | os.O_WRONLY, 0o600))
+    rel = "/" + workdir.name
+    ls = json.loads(cluster.rdfs("ls", "-l", "--json", rel).stdout)
+    assert ls["path"] == rel
+    got = {e["name"]: e for e in ls["entries"]}
+    assert got["sub"]["type"] == "dir" and got["sub"]["mode"] == 0o711
+    assert got["data"]["type"] == "file" and got["data"]["size"] == 12345
+    assert got["ln"]["type"] == "symlink"
+    for name in ("sub", "data", "ln"):
+        p = os.lstat(other_mount / workdir.name / name)
+        e = got[name]
+        assert (e["ino"], e["nlink"], e["uid"], e["gid"], e["mtime_ns"]) == \
+            (p.st_ino, p.st_nlink, p.st_uid, p.st_gid, p.st_mtime_ns), name
+    # quote, backslash and a control byte escaped; a byte that is not UTF-8 as
+    # \u00ff; the UTF-8 "\xc3\xa9" as itself (U+00E9)
+    assert 'q"\\\x01\xff\xe9' in got
+    short = json.loads(cluster.rdfs("ls", "--json", rel).stdout)["entries"]
+    assert sorted(e["name"] for e in short) == sorted(got) and "size" not in short[0]
+
+
 # ------------------------------------------------------------------ times
 def test_ctime_mtime_updates(workdir, other_mount):
     """POSIX's time updates, seen through a mount without an attribute cache."""

@@ -12,21 +12,59 @@
 #include "frame.h"
 #include "tool.h"
 
+static void print_json(const struct tool *t, const struct rdfs_server_info *srv, int n,
+		       const struct rdfs_copies_status *cs)
+{
+	printf("{\"metaserver\": ");
+	tool_json_str(t->metaserver);
+	printf(", \"servers\": [");
+	for (int i = 0; i < n; i++) {
+		uint64_t cap = srv[i].capacity_blocks * RDFS_BLOCK_SIZE;
+		uint64_t free_b = srv[i].free_blocks * RDFS_BLOCK_SIZE;
+
+		printf("%s{\"id\": %u, \"name\": ", i ? ", " : "", srv[i].id);
+		tool_json_str(srv[i].name);
+		printf(", \"url\": ");
+		tool_json_str(srv[i].url);
+		printf(", \"state\": \"%s\", \"capacity_bytes\": %llu, \"used_bytes\": %llu, "
+		       "\"free_bytes\": %llu, \"domain\": ",
+		       srv[i].draining ? "drain" : srv[i].up ? "up" : "down",
+		       (unsigned long long)cap, (unsigned long long)(cap > free_b ? cap - free_b : 0),
+		       (unsigned long long)free_b);
+		tool_json_str(srv[i].domain);
+		printf("}");
+	}
+	printf("]");
+	if (cs)
+		printf(", \"copies\": {\"passes\": %llu, \"chunks_under\": %llu, "
+		       "\"chunks_building\": %llu, \"chunks_lost\": %llu, \"bytes_rebuilt\": %llu, "
+		       "\"rebalancing\": %s}",
+		       (unsigned long long)cs->passes, (unsigned long long)cs->chunks_under,
+		       (unsigned long long)cs->chunks_building, (unsigned long long)cs->chunks_lost,
+		       (unsigned long long)cs->bytes_rebuilt, cs->rebalancing ? "true" : "false");
+	printf("}\n");
+}
+
 static int status_run(struct tool *t, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rdfs_copies_status cs;
 	struct rdfs_server_info *srv = NULL;
-	int n, max = 64, i, opt, up = 0;
+	int n, max = 64, i, opt, up = 0, json = 0;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
 		if (opt == 'h') {
 			printf("%s", tool_cmd_status.help);
 			return TOOL_OK;
+		}
+		if (opt == 'j') {
+			json = 1;
+			continue;
 		}
 		return tool_usage(&tool_cmd_status, "unknown option");
 	}
@@ -46,6 +84,11 @@ static int status_run(struct tool *t, int argc, char **argv)
 		if (n <= max)
 			break;
 		max = n;
+	}
+	if (json) {
+		print_json(t, srv, n, rdfs_copies_status(t->client, &cs) == 0 ? &cs : NULL);
+		free(srv);
+		return TOOL_OK;
 	}
 	printf("metaserver %s\n", t->metaserver);
 	printf("%4s  %-16s  %-28s  %-5s  %9s  %9s  %9s  %4s  %s\n", "ID", "NAME", "URL", "STATE",
@@ -92,11 +135,11 @@ static int status_run(struct tool *t, int argc, char **argv)
 
 const struct tool_cmd tool_cmd_status = {
 	.name = "status",
-	.args = "",
+	.args = "[--json]",
 	.summary = "list the I/O servers: id, name, URL, up/down, capacity, used, free",
 	.run = status_run,
 	.help =
-	"usage: rdfs status\n"
+	"usage: rdfs status [--json]\n"
 	"\n"
 	"Print one line per I/O server registered with the metaserver: its id, name,\n"
 	"URL, whether it is connected to the metaserver now (up) or not (down), and\n"
@@ -111,5 +154,10 @@ const struct tool_cmd tool_cmd_status = {
 	"its chunks are copied again elsewhere.\n"
 	"\n"
 	"While an rdfs rebalance is under way, one more line says how much it moved\n"
-	"and how many servers are still outside its band.\n",
+	"and how many servers are still outside its band.\n"
+	"\n"
+	"  --json   one JSON object instead: {\"metaserver\", \"servers\": [{\"id\", \"name\",\n"
+	"           \"url\", \"state\" (up|down|drain), \"capacity_bytes\", \"used_bytes\",\n"
+	"           \"free_bytes\", \"domain\"}], \"copies\": {\"passes\", \"chunks_under\",\n"
+	"           \"chunks_building\", \"chunks_lost\", \"bytes_rebuilt\", \"rebalancing\"}}\n",
 };

@@ -76,6 +76,10 @@ int tool_percent(uint64_t used, uint64_t total);
 void tool_mode_string(mode_t mode, char out[11]);
 
 /* Print "rdfs CMD: WHAT: strerror(-err)" to stderr; returns TOOL_FAIL. */
+/* @s as a JSON string literal on stdout (bytes that are not UTF-8 as \u00XX). */
+void tool_json_str(const char *s);
+/* "file", "dir", "symlink", ... for JSON listings. */
+const char *tool_type_name(mode_t mode);
 int tool_error(const char *cmd, const char *what, int err);
 /* Print a usage error for CMD and return TOOL_USAGE. */
 int tool_usage(const struct tool_cmd *cmd, const char *msg);
