@@ -215,8 +215,8 @@ test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
 	RDFS_BUILD=$(BUILD) tests/vm/run-suite
 
 # The packages of make deb installed into the guest with dpkg and run from
-# there (tests/vm/guest/checks/deb-install). Not in test-vm: it takes about
-# 13 minutes, 8 of them dkms compiling the module in the guest (TCG).
+# there (tests/vm/guest/checks/deb-install). Not in test-vm: it takes 7 to 13
+# minutes, 4 to 8 of them dkms compiling the module in the guest (TCG).
 # DEB_BUILT=1: the packages of an earlier make deb (make test's).
 test-vm-deb: $(if $(DEB_BUILT),,deb)
 	@deploy/install-deps --vm --deb
