@@ -3,9 +3,12 @@
 #   make            build everything into build/
 #   make test       install dependencies, build, run unit + integration tests
 #   make demo       install dependencies, build, run a local cluster + workload
-#   make install    install programs, mount helpers, config template and, if built
-#                   (make lkm), the kernel module (PREFIX, DESTDIR; make install-lkm)
+#   make install    install programs, mount helpers, config template, systemd units
+#                   and, if built (make lkm), the kernel module (PREFIX, DESTDIR,
+#                   UNITDIR; make install-lkm)
+#   make deb        Debian packages into build/deb/ (debhelper), checked by lintian
 #   make test-vm    the qemu guest suite alone (RDMA over Soft-RoCE, kernel client)
+#   make test-vm-deb  make deb, then the packages installed and run in the guest
 #   make bench      side-by-side comparison (bench/compare; FULL=1 for the long matrix)
 #   make bench-sweep  request-size sweep against one I/O server (QUICK=1: short)
 #   make bench-vm   RDMA benchmarks inside the qemu guest
@@ -15,6 +18,8 @@
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
+# Where `make install` puts the servers' systemd units (packages: /lib/systemd/system).
+UNITDIR ?= /etc/systemd/system
 CC      ?= gcc
 CXX     ?= g++
 
@@ -57,11 +62,14 @@ LIBMS     := $(BUILD)/lib/libmetaserver.a
 LIBIOS    := $(BUILD)/lib/libioserver.a
 LIBBENCH  := $(BUILD)/lib/libbench.a
 
+HELPER_SRCS := $(wildcard client-lkm/helper/*.c)
+
 BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdfs-fuse \
         $(BUILD)/bin/rdfs $(BUILD)/bin/rdfs-bench \
-        $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep)
+        $(if $(SWEEP_SRCS),$(BUILD)/bin/rdfs-sweep) \
+        $(BUILD)/bin/rdfs-lkm-helper
 
-.PHONY: all deps test test-unit test-integration test-integration-tls test-vm demo install clean \
+.PHONY: all man deb deps test test-unit test-integration test-integration-tls test-vm test-vm-deb demo install clean \
         bench bench-sweep bench-meta-scale bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
         test-fuzz test-integration-san test-tsan check-format check-lkm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
@@ -71,8 +79,11 @@ $(PB_C) $(PB_H): $(PROTO)
 	protoc-c --c_out=$(GEN) --proto_path=proto $(PROTO)
 
 ALL_C := $(LIB_SRCS) $(CLIENT_SRCS) $(MS_SRCS) $(IOS_SRCS) $(FUSE_SRCS) $(TOOL_SRCS) \
-         metaserver/main.c ioserver/main.c $(wildcard bench/ior/*.c) $(SWEEP_SRCS)
+         metaserver/main.c ioserver/main.c $(wildcard bench/ior/*.c) $(SWEEP_SRCS) \
+         $(HELPER_SRCS)
 $(call obj,$(ALL_C)): $(PB_H)
+# The kernel client's helper also sees the module's device ABI.
+$(call obj,$(HELPER_SRCS)): CPPFLAGS += -Iclient-lkm
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -116,9 +127,36 @@ $(BUILD)/bin/rdfs-bench: $(call obj,$(wildcard bench/ior/main.c)) $(LIBBENCH) $(
 $(BUILD)/bin/rdfs-sweep: $(call obj,$(SWEEP_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+# The kernel client's user-space helper (also built by `make lkm` into build/lkm,
+# beside the module): needs no kernel headers, so packages build it here.
+$(BUILD)/bin/rdfs-lkm-helper: $(call obj,$(HELPER_SRCS)) $(LIBCLIENT) $(LIBRDFS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@
+
+# ---------------------------------------------------------------- manual pages
+# Made from each program's --help (laid out as a manual page already) by
+# deploy/help2roff; `make install` installs them.
+VERSION  := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog 2>/dev/null)
+MAN1     := rdfs-fuse rdfs rdfs-bench
+MAN8     := rdfs-metaserver rdfs-ioserver rdfs-lkm-helper mount.fuse.rdfs
+MANPAGES := $(patsubst %,$(BUILD)/man/%.1,$(MAN1)) $(patsubst %,$(BUILD)/man/%.8,$(MAN8)) \
+            $(BUILD)/man/mount.rdfs.8
+HELP2ROFF = deploy/help2roff --source "rdfs $(VERSION)" \
+	$(if $(filter mount.fuse.rdfs,$*),--summary "mount(8) helper for rdfs over FUSE")
+man: $(MANPAGES)
+$(BUILD)/man/%.1: $(BUILD)/bin/% deploy/help2roff
+	@mkdir -p $(dir $@)
+	$(HELP2ROFF) --section 1 $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/man/%.8: $(BUILD)/bin/% deploy/help2roff
+	@mkdir -p $(dir $@)
+	$(HELP2ROFF) --section 8 $< > $@.tmp && mv $@.tmp $@
+# mount.rdfs runs rdfs-lkm-helper, whose page covers both.
+$(BUILD)/man/mount.rdfs.8:
+	@mkdir -p $(dir $@)
+	echo '.so man8/rdfs-lkm-helper.8' > $@
 
 # ---------------------------------------------------------------- unit tests
 # One googletest binary per part, so each links only the part it tests.
@@ -171,11 +209,22 @@ test: deps
 	$(MAKE) test-integration-san
 	$(MAKE) lkm
 	$(MAKE) check-lkm
+	$(MAKE) deb
 	$(MAKE) test-vm
+	$(MAKE) test-vm-deb DEB_BUILT=1
 
 test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
 	@deploy/install-deps --vm
 	RDFS_BUILD=$(BUILD) tests/vm/run-suite
+
+# The packages of make deb installed into the guest with dpkg and run from
+# there (tests/vm/guest/checks/deb-install). Not in test-vm: it takes 7 to 13
+# minutes, 4 to 8 of them dkms compiling the module in the guest (TCG).
+# DEB_BUILT=1: the packages of an earlier make deb (make test's).
+test-vm-deb: $(if $(DEB_BUILT),,deb)
+	@deploy/install-deps --vm --deb
+	tests/vm/run --timeout 1500 --env RDFS_DEB_DIR=$(abspath $(DEB_DIR)) \
+		tests/vm/guest/checks/deb-install
 
 bench-sweep: all
 	RDFS_BIN=$(BUILD)/bin bench/sweep/run $(if $(QUICK),--quick)
@@ -349,13 +398,20 @@ demo: deps
 	$(MAKE) all
 	deploy/demo
 
-install: all
+# The units name the programs under /usr/local/bin; installed, they name $(PREFIX)/bin.
+install: all man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin $(DESTDIR)/etc/rdfs
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(filter %.1,$(MANPAGES)) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(filter %.8,$(MANPAGES)) $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0755 deploy/mount.fuse.rdfs $(DESTDIR)/sbin/mount.fuse.rdfs
+	install -m 0755 client-lkm/mount.rdfs $(DESTDIR)/sbin/mount.rdfs
 	test -e $(DESTDIR)/etc/rdfs/rdfs.conf || install -m 0644 deploy/rdfs.conf.example $(DESTDIR)/etc/rdfs/rdfs.conf
-	install -d $(DESTDIR)/etc/systemd/system
-	install -m 0644 deploy/systemd/*.service $(DESTDIR)/etc/systemd/system/
+	install -d $(DESTDIR)$(UNITDIR)
+	for u in deploy/systemd/*.service; do \
+		sed 's|/usr/local/bin/|$(PREFIX)/bin/|g' $$u > $(DESTDIR)$(UNITDIR)/$${u##*/} && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; done
 	@if [ -f $(BUILD)/lkm/rdfs.ko ]; then $(MAKE) --no-print-directory install-lkm; \
 	else echo "make install: kernel client not built (make lkm), not installed"; fi
 
@@ -371,6 +427,26 @@ install-lkm:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin
 	install -m 0755 $(BUILD)/lkm/rdfs-lkm-helper $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 client-lkm/mount.rdfs $(DESTDIR)/sbin/mount.rdfs
+
+# Debian packages (debian/): the tree's files (git's, tracked or not ignored,
+# as they are now) are copied to $(DEB_DIR)/rdfs-VERSION and built there with
+# dpkg-buildpackage (no root needed), so the .debs, the .dsc and the source
+# tarball land in $(DEB_DIR); then lintian checks them all and fails on any
+# error or warning (the overrides in debian/*.lintian-overrides say why).
+DEB_DIR ?= $(BUILD)/deb
+deb:
+	@deploy/install-deps --deb
+	@test -n "$(VERSION)" || { echo "make deb: no version in debian/changelog" >&2; exit 1; }
+	@git ls-files --error-unmatch debian/changelog >/dev/null 2>&1 || { echo "make deb: \
+	not in a git checkout of rdfs (in an unpacked source package: dpkg-buildpackage)" >&2; \
+	exit 1; }
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/rdfs-$(VERSION)
+	git ls-files -z -c -o --exclude-standard | \
+		tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(DEB_DIR)/rdfs-$(VERSION)
+	cd $(DEB_DIR)/rdfs-$(VERSION) && dpkg-buildpackage -us -uc -j$(JOBS)
+	lintian --fail-on error,warning --display-info --pedantic \
+		$(DEB_DIR)/rdfs_$(VERSION)_$$(dpkg --print-architecture).changes
+	@ls -l $(DEB_DIR)/*.deb
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-san

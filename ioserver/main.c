@@ -399,8 +399,12 @@ static int open_volume(const struct rdfs_config *cfg, struct volume **vol)
 	case 0:
 		break;
 	case -ENOENT:
-		startup_error("cannot open volume %s: %s (give --create-size to create it)",
-			      path, strerror(ENOENT));
+		if (o.create_size)
+			startup_error("cannot create volume %s: its directory does not exist",
+				      path);
+		else
+			startup_error("cannot open volume %s: %s (give --create-size to create it)",
+				      path, strerror(ENOENT));
 		return EXIT_FAIL;
 	case -EMEDIUMTYPE:
 		startup_error("volume %s has no rdfs superblock; refusing to use it "
