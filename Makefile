@@ -211,7 +211,6 @@ test: deps
 	$(MAKE) check-lkm
 	$(MAKE) deb
 	$(MAKE) test-vm
-	$(MAKE) test-vm-deb DEB_BUILT=1
 
 test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
 	@deploy/install-deps --vm
