@@ -74,7 +74,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
         test-fuzz test-integration-san test-tsan check-format check-lkm
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
 
-$(PB_C) $(PB_H): $(PROTO)
+$(PB_C) $(PB_H) &: $(PROTO)
 	@mkdir -p $(GEN)
 	protoc-c --c_out=$(GEN) --proto_path=proto $(PROTO)
 
