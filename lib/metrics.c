@@ -30,9 +30,9 @@ struct metric {
 	struct metric *next;
 	enum family_kind kind;
 	enum metrics_type ctype; /* FAM_COLLECTOR: how it is declared */
-	const char *name;
+	char *name;		 /* a copy: the registry may outlive the caller's */
 	const char *help;
-	struct metrics_dim d1, d2; /* n == 0: no such dimension */
+	struct metrics_dim d1, d2; /* n == 0: no such dimension; values copied */
 	unsigned int flags;
 	unsigned int ncells;   /* d1.n * d2.n, at least 1 */
 	_Atomic uint64_t *u;   /* counters; histograms: ncells * (nbounds + 1) buckets */
@@ -69,6 +69,33 @@ struct metrics *metrics_new(void)
 	return r;
 }
 
+static void family_free(struct metric *m)
+{
+	free(m->u);
+	free(m->s);
+	free(m->sum);
+	free(m->name);
+	free((void *)m->d1.values);
+	free((void *)m->d2.values);
+	free(m);
+}
+
+/*
+ * Copy of @d's table of values (the strings stay the caller's: static), so a
+ * table that lives in the caller's struct may go before the registry does.
+ */
+static int dim_copy(struct metrics_dim *to, const struct metrics_dim *d)
+{
+	const char **v = malloc(d->n * sizeof(*v));
+
+	if (!v)
+		return -1;
+	memcpy(v, d->values, d->n * sizeof(*v));
+	*to = *d;
+	to->values = v;
+	return 0;
+}
+
 void metrics_free(struct metrics *r)
 {
 	struct metric *m, *next;
@@ -77,10 +104,7 @@ void metrics_free(struct metrics *r)
 		return;
 	for (m = r->head; m; m = next) {
 		next = m->next;
-		free(m->u);
-		free(m->s);
-		free(m->sum);
-		free(m);
+		family_free(m);
 	}
 	pthread_mutex_destroy(&r->mu);
 	free(r);
@@ -128,12 +152,12 @@ static struct metric *family_add(struct metrics *r, enum family_kind kind, const
 	if (!m)
 		return NULL;
 	m->kind = kind;
-	m->name = name;
+	m->name = strdup(name);
 	m->help = help;
-	if (d1)
-		m->d1 = *d1;
-	if (d2)
-		m->d2 = *d2;
+	if (!m->name || (d1 && dim_copy(&m->d1, d1)) || (d2 && dim_copy(&m->d2, d2))) {
+		family_free(m);
+		return NULL;
+	}
 	m->ncells = (d1 ? d1->n : 1) * (d2 ? d2->n : 1);
 	return m;
 }
@@ -150,10 +174,7 @@ static struct metric *family_link(struct metrics *r, struct metric *m)
 	for (o = r->head; o; o = o->next) {
 		if (!strcmp(o->name, m->name)) {
 			pthread_mutex_unlock(&r->mu);
-			free(m->u);
-			free(m->s);
-			free(m->sum);
-			free(m);
+			family_free(m);
 			return NULL;
 		}
 	}
@@ -177,7 +198,7 @@ struct metric *metrics_counter(struct metrics *r, const char *name, const char *
 	m->flags = flags;
 	m->u = calloc(m->ncells, sizeof(*m->u));
 	if (!m->u) {
-		free(m);
+		family_free(m);
 		return NULL;
 	}
 	return family_link(r, m);
@@ -192,7 +213,7 @@ struct metric *metrics_gauge(struct metrics *r, const char *name, const char *he
 		return NULL;
 	m->s = calloc(m->ncells, sizeof(*m->s));
 	if (!m->s) {
-		free(m);
+		family_free(m);
 		return NULL;
 	}
 	return family_link(r, m);
@@ -219,9 +240,7 @@ struct metric *metrics_histogram(struct metrics *r, const char *name, const char
 	m->u = calloc((size_t)m->ncells * (nbounds + 1), sizeof(*m->u));
 	m->sum = calloc(m->ncells, sizeof(*m->sum));
 	if (!m->u || !m->sum) {
-		free(m->u);
-		free(m->sum);
-		free(m);
+		family_free(m);
 		return NULL;
 	}
 	return family_link(r, m);

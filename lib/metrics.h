@@ -19,7 +19,8 @@
  * may count it in _sum and not yet in _count: Prometheus tolerates that.
  * Every update function does nothing when given a NULL family, so code with
  * metrics off calls them unconditionally. The registry owns its families;
- * dimensions, names and help texts must outlive it (static strings).
+ * label strings and help texts must outlive it (static strings); family names and
+ * dimensions' tables of values are copied.
  */
 #ifndef RDFS_METRICS_H
 #define RDFS_METRICS_H
