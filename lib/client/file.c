@@ -166,7 +166,7 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 	req.parent = parent;
 	req.name = (char *)name;
 	req.mode = mode;
-	req.umask = cr->umask;
+	req.umask = cr ? cr->umask : 0;
 	req.exclusive = !!(flags & O_EXCL);
 	req.open = 1;
 	req.open_flags = flags;

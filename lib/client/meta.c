@@ -185,7 +185,7 @@ int rdfs_mknod(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t paren
 	req.parent = parent;
 	req.name = (char *)name;
 	req.mode = mode;
-	req.umask = cr->umask;
+	req.umask = cr ? cr->umask : 0;
 	req.rdev = rdev;
 	req.exclusive = 1;
 	return entry_call(c, RDFS_OP_MKNOD, &req.base, 0, st);
@@ -205,7 +205,7 @@ int rdfs_mkdir(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t paren
 	req.parent = parent;
 	req.name = (char *)name;
 	req.mode = mode;
-	req.umask = cr->umask;
+	req.umask = cr ? cr->umask : 0;
 	return entry_call(c, RDFS_OP_MKDIR, &req.base, 0, st);
 }
 

@@ -256,3 +256,26 @@ TEST_F(ClientNs, ReaddirPlusCarriesEachEntrysAttributes)
 }
 
 } // namespace
+
+namespace {
+
+// A NULL credential is root's (rdfs-sweep, rdfs-bench -a RDFS use it): every
+// call that takes one accepts it, including those that carry the umask.
+TEST_F(ClientNs, NullCredIsRootForEveryCreate)
+{
+	struct stat st;
+	struct rdfs_file *f = nullptr;
+
+	ASSERT_EQ(rdfs_mkdir(c, nullptr, RDFS_ROOT_INO, "nullcred", 0755, &st), 0);
+	uint64_t dir = st.st_ino;
+	EXPECT_EQ(st.st_uid, 0u);
+	ASSERT_EQ(rdfs_create(c, nullptr, dir, "f", 0644, O_WRONLY | O_EXCL, &st, &f), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0644u);
+	EXPECT_EQ(rdfs_release(f), 0);
+	ASSERT_EQ(rdfs_mknod(c, nullptr, dir, "n", S_IFREG | 0600, 0, &st), 0);
+	EXPECT_EQ(st.st_mode & 07777, 0600u);
+	ASSERT_EQ(rdfs_symlink(c, nullptr, dir, "l", "f", &st), 0);
+	EXPECT_EQ(rdfs_unlink(c, nullptr, dir, "l"), 0);
+}
+
+} // namespace
