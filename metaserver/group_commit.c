@@ -54,11 +54,9 @@ static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
 	*n = 1;
 	if (group->next) {
 		all = leveldb_writebatch_create();
-		for (w = group; w; w = w->next)
-			leveldb_writebatch_append(all, w->b);
 		*n = 0;
-		for (w = group; w; w = w->next)
-			(*n)++;
+		for (w = group; w; w = w->next, (*n)++)
+			leveldb_writebatch_append(all, w->b);
 	}
 	leveldb_write(ms->db, ms->wsync, all, &err);
 	if (all != group->b)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import pytest
 
-from conftest import _cluster_root, _remove, _stop, wait_until
-from test_metrics import MetricsCluster, scrape, value
+from conftest import _stop, wait_until
+from test_metrics import metrics_cluster, scrape, value
 
 TASKS = 4
 FILES = 150
@@ -31,13 +31,7 @@ for i in range(n):
 
 @pytest.fixture
 def gc_cluster():
-    c = MetricsCluster(_cluster_root("gc"), 2)
-    try:
-        c.up()
-    except BaseException:
-        c.down()
-        _remove(c)
-        raise
+    c = metrics_cluster("gc")
     yield c
     _stop(c)
 

@@ -153,15 +153,21 @@ class MetricsCluster(Cluster):
             self.urls = json.load(f)["metrics_urls"]
 
 
-@pytest.fixture(scope="module")
-def mc():
-    c = MetricsCluster(_cluster_root("metrics"), 2)
+def metrics_cluster(kind):
+    """A started MetricsCluster (stopped with _stop); nothing left if it fails."""
+    c = MetricsCluster(_cluster_root(kind), 2)
     try:
         c.up()
     except BaseException:
         c.down()
         _remove(c)
         raise
+    return c
+
+
+@pytest.fixture(scope="module")
+def mc():
+    c = metrics_cluster("metrics")
     yield c
     _stop(c)
 
