@@ -125,15 +125,6 @@ void ms_session_squash(struct ms_session *s, struct ms_squash *out)
 	pthread_mutex_unlock(&s->mu);
 }
 
-void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *ngroups)
-{
-	if (sq->mode == MS_SQUASH_ALL || (sq->mode == MS_SQUASH_ROOT && *uid == 0)) {
-		*uid = sq->anonuid;
-		*gid = sq->anongid;
-		*ngroups = 0;
-	}
-}
-
 const char *ms_session_identity(const struct ms_session *s)
 {
 	return s->identity;

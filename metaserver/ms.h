@@ -117,17 +117,45 @@ int ms_open(const struct ms_options *o, struct ms **out, char *err, size_t errle
 void ms_close(struct ms *ms);
 
 /*
- * What the metaserver does to the uid and gid a client sends (NFS's
- * root_squash/all_squash with anonuid/anongid): applied to every request of a
- * session, whatever the request says.
+ * What the metaserver does to the uids and gids a client node sends (NFS's
+ * root_squash/all_squash with anonuid/anongid, then Lustre nodemap's id maps):
+ * applied to every request of a session, whatever the request says, and
+ * mapped back in the ids its replies carry (metaserver/idmap.c).
  */
 enum ms_squash_mode { MS_SQUASH_NONE = 0, MS_SQUASH_ROOT = 1, MS_SQUASH_ALL = 2 };
+#define MS_IDMAP_MAX 16
+/* Client ids [client, client + count) are file-system ids [fs, fs + count). */
+struct ms_idmap {
+	uint8_t gid;			/* 0: uids, 1: gids */
+	uint32_t client, fs, count;
+};
 struct ms_squash {
 	enum ms_squash_mode mode;
 	uint32_t anonuid, anongid;
+	/* an id no map covers: 0 kept as sent, 1 acts as anonuid/anongid */
+	uint8_t unmapped_squash;
+	uint8_t nmaps;
+	struct ms_idmap maps[MS_IDMAP_MAX];
 };
-/* Apply @sq to @uid/@gid/@ngroups in place. */
-void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *ngroups);
+/*
+ * Apply @sq to a request's @uid/@gid and its @ngroups supplementary @groups
+ * in place: squash, else map each id.
+ */
+void ms_squash_apply(const struct ms_squash *sq, uint32_t *uid, uint32_t *gid, uint32_t *groups,
+		     uint32_t *ngroups);
+/* One id of a request (chown, an ACL entry): a uid if !@gid. */
+uint32_t ms_idmap_in(const struct ms_squash *sq, int gid, uint32_t id);
+/* One file-system id as the node sees it (attributes, ACL entries in replies). */
+uint32_t ms_idmap_out(const struct ms_squash *sq, int gid, uint32_t id);
+/* Does @sq map any id back (else replies go out as they are)? */
+int ms_idmap_active(const struct ms_squash *sq);
+/* 0 if @sq is a policy the metaserver takes, else -EINVAL (overlaps, bad counts). */
+int ms_squash_check(const struct ms_squash *sq);
+/*
+ * Rewrite the ids of a system.posix_acl_* xattr @value (its named user and
+ * group entries) in place: to file-system ids (@in) or back to the node's.
+ */
+void ms_idmap_acl_xattr(const struct ms_squash *sq, int in, void *value, size_t len);
 
 /*
  * A session is one peer connection: the identity its key proved (auth.h:

@@ -20,8 +20,14 @@
 #include "log.h"
 #include "ms_int.h"
 
-/* value: generation (4), revoked (1), squash mode (1), anonuid (4), anongid (4) */
-#define NODE_VAL_LEN	14
+/*
+ * value: generation (4), revoked (1), squash mode (1), anonuid (4), anongid (4);
+ * since id maps: unmapped squash (1), map count (1), then per map gid (1),
+ * client (4), fs (4), count (4). A record of 14 bytes has no maps.
+ */
+#define NODE_VAL_OLD	14
+#define NODE_MAP_LEN	13
+#define NODE_VAL_MAX	(NODE_VAL_OLD + 2 + MS_IDMAP_MAX * NODE_MAP_LEN)
 
 static size_t node_key(uint8_t *k, const char *name)
 {
@@ -32,25 +38,54 @@ static size_t node_key(uint8_t *k, const char *name)
 	return 1 + l;
 }
 
-static void node_encode(const struct ms_node *n, uint8_t *v)
+/* Returns the value's length. */
+static size_t node_encode(const struct ms_node *n, uint8_t *v)
 {
+	const struct ms_squash *sq = &n->squash;
+	uint8_t *p = v + NODE_VAL_OLD + 2;
+
 	put_le32(v, n->generation);
 	v[4] = (uint8_t)n->revoked;
-	v[5] = (uint8_t)n->squash.mode;
-	put_le32(v + 6, n->squash.anonuid);
-	put_le32(v + 10, n->squash.anongid);
+	v[5] = (uint8_t)sq->mode;
+	put_le32(v + 6, sq->anonuid);
+	put_le32(v + 10, sq->anongid);
+	v[14] = sq->unmapped_squash;
+	v[15] = sq->nmaps;
+	for (int i = 0; i < sq->nmaps; i++, p += NODE_MAP_LEN) {
+		p[0] = sq->maps[i].gid;
+		put_le32(p + 1, sq->maps[i].client);
+		put_le32(p + 5, sq->maps[i].fs);
+		put_le32(p + 9, sq->maps[i].count);
+	}
+	return (size_t)(p - v);
 }
 
 static int node_decode(const uint8_t *v, size_t len, struct ms_node *n)
 {
-	if (len != NODE_VAL_LEN || v[4] > 1 || v[5] > MS_SQUASH_ALL)
+	struct ms_squash *sq = &n->squash;
+	const uint8_t *p = v + NODE_VAL_OLD + 2;
+
+	if (len < NODE_VAL_OLD || v[4] > 1 || v[5] > MS_SQUASH_ALL)
 		return -EIO;
 	n->generation = get_le32(v);
 	n->revoked = v[4];
-	n->squash.mode = (enum ms_squash_mode)v[5];
-	n->squash.anonuid = get_le32(v + 6);
-	n->squash.anongid = get_le32(v + 10);
-	return 0;
+	sq->mode = (enum ms_squash_mode)v[5];
+	sq->anonuid = get_le32(v + 6);
+	sq->anongid = get_le32(v + 10);
+	if (len == NODE_VAL_OLD)
+		return 0;
+	if (len < NODE_VAL_OLD + 2 || v[15] > MS_IDMAP_MAX ||
+	    len != NODE_VAL_OLD + 2 + (size_t)v[15] * NODE_MAP_LEN)
+		return -EIO;
+	sq->unmapped_squash = v[14];
+	sq->nmaps = v[15];
+	for (int i = 0; i < sq->nmaps; i++, p += NODE_MAP_LEN) {
+		sq->maps[i].gid = p[0];
+		sq->maps[i].client = get_le32(p + 1);
+		sq->maps[i].fs = get_le32(p + 5);
+		sq->maps[i].count = get_le32(p + 9);
+	}
+	return ms_squash_check(sq) ? -EIO : 0;
 }
 
 /* Caller holds t->mu. */
@@ -120,12 +155,12 @@ void nodes_destroy(struct ms_nodes *t)
 
 static int node_store(struct ms *ms, const struct ms_node *n)
 {
-	uint8_t k[1 + MS_NODE_NAME_MAX], v[NODE_VAL_LEN];
+	uint8_t k[1 + MS_NODE_NAME_MAX], v[NODE_VAL_MAX];
 	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	size_t vl = node_encode(n, v);
 	int ret;
 
-	node_encode(n, v);
-	leveldb_writebatch_put(b, (char *)k, node_key(k, n->name), (char *)v, sizeof(v));
+	leveldb_writebatch_put(b, (char *)k, node_key(k, n->name), (char *)v, vl);
 	ret = ns_write(ms, b);
 	leveldb_writebatch_destroy(b);
 	return ret;
@@ -142,7 +177,7 @@ int ms_node_set(struct ms *ms, struct ms_session *s, const char *name, int new_k
 		return -EPERM;
 	if (auth_node_name_check(name) || strlen(name) > MS_NODE_NAME_MAX)
 		return -EINVAL;
-	if (policy && policy->mode > MS_SQUASH_ALL)
+	if (policy && ms_squash_check(policy))
 		return -EINVAL;
 	pthread_mutex_lock(&t->mu);
 	cur = node_find(t, name);
@@ -177,9 +212,11 @@ int ms_node_set(struct ms *ms, struct ms_session *s, const char *name, int new_k
 		ret = -ENOMEM;
 	if (!ret) {
 		*out = tmp;
-		log_info("client node %s: generation %u, squash %s", name, tmp.generation,
+		log_info("client node %s: generation %u, squash %s, %u id maps%s", name,
+			 tmp.generation,
 			 tmp.squash.mode == MS_SQUASH_ALL ? "all" :
-			 tmp.squash.mode == MS_SQUASH_ROOT ? "root" : "none");
+			 tmp.squash.mode == MS_SQUASH_ROOT ? "root" : "none",
+			 tmp.squash.nmaps, tmp.squash.unmapped_squash ? ", unmapped ids squashed" : "");
 	}
 out:
 	pthread_mutex_unlock(&t->mu);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "cap.h"
 #include "frame.h"
 #include "log.h"
@@ -20,6 +21,7 @@ struct op_call {
 	const struct ms_ops_ctx *ctx;
 	struct ms_session *s;
 	struct rpc_request *req;
+	struct ms_squash sq;		/* the session's id policy as the call began */
 };
 
 typedef void (*op_fn)(struct op_call *c);
@@ -46,8 +48,6 @@ static void reply_bad(struct op_call *c, const char *what)
 
 static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
 {
-	struct ms_squash sq;
-
 	if (!pc) {
 		rpc_server_reply_error(c->req, -EINVAL, "request without cred");
 		return -EINVAL;
@@ -56,19 +56,19 @@ static int cred_of(struct op_call *c, const Rdfs__Cred *pc, struct ms_cred *cr)
 	cr->gid = pc->gid;
 	cr->ngroups = (uint32_t)pc->n_groups;
 	cr->groups = pc->groups;
-	/* the session's squash, from its key: whatever the request says (server.c) */
-	ms_session_squash(c->s, &sq);
-	ms_squash_apply(&sq, &cr->uid, &cr->gid, &cr->ngroups);
+	/* the session's squash and id maps, from its key: whatever the request says */
+	ms_squash_apply(&c->sq, &cr->uid, &cr->gid, pc->groups, &cr->ngroups);
 	return 0;
 }
 
-static void attr_to_pb(const struct ms_attr *a, Rdfs__Attr *p)
+/* @a as the caller's node sees it: owner and group mapped back (idmap.c). */
+static void attr_to_pb(const struct op_call *c, const struct ms_attr *a, Rdfs__Attr *p)
 {
 	p->ino = a->ino;
 	p->mode = a->mode;
 	p->nlink = a->nlink;
-	p->uid = a->uid;
-	p->gid = a->gid;
+	p->uid = ms_idmap_out(&c->sq, 0, a->uid);
+	p->gid = ms_idmap_out(&c->sq, 1, a->gid);
 	p->size = a->size;
 	p->blocks = a->blocks;
 	p->atime_ns = a->atime_ns;
@@ -85,7 +85,7 @@ static void reply_entry(struct op_call *c, int status, const struct ms_attr *a, 
 	Rdfs__Attr pa = RDFS__ATTR__INIT;
 
 	if (!status) {
-		attr_to_pb(a, &pa);
+		attr_to_pb(c, a, &pa);
 		r.attr = &pa;
 		r.handle = handle;
 	}
@@ -106,7 +106,7 @@ static Rdfs__Attr *attr_pb_of(struct op_call *c, uint64_t ino, Rdfs__Attr *p)
 	if (ms_getattr(c->ctx->ms, ino, &a))
 		return NULL;
 	rdfs__attr__init(p);
-	attr_to_pb(&a, p);
+	attr_to_pb(c, &a, p);
 	return p;
 }
 
@@ -118,7 +118,7 @@ static void reply_new_entry(struct op_call *c, int status, const struct ms_attr 
 	Rdfs__Attr pa = RDFS__ATTR__INIT, dir = RDFS__ATTR__INIT;
 
 	if (!status) {
-		attr_to_pb(a, &pa);
+		attr_to_pb(c, a, &pa);
 		r.attr = &pa;
 		r.handle = handle;
 		r.parent_attr = attr_pb_of(c, parent, &dir);
@@ -146,7 +146,7 @@ static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
 	Rdfs__Attr pa = RDFS__ATTR__INIT;
 
 	if (!status) {
-		attr_to_pb(a, &pa);
+		attr_to_pb(c, a, &pa);
 		r.attr = &pa;
 	}
 	reply(c, status, &r.base);
@@ -205,6 +205,11 @@ static void op_setattr(struct op_call *c)
 	struct ms_cred cr;
 	struct ms_attr a;
 
+	/* a chown names the new owner in the node's ids */
+	if (sa.valid & MS_SET_UID)
+		sa.uid = ms_idmap_in(&c->sq, 0, sa.uid);
+	if (sa.valid & MS_SET_GID)
+		sa.gid = ms_idmap_in(&c->sq, 1, sa.gid);
 	if (!cred_of(c, m->cred, &cr))
 		reply_attr(c, ms_setattr(c->ctx->ms, c->s, &cr, m->ino, &sa, &a), &a);
 	FREE(rdfs__setattr_req);
@@ -371,6 +376,11 @@ static void op_statfs(struct op_call *c)
 	FREE(rdfs__statfs_req);
 }
 
+static int is_acl_xattr(const char *name)
+{
+	return name && (!strcmp(name, MS_ACL_XATTR_ACCESS) || !strcmp(name, MS_ACL_XATTR_DEFAULT));
+}
+
 static void op_xattr(struct op_call *c)
 {
 	UNPACK(Rdfs__XattrReq, rdfs__xattr_req, "XattrReq");
@@ -386,6 +396,8 @@ static void op_xattr(struct op_call *c)
 	switch (c->req->msg->hdr.opcode) {
 	case RDFS_OP_GETXATTR:
 		ret = ms_getxattr(ms, &cr, m->ino, m->name, &val);
+		if (ret > 0 && is_acl_xattr(m->name))
+			ms_idmap_acl_xattr(&c->sq, 0, val, (size_t)ret);
 		if (ret >= 0) {
 			r.value.data = val;
 			r.value.len = (size_t)ret;
@@ -393,6 +405,8 @@ static void op_xattr(struct op_call *c)
 		}
 		break;
 	case RDFS_OP_SETXATTR:
+		if (is_acl_xattr(m->name))
+			ms_idmap_acl_xattr(&c->sq, 1, m->value.data, m->value.len);
 		ret = ms_setxattr(ms, &cr, m->ino, m->name, m->value.data, m->value.len, m->flags);
 		break;
 	case RDFS_OP_LISTXATTR:
@@ -428,7 +442,7 @@ static void op_open(struct op_call *c)
 	if (!cred_of(c, m->cred, &cr)) {
 		ret = ms_open_file(c->ctx->ms, c->s, &cr, m->ino, m->flags, &a, &h);
 		if (!ret) {
-			attr_to_pb(&a, &pa);
+			attr_to_pb(c, &a, &pa);
 			r.attr = &pa;
 			r.handle = h;
 		}
@@ -851,7 +865,9 @@ out:
 	free(si);
 }
 
-static void node_to_pb(const struct ms_node *n, Rdfs__NodeInfo *p)
+/* @maps: room for the node's maps, pointed to by @p. */
+static void node_to_pb(const struct ms_node *n, Rdfs__NodeInfo *p, Rdfs__IdMap *maps,
+		       Rdfs__IdMap **pmaps)
 {
 	rdfs__node_info__init(p);
 	p->name = (char *)n->name;
@@ -860,29 +876,47 @@ static void node_to_pb(const struct ms_node *n, Rdfs__NodeInfo *p)
 	p->squash = n->squash.mode;
 	p->anonuid = n->squash.anonuid;
 	p->anongid = n->squash.anongid;
+	p->unmapped_squash = n->squash.unmapped_squash;
+	for (int i = 0; i < n->squash.nmaps; i++) {
+		rdfs__id_map__init(&maps[i]);
+		maps[i].gid = n->squash.maps[i].gid;
+		maps[i].client = n->squash.maps[i].client;
+		maps[i].fs = n->squash.maps[i].fs;
+		maps[i].count = n->squash.maps[i].count;
+		pmaps[i] = &maps[i];
+	}
+	p->maps = pmaps;
+	p->n_maps = n->squash.nmaps;
 }
 
 static void reply_nodes(struct op_call *c, int status, const struct ms_node *nodes, int n)
 {
 	Rdfs__NodeReply r = RDFS__NODE_REPLY__INIT;
 	Rdfs__NodeInfo *pi = NULL, **pp = NULL;
+	Rdfs__IdMap *mi = NULL, **mp = NULL;
 
 	if (status) {
 		if (status == -EPERM)
 			rpc_server_reply_error(c->req, status,
 					       "node administration needs the server key");
+		else if (status == -EINVAL)
+			rpc_server_reply_error(c->req, status,
+					       "bad node name or policy (id maps overlap, an "
+					       "empty range or one past 2^32)");
 		else
 			reply(c, status, NULL);
 		return;
 	}
 	pi = calloc(n ? n : 1, sizeof(*pi));
 	pp = calloc(n ? n : 1, sizeof(*pp));
-	if (!pi || !pp) {
+	mi = calloc((n ? n : 1) * MS_IDMAP_MAX, sizeof(*mi));
+	mp = calloc((n ? n : 1) * MS_IDMAP_MAX, sizeof(*mp));
+	if (!pi || !pp || !mi || !mp) {
 		reply(c, -ENOMEM, NULL);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		node_to_pb(&nodes[i], &pi[i]);
+		node_to_pb(&nodes[i], &pi[i], mi + i * MS_IDMAP_MAX, mp + i * MS_IDMAP_MAX);
 		pp[i] = &pi[i];
 	}
 	r.nodes = pp;
@@ -891,16 +925,26 @@ static void reply_nodes(struct op_call *c, int status, const struct ms_node *nod
 out:
 	free(pi);
 	free(pp);
+	free(mi);
+	free(mp);
 }
 
 static void op_node_set(struct op_call *c)
 {
 	UNPACK(Rdfs__NodeReq, rdfs__node_req, "NodeReq");
-	struct ms_squash sq = { (enum ms_squash_mode)m->squash, m->anonuid, m->anongid };
+	struct ms_squash sq = { (enum ms_squash_mode)m->squash, m->anonuid, m->anongid,
+				m->unmapped_squash, 0, { { 0 } } };
 	struct ms_node n;
-	int ret;
+	int ret = 0;
 
-	ret = m->squash > MS_SQUASH_ALL ? -EINVAL :
+	if (m->squash > MS_SQUASH_ALL || m->n_maps > MS_IDMAP_MAX)
+		ret = -EINVAL;
+	for (size_t i = 0; !ret && i < m->n_maps; i++) {
+		sq.maps[i] = (struct ms_idmap){ m->maps[i]->gid, m->maps[i]->client,
+						m->maps[i]->fs, m->maps[i]->count };
+		sq.nmaps++;
+	}
+	ret = ret ? ret :
 	      ms_node_set(c->ctx->ms, c->s, m->name, m->new_key, m->set_policy ? &sq : NULL, &n);
 	reply_nodes(c, ret, &n, 1);
 	FREE(rdfs__node_req);
@@ -1004,5 +1048,6 @@ void ops_dispatch(const struct ms_ops_ctx *ctx, struct ms_session *s, struct rpc
 		rpc_server_reply_error(req, -EPROTO, "metaserver requests carry no bulk data");
 		return;
 	}
+	ms_session_squash(s, &c.sq);
 	fn(&c);
 }

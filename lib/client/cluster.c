@@ -143,6 +143,12 @@ static void node_from_pb(const Rdfs__NodeInfo *p, struct rdfs_node_info *n)
 	n->squash = (int)p->squash;
 	n->anonuid = p->anonuid;
 	n->anongid = p->anongid;
+	n->unmapped_squash = p->unmapped_squash;
+	for (size_t i = 0; i < p->n_maps && n->nmaps < RDFS_IDMAP_MAX; i++) {
+		const Rdfs__IdMap *m = p->maps[i];
+
+		n->maps[n->nmaps++] = (struct rdfs_idmap){ m->gid, m->client, m->fs, m->count };
+	}
 }
 
 /* One NODE_* call; fills at most @max of @out and returns the node count. */
@@ -164,18 +170,34 @@ static int node_call(struct rdfs_client *c, uint16_t op, const Rdfs__NodeReq *re
 	return ret;
 }
 
-int rdfs_node_set(struct rdfs_client *c, const char *name, int new_key, int set_policy,
-		  int squash, uint32_t anonuid, uint32_t anongid, struct rdfs_node_info *out)
+int rdfs_node_set(struct rdfs_client *c, const char *name, int new_key,
+		  const struct rdfs_node_info *policy, struct rdfs_node_info *out)
 {
 	Rdfs__NodeReq req = RDFS__NODE_REQ__INIT;
+	Rdfs__IdMap maps[RDFS_IDMAP_MAX], *pmaps[RDFS_IDMAP_MAX];
 	int ret;
 
 	req.name = (char *)name;
 	req.new_key = new_key;
-	req.set_policy = set_policy;
-	req.squash = (uint32_t)squash;
-	req.anonuid = anonuid;
-	req.anongid = anongid;
+	if (policy) {
+		if (policy->nmaps < 0 || policy->nmaps > RDFS_IDMAP_MAX)
+			return -EINVAL;
+		req.set_policy = 1;
+		req.squash = (uint32_t)policy->squash;
+		req.anonuid = policy->anonuid;
+		req.anongid = policy->anongid;
+		req.unmapped_squash = policy->unmapped_squash;
+		for (int i = 0; i < policy->nmaps; i++) {
+			rdfs__id_map__init(&maps[i]);
+			maps[i].gid = policy->maps[i].gid;
+			maps[i].client = policy->maps[i].client;
+			maps[i].fs = policy->maps[i].fs;
+			maps[i].count = policy->maps[i].count;
+			pmaps[i] = &maps[i];
+		}
+		req.maps = pmaps;
+		req.n_maps = (size_t)policy->nmaps;
+	}
 	ret = node_call(c, RDFS_OP_NODE_SET, &req, out, 1);
 	return ret < 0 ? ret : ret == 1 ? 0 : -EPROTO;
 }

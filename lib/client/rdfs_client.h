@@ -356,6 +356,12 @@ int rdfs_drain(struct rdfs_client *c, uint32_t server_id, int on);
  */
 int rdfs_rebalance(struct rdfs_client *c, int on, uint32_t threshold_pct);
 
+/* The node's ids [client, client + count) are the file system's [fs, fs + count). */
+#define RDFS_IDMAP_MAX 16
+struct rdfs_idmap {
+	int gid;			/* 0: uids, 1: gids */
+	uint32_t client, fs, count;
+};
 /* A client node (the metaserver's node table; see `rdfs node --help`). */
 struct rdfs_node_info {
 	char name[41];
@@ -363,15 +369,19 @@ struct rdfs_node_info {
 	int revoked;
 	int squash;			/* 0 none, 1 root, 2 all */
 	uint32_t anonuid, anongid;
+	int unmapped_squash;		/* ids no map covers act as anonuid/anongid */
+	int nmaps;
+	struct rdfs_idmap maps[RDFS_IDMAP_MAX];
 };
 /*
  * Node administration; the client must have authenticated with the server key
  * (role "server"), else -EPERM. rdfs_node_set(): add @name or change it; a new
- * key (@new_key, or a new or revoked node) moves its generation on; with
- * @set_policy the squash policy becomes @squash/@anonuid/@anongid.
+ * key (@new_key, or a new or revoked node) moves its generation on; @policy
+ * (NULL: keep it) gives the squash, anonuid/anongid, unmapped_squash and maps
+ * the node has from now on. -EINVAL for maps that overlap or a bad range.
  */
-int rdfs_node_set(struct rdfs_client *c, const char *name, int new_key, int set_policy,
-		  int squash, uint32_t anonuid, uint32_t anongid, struct rdfs_node_info *out);
+int rdfs_node_set(struct rdfs_client *c, const char *name, int new_key,
+		  const struct rdfs_node_info *policy, struct rdfs_node_info *out);
 int rdfs_node_revoke(struct rdfs_client *c, const char *name, struct rdfs_node_info *out);
 /* Fill at most @max entries, by name; returns the number of nodes (may exceed @max). */
 int rdfs_node_list(struct rdfs_client *c, struct rdfs_node_info *out, int max);

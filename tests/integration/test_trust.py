@@ -23,8 +23,10 @@ import errno
 import hashlib
 import hmac
 import os
+import pickle
 import socket
 import stat
+import subprocess
 import threading
 import time
 
@@ -753,16 +755,19 @@ def node_add(c, name, *opts, gen=1):
     return path, claim, key
 
 
-def node_list(c):
-    """`rdfs node list` as {name: dict(generation, state, squash, anonuid, anongid)}."""
+def node_list(c, maps=False):
+    """`rdfs node list` as {name: dict(generation, state, squash, anonuid, anongid)},
+    with unmapped and maps too if @maps."""
     lines = c.rdfs("node", "list").stdout.splitlines()
     assert lines and lines[0].split() == ["NODE", "GENERATION", "STATE", "SQUASH", "ANONUID",
-                                          "ANONGID"], lines
+                                          "ANONGID", "UNMAPPED", "MAPS"], lines
     out = {}
     for line in lines[1:]:
         f = line.split()
         out[f[0]] = dict(generation=int(f[1]), state=f[2], squash=f[3], anonuid=int(f[4]),
                          anongid=int(f[5]))
+        if maps:
+            out[f[0]].update(unmapped=f[6], maps=f[7])
     return out
 
 
@@ -917,6 +922,153 @@ def test_node_policy_change_holds_on_live_connections(cluster, workdir):
         assert node_list(c)[name]["generation"] == 1, "the key did not change"
     finally:
         c.unmount(mnt)
+
+
+def as_ids(uid, gid, fn, groups=()):
+    """fn() in a forked child running as @uid/@gid/@groups: ("ok", value) or ("errno", n)."""
+    r, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            try:
+                os.setgroups(list(groups))
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                res = ("ok", fn())
+            except OSError as e:
+                res = ("errno", e.errno)
+            os.write(wfd, pickle.dumps(res))
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    data = b""
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        data += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+def owner(p):
+    """uid and gid of @p through a mount (the node's mounts cache no attributes)."""
+    st = os.stat(p)
+    return (st.st_uid, st.st_gid)
+
+
+def fs_owner(c, p):
+    """uid and gid of @p (a path under the main mount) as the metaserver keeps them:
+    a GETATTR over a cluster-secret connection, no node policy, no cache."""
+    conn = connect(c.port, client_secret(c))
+    try:
+        status, a = getattr_(conn, ino_of(conn, c, p))
+        assert status == 0, "GETATTR %s: %d" % (p, status)
+        return (a["uid"], a["gid"])
+    finally:
+        conn.close()
+
+
+def acl_named(p):
+    """The named user and group entries of @p's access ACL, numerically:
+    {("user"|"group", id): "rwx"}."""
+    out = subprocess.run(["getfacl", "-n", "-c", "--omit-header", str(p)], check=True,
+                         capture_output=True, text=True).stdout
+    named = {}
+    for line in out.splitlines():
+        f = line.split("#")[0].strip().split(":")
+        if len(f) == 3 and f[0] in ("user", "group") and f[1]:
+            named[(f[0], int(f[1]))] = f[2]
+    return named
+
+
+@fuse_only("mounts rdfs-fuse with -o secret_file=NODE.key")
+def test_node_id_maps_in_requests_and_back_in_replies(cluster, workdir):
+    """Client nodes with id maps (`--map-uid 1000-1099:51000 --map-gid
+    100-109:5100`, as `rdfs node list` shows): a user 1042:101 of the node
+    creates files owned 51042:5101 on the file system, which the node sees as
+    1042:101; a chown and a named-user ACL entry set through the node land
+    mapped and read back unmapped there; a file the file system's 51001 owns
+    shows on the node as 1001. With `--unmapped squash`, an id no map covers
+    acts as the anonymous one, and a file of an unmapped owner shows so."""
+    c = cluster
+    name = node_name("maps")
+    key_file, _, _ = node_add(c, name, "--squash", "none", "--map-uid", "1000-1099:51000",
+                              "--map-gid", "100-109:5100")
+    got = node_list(c, maps=True)[name]
+    assert (got["unmapped"], got["maps"]) == ("keep", "u1000-1099:51000,g100-109:5100"), got
+    os.chmod(workdir, 0o1777)
+    mnt = mount_node(c, name, key_file)
+    try:
+        sub = mnt / workdir.relative_to(c.mnt)
+
+        def make():
+            write_file(sub / "f", b"from node user 1042\n")
+            os.mkdir(sub / "d")
+            return True
+        assert as_ids(1042, 101, make) == ("ok", True)
+        for p in ("f", "d"):
+            assert fs_owner(c, workdir / p) == (51042, 5101), \
+                "%s made by the node's 1042:101, on the file system" % p
+            assert owner(sub / p) == (1042, 101), "%s, seen through the node" % p
+        assert (sub / "f").read_bytes() == b"from node user 1042\n"
+        # root of a --squash none node: chown names the node's ids
+        os.chown(sub / "f", 1050, 102)
+        assert fs_owner(c, workdir / "f") == (51050, 5102)
+        assert owner(sub / "f") == (1050, 102)
+        # an ACL entry for the node's user 1060 and group 105
+        subprocess.run(["setfacl", "-m", "u:1060:r,g:105:rw", str(sub / "f")], check=True)
+        assert acl_named(workdir / "f") == {("user", 51060): "r--", ("group", 5105): "rw-"}
+        assert acl_named(sub / "f") == {("user", 1060): "r--", ("group", 105): "rw-"}
+        # the node's user 1060 may read by that entry; 1061 (other: ---) may not
+        os.chmod(sub / "f", 0o640)
+        subprocess.run(["setfacl", "-m", "u:1060:r", str(sub / "f")], check=True)
+        rd = lambda: (sub / "f").read_bytes()
+        assert as_ids(1060, 1060, rd) == ("ok", b"from node user 1042\n")
+        assert as_ids(1061, 1061, rd) == ("errno", errno.EACCES)
+        # a file the file system's 51001:5100 owns, made on the main mount
+        write_file(workdir / "fs-made", b"x")
+        os.chown(workdir / "fs-made", 51001, 5100)
+        assert owner(sub / "fs-made") == (1001, 100)
+
+        c.rdfs("node", "set", name, "--unmapped", "squash", "--anonuid", "4000",
+               "--anongid", "4001")
+        assert node_list(c, maps=True)[name]["unmapped"] == "squash"
+        assert owner(sub / "fs-made") == (1001, 100), "mapped owners still map"
+        write_file(workdir / "root-made", b"x")
+        assert owner(sub / "root-made") == (4000, 4001), \
+            "a file of an owner the node has no number for"
+        assert as_ids(4242, 4242, lambda: write_file(sub / "unmapped", b"y") or True) == \
+            ("ok", True)
+        assert fs_owner(c, workdir / "unmapped") == (4000, 4001), \
+            "created by the node's unmapped 4242"
+        # dropping the maps: the node's ids are the file system's again
+        c.rdfs("node", "set", name, "--no-maps", "--unmapped", "keep")
+        assert node_list(c, maps=True)[name]["maps"] == "-"
+        assert owner(sub / "f") == (51050, 5102)
+    finally:
+        c.unmount(mnt)
+
+
+def test_node_id_maps_that_overlap_are_refused(cluster):
+    """`rdfs node set` refuses maps of one kind that overlap on either side, an
+    empty or wrapping range and a malformed one, and the node keeps its maps."""
+    c = cluster
+    name = node_name("badmap")
+    node_add(c, name, "--map-uid", "10-19:100")
+    for bad in (["--map-uid", "10-19:100", "--map-uid", "15-30:500"],    # client side
+                ["--map-uid", "10-19:100", "--map-uid", "30-39:105"],    # fs side
+                ["--map-uid", "5-1:100"], ["--map-uid", "1-2:4294967295"],
+                ["--map-gid", "x:1"], ["--map-gid", "1:"]):
+        p = c.rdfs("node", "set", name, *bad, check=False)
+        assert p.returncode != 0, "accepted %r: %s" % (bad, p.stdout)
+        assert "Traceback" not in p.stderr
+    assert node_list(c, maps=True)[name]["maps"] == "u10-19:100"
+    # a uid range and a gid range may share numbers
+    c.rdfs("node", "set", name, "--map-gid", "10-19:100")
+    assert node_list(c, maps=True)[name]["maps"] == "u10-19:100,g10-19:100"
 
 
 def test_node_revoke_and_new_generation(cluster):

@@ -32,16 +32,83 @@ static int parse_id(const char *s, uint32_t *out)
 	return 0;
 }
 
+/*
+ * "CLIENT[-LAST]:FS" into @m: the node's ids CLIENT..LAST are the file
+ * system's FS.. on.
+ */
+static int parse_map(const char *s, int gid, struct rdfs_idmap *m)
+{
+	char buf[64], *colon, *dash;
+	uint32_t first, last;
+
+	if (snprintf(buf, sizeof(buf), "%s", s) >= (int)sizeof(buf))
+		return -EINVAL;
+	colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	dash = strchr(buf, '-');
+	if (dash)
+		*dash = '\0';
+	if (parse_id(buf, &first) || parse_id(dash ? dash + 1 : buf, &last) || last < first ||
+	    parse_id(colon + 1, &m->fs) || last - first == UINT32_MAX)
+		return -EINVAL;
+	m->gid = gid;
+	m->client = first;
+	m->count = last - first + 1;
+	return m->fs > UINT32_MAX - (m->count - 1) ? -EINVAL : 0;
+}
+
+/* @n's maps as "u1000-1999:51000,g100:5100", "-" for none. */
+static void format_maps(const struct rdfs_node_info *n, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n->nmaps && off < len; i++) {
+		const struct rdfs_idmap *m = &n->maps[i];
+
+		if (m->count == 1)
+			off += snprintf(buf + off, len - off, "%s%c%u:%u", i ? "," : "",
+					m->gid ? 'g' : 'u', m->client, m->fs);
+		else
+			off += snprintf(buf + off, len - off, "%s%c%u-%u:%u", i ? "," : "",
+					m->gid ? 'g' : 'u', m->client, m->client + m->count - 1,
+					m->fs);
+	}
+	if (!n->nmaps)
+		snprintf(buf, len, "-");
+}
+
 static void print_node(const struct rdfs_node_info *n)
 {
-	printf("%-24s %10u %-8s %-6s %8u %8u\n", n->name, n->generation,
-	       n->revoked ? "revoked" : "active", squash_name(n->squash), n->anonuid, n->anongid);
+	char maps[RDFS_IDMAP_MAX * 36];
+
+	format_maps(n, maps, sizeof(maps));
+	printf("%-24s %10u %-8s %-6s %8u %8u %-8s %s\n", n->name, n->generation,
+	       n->revoked ? "revoked" : "active", squash_name(n->squash), n->anonuid, n->anongid,
+	       n->unmapped_squash ? "squash" : "keep", maps);
 }
 
 static void print_header(void)
 {
-	printf("%-24s %10s %-8s %-6s %8s %8s\n", "NODE", "GENERATION", "STATE", "SQUASH",
-	       "ANONUID", "ANONGID");
+	printf("%-24s %10s %-8s %-6s %8s %8s %-8s %s\n", "NODE", "GENERATION", "STATE", "SQUASH",
+	       "ANONUID", "ANONGID", "UNMAPPED", "MAPS");
+}
+
+/* Replace @p's maps of one kind (@gid) with @add's @nadd. */
+static int set_maps(struct rdfs_node_info *p, int gid, const struct rdfs_idmap *add, int nadd)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nmaps; i++)
+		if (p->maps[i].gid != gid)
+			p->maps[n++] = p->maps[i];
+	if (n + nadd > RDFS_IDMAP_MAX)
+		return -E2BIG;
+	memcpy(p->maps + n, add, nadd * sizeof(*add));
+	p->nmaps = n + nadd;
+	return 0;
 }
 
 /* Write the key of @n's current generation to @path. */
@@ -88,12 +155,18 @@ static int node_run(struct tool *t, int argc, char **argv)
 		{ "anongid", required_argument, NULL, 'g' },
 		{ "key-file", required_argument, NULL, 'k' },
 		{ "new-key", no_argument, NULL, 'n' },
+		{ "map-uid", required_argument, NULL, 'U' },
+		{ "map-gid", required_argument, NULL, 'G' },
+		{ "no-maps", no_argument, NULL, 'N' },
+		{ "unmapped", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct rdfs_node_info n, *all = NULL;
+	struct rdfs_node_info n, pol, *all = NULL;
+	struct rdfs_idmap umaps[RDFS_IDMAP_MAX], gmaps[RDFS_IDMAP_MAX];
 	const char *sub, *name = NULL, *key_file = NULL;
 	uint32_t anonuid = 65534, anongid = 65534;
 	int opt, ret, squash = -1, new_key = 0, policy = 0, uid_given = 0, gid_given = 0;
+	int nu = 0, ng = 0, no_maps = 0, unmapped = -1;
 	char default_key[64];
 
 	/* 0, not 1: glibc starts over, so options may follow "add NODE" */
@@ -115,6 +188,26 @@ static int node_run(struct tool *t, int argc, char **argv)
 			if (parse_id(optarg, opt == 'u' ? &anonuid : &anongid))
 				return tool_usage(&tool_cmd_node, "--anonuid/--anongid take a number");
 			*(opt == 'u' ? &uid_given : &gid_given) = 1;
+			policy = 1;
+			break;
+		case 'U':
+		case 'G':
+			if ((opt == 'U' ? nu : ng) == RDFS_IDMAP_MAX)
+				return tool_usage(&tool_cmd_node, "at most 16 maps of each kind");
+			if (parse_map(optarg, opt == 'G', opt == 'U' ? &umaps[nu] : &gmaps[ng]))
+				return tool_usage(&tool_cmd_node,
+						  "--map-uid/--map-gid take CLIENT[-LAST]:FS");
+			*(opt == 'U' ? &nu : &ng) += 1;
+			policy = 1;
+			break;
+		case 'N':
+			no_maps = 1;
+			policy = 1;
+			break;
+		case 'm':
+			unmapped = !strcmp(optarg, "keep") ? 0 : !strcmp(optarg, "squash") ? 1 : -2;
+			if (unmapped == -2)
+				return tool_usage(&tool_cmd_node, "--unmapped is keep or squash");
 			policy = 1;
 			break;
 		case 'k':
@@ -141,16 +234,29 @@ static int node_run(struct tool *t, int argc, char **argv)
 		return tool_usage(&tool_cmd_node, "list takes no argument");
 	}
 	/* what the options leave out of the policy stays as the node has it */
-	if (policy && (squash < 0 || !uid_given || !gid_given) && strcmp(sub, "list") != 0) {
+	if (policy && strcmp(sub, "list") != 0) {
 		ret = node_find(t, name, &n);
 		if (ret < 0)
 			return tool_error("node", "list", ret);
-		if (squash < 0)
-			squash = ret ? n.squash : 1;	/* a new node: root squash */
-		if (!uid_given && ret)
-			anonuid = n.anonuid;
-		if (!gid_given && ret)
-			anongid = n.anongid;
+		if (!ret) {
+			/* a new node: root squash, nobody, no maps */
+			memset(&n, 0, sizeof(n));
+			n.squash = 1;
+			n.anonuid = n.anongid = 65534;
+		}
+		pol = n;
+		if (squash >= 0)
+			pol.squash = squash;
+		if (uid_given)
+			pol.anonuid = anonuid;
+		if (gid_given)
+			pol.anongid = anongid;
+		if (unmapped >= 0)
+			pol.unmapped_squash = unmapped;
+		if (no_maps)
+			pol.nmaps = 0;
+		if ((nu && set_maps(&pol, 0, umaps, nu)) || (ng && set_maps(&pol, 1, gmaps, ng)))
+			return tool_usage(&tool_cmd_node, "at most 16 maps in all");
 	}
 
 	if (!strcmp(sub, "add") || !strcmp(sub, "set")) {
@@ -170,8 +276,7 @@ static int node_run(struct tool *t, int argc, char **argv)
 				return TOOL_FAIL;
 			}
 		}
-		ret = rdfs_node_set(t->client, name, adding || new_key, policy,
-				    squash < 0 ? 1 : squash, anonuid, anongid, &n);
+		ret = rdfs_node_set(t->client, name, adding || new_key, policy ? &pol : NULL, &n);
 		if (ret == -EKEYREVOKED) {
 			fprintf(stderr, "rdfs node: %s is revoked; `rdfs node add %s` lets it back "
 				"in with a new key\n", name, name);
@@ -233,10 +338,8 @@ const struct tool_cmd tool_cmd_node = {
 	.run = node_run,
 	.server_key = 1,
 	.help =
-	"usage: rdfs node add NODE [--key-file FILE] [--squash none|root|all]\n"
-	"                 [--anonuid UID] [--anongid GID]\n"
-	"       rdfs node set NODE [--new-key [--key-file FILE]] [--squash ...]\n"
-	"                 [--anonuid UID] [--anongid GID]\n"
+	"usage: rdfs node add NODE [--key-file FILE] [POLICY]\n"
+	"       rdfs node set NODE [--new-key [--key-file FILE]] [POLICY]\n"
 	"       rdfs node revoke NODE\n"
 	"       rdfs node list\n"
 	"\n"
@@ -256,7 +359,7 @@ const struct tool_cmd tool_cmd_node = {
 	"                Copy it to the node and give it as secret_file (rdfs-fuse\n"
 	"                -o secret_file=, mount.rdfs, [cluster] secret_file). Adding\n"
 	"                a known node again issues a new key and voids the old one.\n"
-	"  set NODE      change the squash policy; with --new-key also issue a new\n"
+	"  set NODE      change the policy; with --new-key also issue a new\n"
 	"                key (the old one stops working at once). A policy change\n"
 	"                holds at once, for the requests its live connections\n"
 	"                send from then on.\n"
@@ -265,12 +368,29 @@ const struct tool_cmd tool_cmd_node = {
 	"                keep working at the I/O servers until they expire\n"
 	"                ([metaserver] cap_lifetime). `add` lets it back in, with a\n"
 	"                new key.\n"
-	"  list          every node: generation, state, squash, anonuid, anongid.\n"
+	"  list          every node: generation, state, squash, anonuid, anongid,\n"
+	"                what happens to unmapped ids, and its maps (u for uids, g\n"
+	"                for gids: CLIENT[-LAST]:FS).\n"
 	"\n"
+	"POLICY (what is not given stays as the node has it):\n"
 	"  --squash none|root|all   none: uids as sent; root (default for a new node):\n"
 	"                uid 0 acts as ANONUID:ANONGID; all: every uid does (as NFS's\n"
 	"                root_squash and all_squash)\n"
 	"  --anonuid UID, --anongid GID   who a squashed user becomes (default 65534)\n"
+	"  --map-uid CLIENT[-LAST]:FS, --map-gid CLIENT[-LAST]:FS\n"
+	"                the node's ids CLIENT..LAST are the file system's FS, FS+1,\n"
+	"                ... (as Lustre's nodemap idmap). Repeat for more ranges (16\n"
+	"                in all); the ranges given replace the node's ranges of that\n"
+	"                kind. Ranges of one kind may not overlap on either side.\n"
+	"                The metaserver maps every id a request of the node carries\n"
+	"                (its user and groups, chown, ACL entries) and maps them back\n"
+	"                in what it answers (owners, ACLs), so the node sees its own\n"
+	"                numbers. The squash comes first: a squashed user is\n"
+	"                ANONUID:ANONGID, unmapped.\n"
+	"  --no-maps     drop the node's maps (before any --map-* given with it)\n"
+	"  --unmapped keep|squash   an id no map covers: kept as sent (default), or\n"
+	"                acting as ANONUID/ANONGID, so the node reaches only what its\n"
+	"                maps grant; files of unmapped owners show as ANONUID:ANONGID\n"
 	"  --key-file FILE   where to write the new key\n"
 	"  --new-key     (set) issue a new key\n"
 	"\n"
