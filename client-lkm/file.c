@@ -300,15 +300,27 @@ static long rdfs_file_fallocate(struct file *file, int mode, loff_t offset, loff
 	struct rdfs_dev_call c;
 	int err;
 
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+	bool shift = mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE);
+
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE |
+		     FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))
 		return -EOPNOTSUPP;
+	/* the metaserver moves whole blocks only, as ext4 its own */
+	if (shift && ((offset | len) & (RDFS_BLOCK_SIZE - 1)))
+		return -EINVAL;
 	inode_lock(inode);
+	/* no page fault may map a page of the old layout while it moves */
+	if (shift)
+		filemap_invalidate_lock(inode->i_mapping);
 	/* as a write: set-ID bits go, times move (the metaserver sets its own too) */
 	err = file_modified(file);
 	if (!err)
 		err = rdfs_settle(inode, 0, LLONG_MAX);
 	if (err)
 		goto out;
+	/* every page from the range on will hold other bytes */
+	if (shift)
+		truncate_pagecache(inode, offset);
 	rdfs_call_init(&c, RDFS_DEV_FALLOCATE, inode->i_ino, rdfs_file_handle(file));
 	rdfs_call_arg(&c, &fa, sizeof(fa));
 	c.out = &attr;
@@ -321,7 +333,18 @@ static long rdfs_file_fallocate(struct file *file, int mode, loff_t offset, loff
 		truncate_pagecache_range(inode, offset, offset + len - 1);
 	if (!err)
 		rdfs_attr_apply(inode, &attr);
+	/*
+	 * The size moved either way; an open writer makes rdfs_attr_apply() keep
+	 * ours, but nothing of ours is unwritten now (settled, locked out).
+	 */
+	if (!err && shift)
+		i_size_write(inode, attr.size);
+	/* read-ahead may have cached the old layout's pages meanwhile */
+	if (shift)
+		truncate_pagecache(inode, offset);
 out:
+	if (shift)
+		filemap_invalidate_unlock(inode->i_mapping);
 	inode_unlock(inode);
 	return err;
 }

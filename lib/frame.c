@@ -41,6 +41,7 @@ static const char *const op_names[RDFS_OP_MAX] = {
 	[RDFS_OP_NODE_REVOKE]		= "node_revoke",
 	[RDFS_OP_NODE_LIST]		= "node_list",
 	[RDFS_OP_PUNCH]			= "punch",
+	[RDFS_OP_SHIFT]			= "shift",
 	[RDFS_OP_STALE]			= "stale",
 	[RDFS_OP_DRAIN]			= "drain",
 	[RDFS_OP_REBALANCE]		= "rebalance",

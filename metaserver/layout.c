@@ -1260,6 +1260,213 @@ out:
 	return ret;
 }
 
+/* ---------------------------------------------------------- collapse / insert */
+
+/* An extent at file block @fb, on its way into the chunk that holds @fb. */
+struct shift_piece {
+	uint64_t fb;
+	struct ms_ext e;
+};
+
+struct shift_pieces {
+	struct shift_piece *v;
+	size_t n, cap;
+};
+
+static int pieces_add(struct shift_pieces *p, uint64_t fb, const struct ms_ext *e)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 64;
+		struct shift_piece *v = realloc(p->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	p->v[p->n].fb = fb;
+	p->v[p->n++].e = *e;
+	return 0;
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct shift_piece *x = a, *y = b;
+
+	if (x->fb != y->fb)
+		return x->fb < y->fb ? -1 : 1;
+	return x->e.server_id < y->e.server_id ? -1 : x->e.server_id > y->e.server_id;
+}
+
+/*
+ * Move the extents of @in at file blocks >= @from by @delta blocks (down when
+ * negative: collapse has cut [@from + @delta, @from) out first, in @b, so the
+ * records read here still hold that range: it is left out). Every chunk
+ * record from the lower of the two positions on is rewritten in @b, extents
+ * split at chunk boundaries and at @from; the blocks stay where they are, on
+ * the same servers, with the same flags. -EBUSY while the rebuilder is making
+ * a copy there (its work names chunks by index).
+ */
+static int layout_shift(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
+			uint64_t from, int64_t delta)
+{
+	uint64_t cs = in->chunk_size / BLK;
+	/* [gap, from) is what collapse cut out (empty for insert) */
+	uint64_t gap = delta < 0 ? from - (uint64_t)-delta : from, start = gap;
+	uint8_t k[MS_KEY_MAX];
+	size_t plen = key_prefix(k, MS_TAG_LAYOUT, in->ino);
+	struct shift_pieces p = { 0 };
+	struct ms_chunk c = { 0 };
+	leveldb_iterator_t *it;
+	int ret = 0;
+
+	if (cs == 0)
+		return -EIO;
+	if (in->blocks == 0)
+		return 0;
+	it = leveldb_create_iterator(ms->db, ms->ropts);
+	for (leveldb_iter_seek(it, (char *)k, key_layout(k, in->ino, start / cs));
+	     !ret && leveldb_iter_valid(it); leveldb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &kl);
+		const char *v;
+		uint64_t base;
+		struct ms_chunk gone = { 0 };
+
+		if (kl != plen + 8 || memcmp(key, k, plen))
+			break;
+		c.idx = get_be64(key + plen);
+		base = c.idx * cs;
+		v = leveldb_iter_value(it, &vl);
+		ret = chunk_parse(&c, v, vl);
+		/* the record goes; what it held comes back below, moved or not */
+		gone.idx = c.idx;
+		chunk_store(b, in->ino, &gone);
+		for (int i = 0; !ret && i < c.n; i++) {
+			struct ms_ext e = c.e[i];
+			uint64_t s0 = base + e.off, t = s0 + e.count;
+
+			uint64_t a = s0 < gap ? s0 : gap, z = t < gap ? t : gap;
+
+			if (e.flags & MS_EXT_BUILDING) {
+				ret = -EBUSY;
+				break;
+			}
+			/* what lies before the gap stays; what lies in it was cut */
+			if (a < z) {
+				struct ms_ext head = e;
+
+				head.count = (uint32_t)(z - a);
+				ret = pieces_add(&p, a, &head);
+			}
+			a = s0 > from ? s0 : from;
+			if (!ret && a < t) {		/* from @from on: moved */
+				struct ms_ext tail = e;
+
+				tail.block += a - s0;
+				tail.count = (uint32_t)(t - a);
+				ret = pieces_add(&p, (uint64_t)((int64_t)a + delta), &tail);
+			}
+		}
+	}
+	leveldb_iter_destroy(it);
+	/* cut at chunk boundaries (what is cut off is looked at in its turn) */
+	for (size_t i = 0; !ret && i < p.n; i++) {
+		uint32_t room = (uint32_t)(cs - p.v[i].fb % cs);
+
+		if (p.v[i].e.count > room) {
+			struct ms_ext rest = p.v[i].e;
+
+			rest.block += room;
+			rest.count -= room;
+			p.v[i].e.count = room;
+			ret = pieces_add(&p, p.v[i].fb + room, &rest);
+		}
+	}
+	if (!ret && p.n > 1)
+		qsort(p.v, p.n, sizeof(*p.v), piece_cmp);
+	/* each run of one chunk's pieces is its new record */
+	for (size_t i = 0; !ret && i < p.n;) {
+		size_t j = i;
+
+		c.idx = p.v[i].fb / cs;
+		c.n = 0;
+		for (; j < p.n && p.v[j].fb / cs == c.idx; j++) {
+			ret = chunk_reserve(&c, c.n + 1);
+			if (ret)
+				break;
+			c.e[c.n] = p.v[j].e;
+			c.e[c.n++].off = (uint32_t)(p.v[j].fb % cs);
+		}
+		if (ret)
+			break;
+		chunk_normalize(&c);
+		chunk_store(b, in->ino, &c);
+		i = j;
+	}
+	free(c.e);
+	free(p.v);
+	return ret;
+}
+
+int ms_shift(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	     uint64_t off, uint64_t len, int insert, uint64_t handle, struct ms_attr *out)
+{
+	struct ms_freelist f = { 0 };
+	struct ms_lockset ls;
+	struct ms_inode *in = malloc(sizeof(*in));
+	leveldb_writebatch_t *b = NULL;
+	uint32_t rights;
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	/* whole blocks only, as ext4 and XFS want their block size */
+	if (len == 0 || off % BLK || len % BLK || off > MS_MAX_FILE_BYTES ||
+	    len > MS_MAX_FILE_BYTES - off) {
+		free(in);
+		return -EINVAL;
+	}
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (!ret)
+		ret = file_access(in, s, cr, handle, 1, &rights);
+	if (ret)
+		goto out;
+	/* collapse must leave some of the file after the range; insert start inside it */
+	if (insert ? off >= in->size : off + len >= in->size) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (insert && in->size > MS_MAX_FILE_BYTES - len) {
+		ret = -EFBIG;
+		goto out;
+	}
+	b = leveldb_writebatch_create();
+	if (!insert)
+		ret = layout_cut(ms, b, in, off / BLK, (off + len) / BLK, 0, &f);
+	if (!ret)
+		ret = layout_shift(ms, b, in, insert ? off / BLK : (off + len) / BLK,
+				   insert ? (int64_t)(len / BLK) : -(int64_t)(len / BLK));
+	if (ret)
+		goto out;
+	in->size = insert ? in->size + len : in->size - len;
+	in->mtime_ns = in->ctime_ns = ns_now();
+	ns_inode_put(b, in);
+	ret = ns_write_freeing(ms, b, &f);
+	if (!ret)
+		ns_attr_from_inode(in, out);
+out:
+	if (b)
+		leveldb_writebatch_destroy(b);
+	freelist_release(ms, &f, ret == 0);
+	/* every block of the tail now means another offset: no old capability may write it */
+	if (!ret)
+		fence_file(ms, ino);
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
+
 int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	     uint64_t off, uint64_t len, uint64_t handle, struct ms_attr *out)
 {

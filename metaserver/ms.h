@@ -310,6 +310,17 @@ void ms_layout_free(struct ms_layout *l);
  */
 int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	     uint64_t off, uint64_t len, uint64_t handle, struct ms_attr *out);
+/*
+ * FALLOC_FL_COLLAPSE_RANGE (@insert 0): the blocks of [@off, @off + @len) leave
+ * the file (fenced, then free) and everything after moves down by @len; or
+ * FALLOC_FL_INSERT_RANGE: everything from @off on moves up by @len, leaving a
+ * hole. Only block-aligned @off and @len (-EINVAL otherwise), a collapse that
+ * ends before the end of the file, an insert that starts inside it (-EINVAL),
+ * as ext4. The data stays in its blocks: only the layout changes, and the file
+ * is fenced. -EBUSY while the rebuilder copies part of the moved range.
+ */
+int ms_shift(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	     uint64_t off, uint64_t len, int insert, uint64_t handle, struct ms_attr *out);
 
 /* A byte range of a file, block-aligned (COMMIT rounds it out to blocks). */
 struct ms_range {

@@ -654,6 +654,18 @@ static void op_punch(struct op_call *c)
 	FREE(rdfs__punch_req);
 }
 
+static void op_shift(struct op_call *c)
+{
+	UNPACK(Rdfs__ShiftReq, rdfs__shift_req, "ShiftReq");
+	struct ms_cred cr;
+	struct ms_attr a;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_attr(c, ms_shift(c->ctx->ms, c->s, &cr, m->ino, m->offset, m->length,
+				       m->insert, m->handle, &a), &a);
+	FREE(rdfs__shift_req);
+}
+
 static void op_stale(struct op_call *c)
 {
 	UNPACK(Rdfs__StaleReq, rdfs__stale_req, "StaleReq");
@@ -1002,6 +1014,7 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_NODE_REVOKE] = op_node_revoke,
 	[RDFS_OP_NODE_LIST] = op_node_list,
 	[RDFS_OP_PUNCH] = op_punch,
+	[RDFS_OP_SHIFT] = op_shift,
 	[RDFS_OP_FSCK] = op_fsck,
 	[RDFS_OP_STALE] = op_stale,
 	[RDFS_OP_DRAIN] = op_drain,

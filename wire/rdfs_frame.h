@@ -103,6 +103,7 @@ enum rdfs_op {
 	RDFS_OP_STALE		= 44,	/* a copy missed writes: never serve it again */
 	RDFS_OP_DRAIN		= 45,	/* servers only: move every copy off an I/O server */
 	RDFS_OP_REBALANCE	= 46,	/* servers only: even out the I/O servers' usage */
+	RDFS_OP_SHIFT		= 63,	/* fallocate COLLAPSE_RANGE / INSERT_RANGE */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

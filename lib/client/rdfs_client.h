@@ -151,10 +151,12 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
  * fallocate(2) on an open file: mode 0 and FALLOC_FL_KEEP_SIZE allocate the
  * range's blocks (reading as zeros; mode 0 extends the size), PUNCH_HOLE |
  * KEEP_SIZE makes the range read as zeros and frees its whole blocks at once,
- * ZERO_RANGE does the same and extends the size unless KEEP_SIZE.
- * -EOPNOTSUPP for the other modes. Blocks allocated past the end with
- * KEEP_SIZE are unwritten and given back at the file's last close, as
- * preallocation is.
+ * ZERO_RANGE does the same and extends the size unless KEEP_SIZE;
+ * COLLAPSE_RANGE and INSERT_RANGE (block-aligned, as ext4: -EINVAL otherwise)
+ * remove a range and move the rest of the file down, or move it up over a new
+ * hole, by moving the layout, not the data. -EOPNOTSUPP for UNSHARE_RANGE.
+ * Blocks allocated past the end with KEEP_SIZE stay allocated (unwritten) after
+ * the last close, unlike speculative preallocation.
  */
 int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len);
 /*

@@ -205,6 +205,50 @@ static int allocate_range(struct rdfs_file *f, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/*
+ * COLLAPSE_RANGE or INSERT_RANGE (@insert): the metaserver moves the layout
+ * from @off on. What this client wrote is durable and committed first: a
+ * COMMIT that came after would name the old offsets.
+ */
+static int shift_range(struct rdfs_file *f, int insert, uint64_t off, uint64_t len)
+{
+	Rdfs__ShiftReq req = RDFS__SHIFT_REQ__INIT;
+	Rdfs__AttrReply *rep = NULL;
+	struct rdfs_inode *in = f->in;
+	Rdfs__Cred cred;
+	int ret;
+
+	if (off % BLK || len % BLK)
+		return -EINVAL;
+	ret = rdfs_fsync(f, 0);
+	if (ret)
+		return ret;
+	cred_to_pb(&f->cred, &cred);
+	req.cred = &cred;
+	req.ino = in->ino;
+	req.offset = off;
+	req.length = len;
+	req.insert = insert;
+	/* not idempotent: sent once, never again after a lost reply */
+	ret = ms_file_call(f, RDFS_OP_SHIFT, &req.base, &req.handle, &rdfs__attr_reply__descriptor,
+			   &rep, 0);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&in->lock);
+	/* the file was fenced: every cached extent is of the old generation */
+	layout_cache_forget(&in->layout, 0, UINT64_MAX);
+	range_set_remove(&in->committed, off / BLK, UINT64_MAX);
+	if (rep->attr && rep->attr->ino == in->ino) {
+		in->ms_size = rep->attr->size;
+		if (!in->dirty)
+			in->pending_size = rep->attr->size;
+	}
+	inode_data_changed(in);
+	pthread_mutex_unlock(&in->lock);
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return 0;
+}
+
 int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 {
 	Rdfs__PunchReq req = RDFS__PUNCH_REQ__INIT;
@@ -264,8 +308,11 @@ int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 			ret = allocate_range(f, BLK_UP(off) * BLK,
 					     (BLK_DOWN(end) - BLK_UP(off)) * BLK);
 		break;
+	case FALLOC_FL_COLLAPSE_RANGE:
+	case FALLOC_FL_INSERT_RANGE:
+		return keep ? -EINVAL : shift_range(f, mode == FALLOC_FL_INSERT_RANGE, off, len);
 	default:
-		return -EOPNOTSUPP;	/* COLLAPSE_RANGE, INSERT_RANGE, UNSHARE_RANGE */
+		return -EOPNOTSUPP;	/* UNSHARE_RANGE: nothing is shared */
 	}
 	if (ret || keep)
 		return ret;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 
 #include <set>
 #include <thread>
@@ -663,3 +664,53 @@ TEST_F(ClientIo, RandomOperationsMatchALocalModel)
 }
 
 } // namespace
+
+// fallocate COLLAPSE_RANGE and INSERT_RANGE: the writer's own unwritten-back
+// bytes move too, the bytes read back moved through the writer and through
+// another client, and ext4's refusals are EINVAL (the kernel client's path;
+// Linux's FUSE refuses these modes before rdfs-fuse sees them).
+TEST_F(ClientIo, CollapseAndInsertMoveTheBytes)
+{
+	std::string name = unique("shift");
+	struct rdfs_file *f = create(c, name);
+	const size_t size = (3 << 20) + 5000;
+	std::vector<uint8_t> want = pattern(size, 7);
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, want.data(), size, 0), (ssize_t)size);
+	ASSERT_EQ(rdfs_fsync(f, 0), 0);
+	// a write still behind (not committed) when the collapse comes
+	std::vector<uint8_t> patch = pattern(3000, 9);
+	ASSERT_EQ(rdfs_pwrite(f, patch.data(), patch.size(), (2 << 20) + 100), 3000);
+	std::copy(patch.begin(), patch.end(), want.begin() + (2 << 20) + 100);
+
+	const size_t coff = 512 << 10, clen = (1 << 20) + (8 << 10);
+	ASSERT_EQ(rdfs_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, coff, clen), 0);
+	want.erase(want.begin() + coff, want.begin() + coff + clen);
+	EXPECT_EQ(read_all(f, size, 1 << 20), want) << "collapsed";
+
+	const size_t ioff = 100 << 10, ilen = 64 << 10;
+	ASSERT_EQ(rdfs_fallocate(f, FALLOC_FL_INSERT_RANGE, ioff, ilen), 0);
+	want.insert(want.begin() + ioff, ilen, 0);
+	EXPECT_EQ(read_all(f, size, 1 << 20), want) << "inserted";
+
+	const size_t now = want.size();
+	EXPECT_EQ(rdfs_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 100, 4096), -EINVAL);
+	EXPECT_EQ(rdfs_fallocate(f, FALLOC_FL_INSERT_RANGE, 4096, 100), -EINVAL);
+	EXPECT_EQ(rdfs_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, now & ~4095ul, 4096), -EINVAL);
+	EXPECT_EQ(rdfs_fallocate(f, FALLOC_FL_INSERT_RANGE, (now + 4095) & ~4095ul, 4096), -EINVAL);
+	EXPECT_EQ(rdfs_fallocate(f, FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+		  -EINVAL);
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	EXPECT_EQ(read_all(g, size + 100, 1 << 20), want) << "through another client";
+	struct stat st;
+	ASSERT_EQ(rdfs_getattr(c2, &root, rdfs_file_ino(g), &st), 0);
+	EXPECT_EQ((size_t)st.st_size, want.size());
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}

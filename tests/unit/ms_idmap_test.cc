@@ -20,7 +20,8 @@ extern "C" {
 #include "../../metaserver/ms_keys.h"
 }
 
-namespace {
+namespace
+{
 
 struct ms_squash policy(enum ms_squash_mode mode, std::vector<struct ms_idmap> maps,
 			int unmapped_squash = 0)
@@ -153,9 +154,9 @@ std::vector<uint8_t> acl_value(std::vector<struct ms_acl_entry> es)
 TEST(IdMap, AclEntriesMapAndStayInOrder)
 {
 	/* client uid 1000 -> 51000, but client uid 900 -> 60000: the order flips */
-	struct ms_squash sq = policy(MS_SQUASH_ROOT,
-				     { { 0, 1000, 51000, 100 }, { 0, 900, 60000, 1 },
-				       { 1, 100, 5100, 10 } });
+	struct ms_squash sq = policy(
+		MS_SQUASH_ROOT,
+		{ { 0, 1000, 51000, 100 }, { 0, 900, 60000, 1 }, { 1, 100, 5100, 10 } });
 	std::vector<uint8_t> v = acl_value({ { MS_ACL_USER_OBJ, 7, MS_ACL_UNDEFINED_ID },
 					     { MS_ACL_USER, 4, 900 },
 					     { MS_ACL_USER, 6, 1000 },
@@ -191,7 +192,9 @@ TEST(IdMap, AclEntriesMapAndStayInOrder)
 	EXPECT_EQ(junk, before);
 }
 
-class IdMapNodeTest : public MsTest {};
+class IdMapNodeTest : public MsTest
+{
+};
 
 TEST_F(IdMapNodeTest, NodeMapsSurviveARestart)
 {
