@@ -388,7 +388,7 @@ fuzz: fuzz-build
 			$(FUZZ_BUILD)/corpus/$$n $$seeds; done
 
 # The model-based random tester (tests/fsx/rdfs_fsx.py) on real mounts, at length:
-# six runs of FSX_OPS operations each (make test runs them short).
+# five runs of FSX_OPS operations each (make test runs 20000 or 6000).
 FSX_OPS ?= 200000
 soak: all
 	RDFS_FSX_OPS=$(FSX_OPS) python3 -m pytest -q tests/integration/test_fsx.py

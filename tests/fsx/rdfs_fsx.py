@@ -27,7 +27,30 @@ file system can show is compared with the model:
   verify      pread of the whole file, compared
 
 After every operation that may change the size, fstat's st_size must equal
-the model's length (st_blocks is not checked: it is not exact everywhere).
+the model's length.
+
+Space: every --space-every operations, after every reopen and at the end
+(also after the last close), the file's allocated space, st_blocks * 512,
+must not exceed a bound that no sequence of operations breaks unless blocks
+leak:
+
+  (the largest extent the file ever had, rounded up to --chunk-size,
+   + --alloc-ahead) * --copies
+
+where the largest extent is the largest size the model ever had, or the end
+of a FALLOC_FL_KEEP_SIZE range if further (those blocks stay past the end).
+--alloc-ahead is how far past a write at the end of the file a client may
+allocate: rdfs's allocate-ahead window, RDFS_PREALLOC_MAX in
+lib/client/client_internal.h (64 MiB; the kernel client allocates none).
+st_blocks comes from statx(AT_STATX_FORCE_SYNC), so a FUSE mount asks its
+server rather than its attribute cache (plain fstat where there is no
+statx); the bound only grows, so a stale st_blocks could only hide a leak
+for a moment, never fail a good run. With --df (only when nothing else
+changes the file system's used space during the run) the same bound applies
+to how much the file system's used space (statvfs) grew since the open,
+which also catches blocks leaked outside the file's own count (freed blocks
+held back). --no-space-check turns both off.
+
 A fallocate mode or copy_file_range that fails with EOPNOTSUPP (or EXDEV for
 copy_file_range) leaves the model unchanged and is not tried again in the run;
 the summary names it. The file stays within --max-size bytes. At the end the
@@ -110,8 +133,17 @@ SIZE_CHANGING = ("write", "truncate", "falloc", "falloc_keep", "punch_hole", "ze
 LOG_TAIL = 50
 DEFAULT_MAX_SIZE = 256 * KiB
 DEFAULT_OPS = 10000
+# The space bound (see the docstring): rdfs's chunk, and RDFS_PREALLOC_MAX in
+# lib/client/client_internal.h, the most a client allocates past a write at the end.
+DEFAULT_CHUNK = MiB
+DEFAULT_ALLOC_AHEAD = 64 * MiB
+DEFAULT_SPACE_EVERY = 100
 
 _fallocate = None
+_statx = None
+AT_EMPTY_PATH = 0x1000
+AT_STATX_FORCE_SYNC = 0x2000
+STATX_BLOCKS = 0x400
 
 
 def fallocate(fd, mode, offset, length):
@@ -129,6 +161,37 @@ def fallocate(fd, mode, offset, length):
                                                               os.strerror(e)))
 
 
+def allocated_blocks(fd=None, path=None):
+    """st_blocks of @fd (or @path), fresh from the file system where it can tell:
+    statx(AT_STATX_FORCE_SYNC) makes FUSE and network file systems ask their
+    server instead of answering from an attribute cache. os.stat's otherwise."""
+    global _statx
+    if _statx is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            f = libc.statx
+            f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
+                          ctypes.c_char_p]
+            f.restype = ctypes.c_int
+            _statx = f
+        except AttributeError:
+            _statx = False
+    if _statx:
+        buf = ctypes.create_string_buffer(256)         # struct statx
+        if fd is not None:
+            ret = _statx(fd, b"", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BLOCKS, buf)
+        else:
+            ret = _statx(-100, os.fsencode(path), AT_STATX_FORCE_SYNC, STATX_BLOCKS, buf)
+        if ret == 0:
+            mask = int.from_bytes(buf.raw[0:4], "little")
+            if mask & STATX_BLOCKS:
+                return int.from_bytes(buf.raw[48:56], "little")    # stx_blocks
+        elif ctypes.get_errno() not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            e = ctypes.get_errno()
+            raise OSError(e, "statx: %s" % os.strerror(e))
+    return (os.fstat(fd) if fd is not None else os.stat(path)).st_blocks
+
+
 class Failure(Exception):
     """A mismatch or an unexpected error; .report is the full text for a person."""
 
@@ -138,22 +201,31 @@ class Failure(Exception):
 
 
 class Result:
-    def __init__(self, seed, ops, counts, disabled, size, seconds):
+    def __init__(self, seed, ops, counts, disabled, size, seconds, space=None):
         self.seed = seed
         self.ops = ops
         self.counts = counts            # kind -> operations done
         self.disabled = disabled        # kind -> (op index, errno name)
         self.size = size                # final file size
         self.seconds = seconds
+        self.space = space              # the space checks' peaks, or None when off
 
     def summary(self):
         kinds = " ".join("%s=%d" % (k, self.counts[k]) for k in KINDS if self.counts.get(k))
         dis = ", ".join("%s (%s at op %d)" % (k, name, i)
                         for k, (i, name) in sorted(self.disabled.items())) or "none"
         rate = self.ops / self.seconds if self.seconds > 0 else 0.0
-        return ("rdfs_fsx: OK seed %d: %d ops in %.1f s (%.0f ops/s), final size %d; "
+        if self.space:
+            sp = self.space
+            space = ("space: %d checks, at most %d KiB allocated of a %d KiB bound%s"
+                     % (sp["checks"], sp["peak"] // KiB, sp["bound"] // KiB,
+                        "" if sp["df_peak"] is None
+                        else ", used space grew %d KiB at most" % (sp["df_peak"] // KiB)))
+        else:
+            space = "space: not checked"
+        return ("rdfs_fsx: OK seed %d: %d ops in %.1f s (%.0f ops/s), final size %d; %s; "
                 "per kind: %s; disabled: %s"
-                % (self.seed, self.ops, self.seconds, rate, self.size, kinds, dis))
+                % (self.seed, self.ops, self.seconds, rate, self.size, space, kinds, dis))
 
 
 def _hexdump(data, base, mark=None):
@@ -182,7 +254,9 @@ def first_difference(a, b):
 
 class Fsx:
     def __init__(self, path, seed=1, ops=DEFAULT_OPS, max_size=DEFAULT_MAX_SIZE, max_len=None,
-                 second=None, log=None, use_mmap=True, use_fallocate=True, out=sys.stdout):
+                 second=None, log=None, use_mmap=True, use_fallocate=True, out=sys.stdout,
+                 space_check=True, space_every=DEFAULT_SPACE_EVERY, chunk_size=DEFAULT_CHUNK,
+                 alloc_ahead=DEFAULT_ALLOC_AHEAD, copies=1, df=False):
         if max_size < 4 * PAGE:
             raise ValueError("--max-size must be at least %d" % (4 * PAGE))
         self.path = str(path)
@@ -202,6 +276,15 @@ class Fsx:
         self.disabled = {}              # kind -> (op index, errno name)
         self.use_mmap = use_mmap
         self.use_fallocate = use_fallocate
+        self.space_check = space_check
+        self.space_every = max(1, space_every)
+        self.chunk_size = chunk_size
+        self.alloc_ahead = alloc_ahead
+        self.copies = copies
+        self.df = df
+        self.high = 0                   # the largest extent the file ever had
+        self.df_base = None             # the file system's used bytes at the open
+        self.space = dict(checks=0, peak=0, bound=0, df_peak=None)
         self.enabled = dict(WEIGHTS)
         if not use_mmap:
             for k in MMAP_KINDS:
@@ -302,12 +385,21 @@ class Fsx:
                 lines.append("full log (%d ops) in %s" % (len(self.log), self.log_path))
             except OSError as e:
                 lines.append("could not write the log to %s: %s" % (self.log_path, e))
-        lines.append("reproduce: %s --seed %d --ops %d --max-size %d --max-len %d%s%s%s %s"
+        lines.append("reproduce: %s --seed %d --ops %d --max-size %d --max-len %d%s%s%s%s %s"
                      % (os.path.basename(__file__), self.seed, self.nops, self.max_size,
                         self.max_len, "" if self.use_mmap else " --no-mmap",
                         "" if self.use_fallocate else " --no-fallocate",
+                        self.space_args(),
                         " --second " + self.second if self.second else "", self.path))
         raise Failure("\n".join(lines))
+
+    def space_args(self):
+        """The space options of this run, as the command line gives them."""
+        if not self.space_check:
+            return " --no-space-check"
+        return (" --space-every %d --chunk-size %d --alloc-ahead %d --copies %d%s"
+                % (self.space_every, self.chunk_size, self.alloc_ahead, self.copies,
+                   " --df" if self.df else ""))
 
     # ------------------------------------------------------------ checks
     def check_bytes(self, what, expected, got, base):
@@ -318,6 +410,41 @@ class Fsx:
         st = os.fstat(self.fd if fd is None else fd)
         if st.st_size != len(self.model):
             self.fail("%s: fstat st_size %d, model size %d" % (what, st.st_size, len(self.model)))
+
+    def space_bound(self):
+        """The most the file may have allocated now (see the docstring)."""
+        c = self.chunk_size
+        return ((self.high + c - 1) // c * c + self.alloc_ahead) * self.copies
+
+    def df_used(self):
+        st = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+    def check_space(self, what, closed=False):
+        """The file's allocated space (and with --df the file system's growth)
+        within the bound; @closed: there is no fd, look at the path."""
+        if not self.space_check:
+            return
+        blocks = allocated_blocks(path=self.path) if closed else allocated_blocks(self.fd)
+        bound = self.space_bound()
+        alloc = blocks * 512
+        sp = self.space
+        sp["checks"] += 1
+        sp["peak"] = max(sp["peak"], alloc)
+        sp["bound"] = bound
+        how = ("the bound is (largest extent %d rounded up to the chunk, %d, + allocate-ahead "
+               "%d) x %d copies = %d" % (self.high, self.chunk_size, self.alloc_ahead,
+                                         self.copies, bound))
+        if alloc > bound:
+            self.fail("%s: the file has %d bytes allocated (st_blocks %d), more than it may: %s"
+                      % (what, alloc, blocks, how))
+        if self.df:
+            grown = self.df_used() - self.df_base
+            sp["df_peak"] = max(sp["df_peak"] or 0, grown)
+            if grown > bound:
+                self.fail("%s: the file system's used space grew by %d bytes since the open, "
+                          "more than the file may hold (st_blocks says %d): blocks leaked "
+                          "outside the file? %s" % (what, grown, alloc, how))
 
     def read_all(self, fd):
         """The whole file through pread until EOF."""
@@ -429,7 +556,9 @@ class Fsx:
             if end > size:
                 self.model_resize(end)
             self.model[off:end] = bytes(n)
-        # falloc_keep: nothing the model can see
+        elif kind == "falloc_keep":
+            # nothing the model can see, but the blocks past the end stay allocated
+            self.high = max(self.high, end)
 
     def op_copy_range(self):
         size = len(self.model)
@@ -477,6 +606,7 @@ class Fsx:
         self.fd = -1
         self.fd = os.open(self.path, os.O_RDWR)
         self.check_size("fstat after reopen")
+        self.check_space("space after close and reopen")
         if self.second:
             self.check_second("after reopen")
 
@@ -510,22 +640,29 @@ class Fsx:
             pass            # not done; the model is unchanged
         else:
             self.counts[kind] += 1
+        self.high = max(self.high, len(self.model))
         if kind in SIZE_CHANGING:
             self.check_size("fstat after %s" % kind)
+        if self.index % self.space_every == 0 and kind != "reopen":
+            self.check_space("space after op %d (%s)" % (self.index, kind))
 
     def run(self):
         t0 = time.monotonic()
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             self.check_size("fstat after open with O_TRUNC")
+            if self.space_check and self.df:
+                self.df_base = self.df_used()       # the file holds nothing now
             for self.index in range(1, self.nops + 1):
                 self.step()
             self.index = self.nops + 1
             self.record("final", 0, len(self.model), "whole-file check")
             self.check_size("final fstat")
             self.check_bytes("final whole-file read", self.model, self.read_all(self.fd), 0)
+            self.check_space("final space")
             os.close(self.fd)
             self.fd = -1
+            self.check_space("space after the last close", closed=True)
             if self.second:
                 self.check_second("at the end")
         except OSError as e:
@@ -536,7 +673,8 @@ class Fsx:
                 self.fd = -1
         self.write_log()
         return Result(self.seed, self.nops, dict(self.counts), dict(self.disabled),
-                      len(self.model), time.monotonic() - t0)
+                      len(self.model), time.monotonic() - t0,
+                      dict(self.space) if self.space_check else None)
 
 
 def run(path, **kw):
@@ -566,8 +704,9 @@ A fallocate mode or copy_file_range the file system does not support
 and named in the summary.
 
 Exit status: 0 when every check passed (one summary line), 1 at the first
-mismatch or unexpected error (report: last 50 operations, first differing
-offset, expected and actual bytes, seed, operation count), 2 on bad usage.
+mismatch, space over the bound or unexpected error (report: last 50
+operations, first differing offset, expected and actual bytes, seed,
+operation count), 2 on bad usage.
 The seed alone reproduces a run.
 
 Soak (many more operations; rdfs-fuse does some 400-1000 ops/s on 2 cores):
@@ -592,6 +731,22 @@ Soak (many more operations; rdfs-fuse does some 400-1000 ops/s on 2 cores):
                    help="write the whole operation log here (on failure and on success)")
     p.add_argument("--no-mmap", action="store_true", help="no mapread/mapwrite")
     p.add_argument("--no-fallocate", action="store_true", help="no fallocate modes")
+    p.add_argument("--no-space-check", action="store_true",
+                   help="do not check the file's allocated space against the bound")
+    p.add_argument("--space-every", type=int, default=DEFAULT_SPACE_EVERY, metavar="N",
+                   help="check the space every N operations (default %d; also after "
+                        "every reopen and at the end)" % DEFAULT_SPACE_EVERY)
+    p.add_argument("--chunk-size", type=size_arg, default=DEFAULT_CHUNK, metavar="BYTES",
+                   help="the file's chunk size, which the bound rounds up to (default 1m: "
+                        "rdfs's; `rdfs layout FILE` shows it)")
+    p.add_argument("--alloc-ahead", type=size_arg, default=DEFAULT_ALLOC_AHEAD, metavar="BYTES",
+                   help="the most a client allocates past a write at the end of the file "
+                        "(default 64m: RDFS_PREALLOC_MAX of lib/client)")
+    p.add_argument("--copies", type=int, default=1, metavar="N",
+                   help="the file's copies (default 1; `rdfs getcopies`)")
+    p.add_argument("--df", action="store_true",
+                   help="also bound the growth of the file system's used space (statvfs) "
+                        "since the open: only when nothing else writes to it")
     a = p.parse_args(argv)
     if a.ops < 0:
         p.error("--ops must be >= 0")
@@ -599,10 +754,15 @@ Soak (many more operations; rdfs-fuse does some 400-1000 ops/s on 2 cores):
         p.error("--max-size must be at least %d" % (4 * PAGE))
     if a.max_len is not None and not 1 <= a.max_len <= a.max_size:
         p.error("--max-len must be between 1 and --max-size")
+    if a.space_every < 1 or a.chunk_size < 1 or a.alloc_ahead < 0 or a.copies < 1:
+        p.error("--space-every, --chunk-size and --copies must be positive, "
+                "--alloc-ahead not negative")
     try:
         res = run(a.path, seed=a.seed, ops=a.ops, max_size=a.max_size, max_len=a.max_len,
                   second=a.second, log=a.log, use_mmap=not a.no_mmap,
-                  use_fallocate=not a.no_fallocate)
+                  use_fallocate=not a.no_fallocate, space_check=not a.no_space_check,
+                  space_every=a.space_every, chunk_size=a.chunk_size,
+                  alloc_ahead=a.alloc_ahead, copies=a.copies, df=a.df)
     except Failure as f:
         print(f.report, flush=True)
         return 1

@@ -14,7 +14,8 @@ What these tests prove, on a cluster of three I/O servers:
     writes, fsync and close succeed, and the file reads back byte for byte from
     another mount; the dead server's copy is shown stale by `rdfs layout` after
     its restart, and reads (from a fresh mount) never return its old bytes;
-  - `rdfs fsck` is clean afterwards.
+  - `rdfs fsck` is clean after every test (an autouse fixture), the kills of
+    I/O servers and of the metaserver included.
 The same tests run against the kernel client in the qemu guest
 (tests/vm/suite.d/lkm-copies: RDFS_TEST_CLIENT=lkm, over TCP and RDMA), whose
 reads fail over through the helper and whose writes go to every copy.
@@ -25,7 +26,7 @@ import re
 
 import pytest
 
-from conftest import MiB, _start, _stop, assert_bytes_equal, wait_until
+from conftest import MiB, _start, _stop, assert_bytes_equal, fsck_clean, wait_until
 from test_layout import parse_layout
 
 BLK = 4096
@@ -39,6 +40,13 @@ def c3():
     c = _start("copies", 3)
     yield c
     _stop(c)
+
+
+@pytest.fixture(autouse=True)
+def fsck_after(c3):
+    """`rdfs fsck` clean after each test: most kill I/O servers or the metaserver."""
+    yield
+    fsck_clean(c3)
 
 
 def copies_per_block(rows, states=("written", "unwritten")):

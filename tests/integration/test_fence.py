@@ -6,13 +6,19 @@ names: a client kept a WRITE capability, unlinked its file, and after the
 blocks were reused read and overwrote another user's 0600 file). Each test keeps
 a capability, makes the metaserver take its blocks or rights back, and replays
 it at the I/O server over the wire: the answer must be -ESTALE (the client's
-cue to fetch the layout again), never data. Plus the space that a file that is
-truncated and rewritten in place keeps (it used to grow without bound while
-the file stayed open).
+cue to fetch the layout again), never data; once rights are taken away (chmod
+by the owner or by root, a named user's ACL entry removed by the owner), asking
+the metaserver for a new layout is refused too (EACCES). Plus the space that a
+file that is truncated and rewritten in place keeps (it used to grow without
+bound while the file stayed open).
 """
 import errno
 import os
 import signal
+import stat
+import subprocess
+
+import pytest
 
 import rdfswire as w
 from conftest import MiB, drop_cache, listener_pid, wait_until
@@ -21,6 +27,9 @@ from test_trust import (cap_fields, client_secret, connect, ino_of, io_read_req,
 
 ESTALE = -errno.ESTALE
 ROOT = w.cred(0, 0)
+OWNER = (1000, 1000)            # owns the files of the revocation tests
+OTHER = (2000, 2000)            # is given rights to them, then loses them
+OTHER_CRED = w.cred(*OTHER)
 
 
 def io_write_req(cap, block, data):
@@ -104,29 +113,78 @@ def test_a_write_capability_of_an_unlinked_file_reaches_no_other_file(cluster, w
         assert f.read() == b"s" * (8 * MiB)
 
 
-def test_chmod_000_by_the_owner_revokes_capabilities_issued_before(cluster, workdir):
-    c = cluster
-    os.chmod(workdir, 0o777)
-    path = workdir / "f"
-    write_file(path, b"p" * MiB)
-    os.chown(path, 1000, 1000)
-    os.chmod(path, 0o666)
-    # uid 2000 may read and write it, and takes a capability
-    port, ext, cap = cap_of(c, path, cr=w.cred(2000, 2000), allocate=True)
-    assert cap_fields(cap)["rights"] == w.CAP_READ | w.CAP_WRITE
-    assert replay_read(c, port, ext, cap)[0] == 0
-    os.chmod(path, 0o000)
-    assert replay_read(c, port, ext, cap)[0] == ESTALE
+def assert_revoked(c, path, port, ext, cap, who):
+    """@cap (of @who) reads and writes no more, and a new LAYOUT for @who is refused."""
+    status, got = replay_read(c, port, ext, cap)
+    assert status == ESTALE and got == b"", "READ with the old capability: %d" % status
     assert replay_write(c, port, ext, cap, b"x" * 4096) == ESTALE
     # and asking again is refused by the metaserver itself
     ms = connect(c.port, client_secret(c))
     try:
-        status, _ = layout(ms, ino_of(ms, c, path), MiB, w.cred(2000, 2000))
-        assert status == -errno.EACCES
+        status, _ = layout(ms, ino_of(ms, c, path), MiB, who, allocate=True)
+        assert status == -errno.EACCES, "LAYOUT after the rights went: %d" % status
+        status, _ = layout(ms, ino_of(ms, c, path), MiB, who)
+        assert status == -errno.EACCES, "LAYOUT (read) after the rights went: %d" % status
     finally:
         ms.close()
+
+
+def run_as(user, argv):
+    """Run @argv as @user (uid, gid) with no supplementary groups; fail on failure."""
+    p = subprocess.run([str(a) for a in argv], user=user[0], group=user[1], extra_groups=[],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, "%s as uid %d: exit %d: %s" % (" ".join(map(str, argv)),
+                                                              user[0], p.returncode, p.stderr)
+    return p.stdout
+
+
+@pytest.mark.parametrize("by", ["owner", "root"])
+def test_chmod_000_revokes_capabilities_issued_before(cluster, workdir, by):
+    c = cluster
+    os.chmod(workdir, 0o777)
+    path = workdir / "f"
+    write_file(path, b"p" * MiB)
+    os.chown(path, *OWNER)
+    os.chmod(path, 0o666)
+    # uid 2000 may read and write it, and takes a capability
+    port, ext, cap = cap_of(c, path, cr=OTHER_CRED, allocate=True)
+    assert cap_fields(cap)["rights"] == w.CAP_READ | w.CAP_WRITE
+    assert replay_read(c, port, ext, cap)[0] == 0
+    if by == "owner":
+        run_as(OWNER, ["chmod", "000", path])
+    else:
+        os.chmod(path, 0o000)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0
+    assert_revoked(c, path, port, ext, cap, OTHER_CRED)
     with open(path, "rb") as f:
         assert f.read() == b"p" * MiB
+
+
+def test_an_acl_entry_removed_by_the_owner_revokes_capabilities_issued_before(cluster, workdir):
+    """ns_acl.c fences when an ACL change may take rights away: a named user's
+    entry grants a non-owner read and write, the owner (not root) removes it
+    with setfacl on the mount, and the capability it had is refused."""
+    c = cluster
+    os.chmod(workdir, 0o777)
+    path = workdir / "f"
+    write_file(path, b"q" * MiB)
+    os.chown(path, *OWNER)
+    os.chmod(path, 0o600)
+    run_as(OWNER, ["setfacl", "-m", "u:%d:rw" % OTHER[0], path])
+    port, ext, cap = cap_of(c, path, cr=OTHER_CRED, allocate=True)
+    assert cap_fields(cap)["rights"] == w.CAP_READ | w.CAP_WRITE, \
+        "the named-user entry did not grant read and write"
+    assert replay_read(c, port, ext, cap)[0] == 0
+    assert replay_write(c, port, ext, cap, b"w" * 4096) == 0
+
+    run_as(OWNER, ["setfacl", "-x", "u:%d" % OTHER[0], path])
+    assert "user:%d:" % OTHER[0] not in run_as(OWNER, ["getfacl", "-n", path])
+    assert_revoked(c, path, port, ext, cap, OTHER_CRED)
+    # the owner's own access is untouched (and sees the write made before)
+    drop_cache(path)
+    with open(path, "rb") as f:
+        got = f.read()
+    assert len(got) == MiB and got.count(b"w") == 4096 and got.count(b"q") == MiB - 4096
 
 
 def test_a_metaserver_restart_fences_every_capability_issued_before(fresh_cluster):

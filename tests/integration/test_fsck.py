@@ -17,7 +17,9 @@ What these tests prove, on real clusters:
     could reach, are "held", not leaked) and after its restart held is 0;
   - it is not vacuous: faults written into a stopped metaserver's database
     (a layout of no file, a wrong block count) are found (exit 4), left alone by
-    a client's FSCK, and repaired by `rdfs fsck --repair`;
+    a client's FSCK, and repaired by `rdfs fsck --repair`; a layout record copied
+    to a second file (two owners of one run of blocks) is found as doubly owned
+    and left alone by the repair;
   - authority: FSCK over a connection that proved only the cluster secret gets
     -EPERM whatever role it claims (claiming "server" fails at the handshake),
     starts no check and repairs nothing, and the server keeps serving (that
@@ -606,6 +608,7 @@ class LevelDB:
                 ("leveldb_readoptions_create", vp, []),
                 ("leveldb_put", None, [vp, vp, ctypes.c_char_p, sz, ctypes.c_char_p, sz, vp]),
                 ("leveldb_get", vp, [vp, vp, ctypes.c_char_p, sz, ctypes.POINTER(sz), vp]),
+                ("leveldb_delete", None, [vp, vp, ctypes.c_char_p, sz, vp]),
                 ("leveldb_free", None, [vp])]:
             getattr(L, name).restype = res
             getattr(L, name).argtypes = args
@@ -630,6 +633,11 @@ class LevelDB:
     def put(self, key, val):
         e = ctypes.c_char_p()
         self.lib.leveldb_put(self.db, self.wo, key, len(key), val, len(val), ctypes.byref(e))
+        assert not e.value, e.value
+
+    def delete(self, key):
+        e = ctypes.c_char_p()
+        self.lib.leveldb_delete(self.db, self.wo, key, len(key), ctypes.byref(e))
         assert not e.value, e.value
 
     def close(self):
@@ -707,6 +715,73 @@ def test_injected_faults_are_found_and_only_the_server_key_repairs_them(fresh_cl
     rep = clean_fsck(c, "after the repair")
     assert rep["blocks_owned"] == rep["blocks_in_use"], json.dumps(rep)
     assert os.stat(keep).st_size == MiB
+
+
+def test_doubly_owned_blocks_are_found_and_left_alone(fresh_cluster):
+    """A layout record copied from one file to another (written into the stopped
+    metaserver's database): both files now own the same blocks. fsck reports the
+    second owner with the run (exit 4), --repair does not touch it (which file's
+    data is it?), and once the record is put back fsck is clean again."""
+    c = fresh_cluster
+    a, b = c.mnt / "a", c.mnt / "b"
+    data = os.urandom(64 << 10)
+    write_file(a, data)
+    write_file(b, b"")
+    ms = connect(c.port, client_secret(c))
+    try:
+        a_ino, b_ino = ino_of(ms, c, a), ino_of(ms, c, b)
+        status, lay = layout(ms, a_ino, len(data), ROOT)
+        assert status == 0
+    finally:
+        ms.close()
+    assert len(lay["extents"]) == 1, lay
+    ext = lay["extents"][0]
+    nblocks = len(data) // BLK
+    assert_clean(*fsck(c)[:2], "before the fault")
+
+    saved = c.kill9(c.port)
+    db = LevelDB(c.dir / "meta")
+    try:
+        rec = db.get(b"L" + be64(a_ino) + be64(0))
+        assert rec is not None and len(rec) == 21, rec
+        # offset in the chunk, count, server, volume block
+        assert struct.unpack_from("<IIIQ", rec) == (0, nblocks, ext["server"], ext["block"]), rec
+        ikey = b"I" + be64(b_ino)
+        b_inode = db.get(ikey)
+        inode = bytearray(b_inode)
+        assert struct.unpack_from("<QQ", inode, 29) == (0, 0)          # size, blocks
+        struct.pack_into("<QQ", inode, 29, len(data), nblocks)
+        db.put(b"L" + be64(b_ino) + be64(0), rec)
+        db.put(ikey, bytes(inode))
+    finally:
+        db.close()
+    c.restart(saved)
+    c.wait_servers_up()
+
+    want = [{"kind": "doubly-owned", "ino": b_ino, "other_ino": 0, "server": ext["server"],
+             "block": ext["block"], "count": nblocks, "repaired": False}]
+    for args in ((), ("--repair",)):
+        rc, rep, _ = fsck(c, *args)
+        dump = json.dumps(rep)
+        assert rc == 4 and rep["counts"] == {"doubly-owned": 1}, dump
+        assert rep["problems"] == 1 and rep["repaired"] == 0 and rep["list"] == want, dump
+        assert rep["blocks_owned"] == rep["blocks_in_use"] + nblocks, dump
+    # both names read the one run of blocks: b shows a's bytes
+    wait_until(lambda: os.stat(b).st_size == len(data), "b's new size past the attribute cache")
+    assert b.read_bytes() == data and a.read_bytes() == data
+
+    # put b back as it was: clean again (what the fixture checks at its end)
+    saved = c.kill9(c.port)
+    db = LevelDB(c.dir / "meta")
+    try:
+        db.delete(b"L" + be64(b_ino) + be64(0))
+        db.put(b"I" + be64(b_ino), b_inode)
+    finally:
+        db.close()
+    c.restart(saved)
+    c.wait_servers_up()
+    rep = clean_fsck(c, "after the record was put back")
+    assert rep["blocks_owned"] == rep["blocks_in_use"] == nblocks, json.dumps(rep)
 
 
 def test_fsck_needs_the_server_key(cluster):

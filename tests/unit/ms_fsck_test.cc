@@ -750,6 +750,75 @@ TEST_F(MsFsckTest, DoublyOwnedBlocksAreReportedNotRepaired)
 	EXPECT_EQ(f.count(MS_FSCK_DOUBLE), 1u) << str(f);
 }
 
+/*
+ * Extents no volume holds: f's straddles the end of its volume (4 blocks in,
+ * 6 past), g's names a server the metaserver does not know. fsck reports each
+ * once with its run; the repair leaves them (no block to free: where the data
+ * is, is unknown), and f's 4 blocks inside the volume stay owned: never
+ * reported as leaked, never handed out.
+ */
+TEST_F(MsFsckTest, ExtentsOutsideEveryVolumeAreReportedNotRepaired)
+{
+	uint64_t fa = write_file(1, "f", 10);
+	uint64_t fg = write_file(1, "g", 10);
+	auto ga = runs_of(fg);
+	ASSERT_EQ(runs_of(fa).size(), 1u);
+	ASSERT_EQ(ga.size(), 1u);
+	const uint64_t edge = kBlocks - 4;
+	const uint32_t unknown = id + 1000;
+
+	/* move the extents in the records (offset 8: server, 12: volume block) */
+	offline([&](Db &db) {
+		uint8_t k[MS_KEY_MAX];
+		std::string v;
+
+		ASSERT_TRUE(db.get(k, key_layout(k, fa, 0), &v));
+		ASSERT_EQ(v.size(), (size_t)MS_EXTENT_REC);
+		put_le64((uint8_t *)&v[12], edge);
+		db.put(k, key_layout(k, fa, 0), v.data(), v.size());
+		ASSERT_TRUE(db.get(k, key_layout(k, fg, 0), &v));
+		ASSERT_EQ(v.size(), (size_t)MS_EXTENT_REC);
+		put_le32((uint8_t *)&v[8], unknown);
+		db.put(k, key_layout(k, fg, 0), v.data(), v.size());
+	});
+	ASSERT_EQ(free_blocks(), kBlocks - 4) << "startup maps the part inside the volume";
+	ASSERT_EQ(mapped(edge, 4), 4u);
+
+	Fsck f = fsck();
+	EXPECT_EQ(f.ret, 0);
+	EXPECT_EQ(f.r.problems, 2u) << str(f);
+	EXPECT_EQ(f.count(MS_FSCK_OUT_OF_RANGE), 2u) << str(f);
+	EXPECT_EQ(f.r.repaired, 0u) << str(f);
+	ASSERT_EQ(f.p.size(), 2u) << str(f);
+	EXPECT_EQ(str(f.p[0]), str(problem(MS_FSCK_OUT_OF_RANGE, fa, 0, id, edge, 10, 0)));
+	EXPECT_EQ(str(f.p[1]),
+		  str(problem(MS_FSCK_OUT_OF_RANGE, fg, 0, unknown, ga[0].first, 10, 0)));
+	EXPECT_EQ(f.r.blocks_owned, 20u) << "every extent's blocks count as the file's";
+	EXPECT_EQ(f.r.blocks_mapped, 4u);
+
+	f = fsck(1, 0);
+	EXPECT_EQ(f.r.problems, 2u) << str(f);
+	EXPECT_EQ(f.count(MS_FSCK_OUT_OF_RANGE), 2u) << str(f);
+	EXPECT_EQ(f.r.repaired, 0u) << "nothing to repair them with: " << str(f);
+	EXPECT_EQ(free_blocks(), kBlocks - 4);
+	EXPECT_EQ(mapped(edge, 4), 4u);
+	EXPECT_EQ(attr(fa).blocks, 10u);
+	EXPECT_EQ(attr(fg).blocks, 10u);
+
+	/* every free block goes to h, none of f's 4 inside the volume */
+	uint64_t h = mkfile(1, "h");
+	struct ms_layout l;
+	ASSERT_EQ(ms_layout(ms, sess, &root, h, 0, (kBlocks - 4) * 4096, 1, 0, &l), 0);
+	ms_layout_free(&l);
+	EXPECT_EQ(free_blocks(), 0u);
+	for (uint64_t x : blocks_of(h))
+		EXPECT_LT(x, edge) << "block " << x << " of f handed out again";
+
+	f = fsck();
+	EXPECT_EQ(f.r.problems, 2u) << "still there, and nothing else: " << str(f);
+	EXPECT_EQ(f.count(MS_FSCK_OUT_OF_RANGE), 2u) << str(f);
+}
+
 TEST_F(MsFsckTest, ADanglingEntryIsReportedNotRepaired)
 {
 	uint64_t d = mkdir_(1, "d");
