@@ -251,10 +251,12 @@ test-integration: all
 	python3 -m pytest -q tests/integration
 
 # The data tests again with every server listening only on tls:// (TLS 1.3):
-# mounts, tools, registration and COPY between I/O servers inside TLS.
+# mounts, tools, registration and COPY between I/O servers inside TLS. The
+# random tester's runs are shorter here: the plain pass has the long ones.
 TLS_SUITE := test_data.py test_copy.py test_multimount.py test_fsx.py
 test-integration-tls: all
-	RDFS_TEST_TRANSPORT=tls python3 -m pytest -q $(addprefix tests/integration/,$(TLS_SUITE))
+	RDFS_TEST_TRANSPORT=tls RDFS_FSX_OPS=6000 \
+		python3 -m pytest -q $(addprefix tests/integration/,$(TLS_SUITE))
 
 # The unit tests again under ASan + UBSan, in a build of their own: a leak, an
 # out-of-bounds access or undefined behaviour anywhere they reach fails the run.
