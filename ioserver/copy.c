@@ -35,6 +35,7 @@
 #include "copy.h"
 #include "frame.h"
 #include "log.h"
+#include "ms_clock.h"
 #include "rdfs.pb-c.h"
 #include "server_id.h"
 #include "xport_module.h"
@@ -202,7 +203,7 @@ static int copy_caps_ok(struct copier *cp, const Rdfs__CopyReq *m, const struct 
 {
 	const Rdfs__IoReq *d = m->dst;
 	const Rdfs__CopySrc *s = m->src;
-	int64_t now = cap_now_ns();
+	int64_t now = ms_clock_now_ns();
 	uint32_t self;
 	int ret;
 

@@ -21,6 +21,7 @@
 #include "fence.h"
 #include "io_internal.h"
 #include "log.h"
+#include "ms_clock.h"
 #include "server_id.h"
 #include "volume.h"
 #include "xport.h"
@@ -149,11 +150,11 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 	/* a server (another I/O server's COPY) acts for the client it checked holds it */
 	ret = cap_check(p->cap_key, io->cap, server_id,
 			!req->peer ? NULL : req->peer->cls == AUTH_CLASS_SERVER ? io->cap->holder :
-			req->peer->id, rights, io->first_block, io->block_count, cap_now_ns());
+			req->peer->id, rights, io->first_block, io->block_count, ms_clock_now_ns());
 	/* genuine, but perhaps taken back since: the client fetches the layout again */
 	if (ret == 0 && p->fences &&
 	    (ret = fence_check(p->fences, io->cap->epoch, io->cap->ino, io->cap->gen,
-			       cap_now_ns()))) {
+			       ms_clock_now_ns()))) {
 		rpc_server_reply_error(req, ret, fence_why(ret));
 		return ret;
 	}
@@ -235,7 +236,7 @@ bool job_fenced(struct io_job *j)
 	int ret;
 
 	if (!j->pool->fences ||
-	    !(ret = fence_check(j->pool->fences, cap->epoch, cap->ino, cap->gen, cap_now_ns())))
+	    !(ret = fence_check(j->pool->fences, cap->epoch, cap->ino, cap->gen, ms_clock_now_ns())))
 		return false;
 	rpc_server_reply_error(&j->req, ret, fence_why(ret));
 	return true;

@@ -11,8 +11,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "cap.h"
 #include "frame.h"
 #include "log.h"
+#include "ms_clock.h"
 #include "rdfs.pb-c.h"
 #include "registration.h"
 #include "rpc.h"
@@ -89,7 +91,7 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	struct rpc_pending *pending;
 	struct rpc_reply rep;
 	uint32_t old_id;
-	int64_t sent_ms;
+	int64_t sent_ms, sent_ns, recv_ns;
 	int ret;
 
 	req.url = r->url;
@@ -101,9 +103,11 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	req.pristine = r->pristine;
 
 	sent_ms = fence_mono_ms();
+	sent_ns = cap_now_ns();
 	ret = rpc_call_start(c, RDFS_OP_REGISTER, &req.base, NULL, 0, &pending);
 	if (!ret)
 		ret = rpc_call_wait(pending, REG_CALL_TIMEOUT_MS, &rep);
+	recv_ns = cap_now_ns();
 	if (ret) {
 		log_warn("metaserver %s: REGISTER failed: %s", r->metaserver, strerror(-ret));
 		return ret;
@@ -129,6 +133,15 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	if (server_id_get(r->id, &old_id) == 0 && old_id != reply->server_id)
 		log_warn("metaserver changed this server's id from %u to %u", old_id,
 			 reply->server_id);
+	/* capability and fence times are the metaserver's: from now on we read its clock */
+	if (reply->realtime_ns) {
+		ms_clock_learn(sent_ns, reply->realtime_ns, recv_ns);
+		if (llabs(ms_clock_skew_ns()) > 1000000000ll)
+			log_warn("this host's clock is %.1f s %s the metaserver's; capabilities "
+				 "and fences go by the metaserver's",
+				 llabs(ms_clock_skew_ns()) / 1e9,
+				 ms_clock_skew_ns() > 0 ? "ahead of" : "behind");
+	}
 	/* every capability of an earlier registration (or metaserver) is fenced, before we serve */
 	r->epoch = reply->epoch;
 	r->timeout_ms = (int)reply->ioserver_timeout_ms;

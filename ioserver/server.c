@@ -19,6 +19,7 @@
 #include "io_request.h"
 #include "ios.h"
 #include "log.h"
+#include "ms_clock.h"
 #include "metrics.h"
 #include "rdfs.pb-c.h"
 #include "registration.h"
@@ -110,7 +111,7 @@ static void ios_volume_info(struct ios_server *s, struct rpc_request *req)
 static void ios_fence(struct ios_server *s, struct rpc_request *req)
 {
 	Rdfs__FenceReq *m;
-	int64_t now = cap_now_ns();
+	int64_t now = ms_clock_now_ns();
 	int ret = 0;
 
 	if (!req->peer || req->peer->cls != AUTH_CLASS_SERVER) {

@@ -465,9 +465,10 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 {
 	size_t n = l->n, nsrv = 0;
 	uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
-	int64_t expiry = cap_now_ns() + ctx->cap_lifetime_ns;
+	int64_t now = cap_now_ns(), expiry = now + ctx->cap_lifetime_ns;
 	int ret = 0;
 
+	r->issued_ns = now;
 	r->offset = l->offset;
 	r->length = l->length;
 	r->size = l->size;
@@ -806,6 +807,7 @@ static void op_register(struct op_call *c)
 		 */
 		rpc_conn_set_idle_timeout(c->req->conn, c->ctx->ioserver_timeout_ms);
 		r.ioserver_timeout_ms = (uint32_t)c->ctx->ioserver_timeout_ms;
+		r.realtime_ns = cap_now_ns();
 	}
 	if (ret == -EPERM)
 		rpc_server_reply_error(c->req, ret,

@@ -292,6 +292,13 @@ int layout_cache_insert(struct layout_cache *lc, Rdfs__LayoutReply *reply)
 	for (i = 0; i < reply->n_caps; i++)
 		if (reply->caps[i]->expiry_ns < piece->expiry_ns)
 			piece->expiry_ns = reply->caps[i]->expiry_ns;
+	/*
+	 * Expiry is on the metaserver's clock: on ours it is as far from now as it
+	 * was from issued_ns there (a little later: the reply's trip), so clocks
+	 * that disagree neither expire a fresh capability nor keep a dead one.
+	 */
+	if (reply->issued_ns && piece->expiry_ns != INT64_MAX)
+		piece->expiry_ns = cap_now_ns() + (piece->expiry_ns - reply->issued_ns);
 
 	/* every extent boundary inside [start, end) cuts a segment */
 	cut[ncut++] = start;

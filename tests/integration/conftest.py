@@ -356,10 +356,10 @@ class Cluster:
         wait_until(lambda: self.servers_up() == self.n_io,
                    "%d I/O servers to be up in `rdfs status`" % self.n_io)
 
-    def mount_second(self, path, opts="attr_timeout=0,entry_timeout=0"):
+    def mount_second(self, path, opts="attr_timeout=0,entry_timeout=0", env=None):
         """Start another client on @path, unmounted at teardown: rdfs-fuse, or with
         RDFS_TEST_OTHER_CLIENT (default RDFS_TEST_CLIENT) lkm the kernel client's
-        helper, which mounts and daemonizes."""
+        helper, which mounts and daemonizes. @env: more environment for it."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         o = "secret_file=%s" % self.secret + ("," + opts if opts else "")
@@ -367,9 +367,10 @@ class Cluster:
             if self.transport == "rdma":
                 o += ",transport=rdma"
             run([LKM_DIR / "rdfs-lkm-helper", "-o", o, "127.0.0.1:%d" % self.port, path],
-                timeout=120)
+                timeout=120, env=dict(os.environ, **(env or {})))
         else:
-            run([BIN / "rdfs-fuse", "-o", o, self.mount_spec, path], timeout=120)
+            run([BIN / "rdfs-fuse", "-o", o, self.mount_spec, path], timeout=120,
+                env=dict(os.environ, **(env or {})))
         self.extra_mounts.append(path)
         wait_until(lambda: os.path.ismount(path), "second mount at %s" % path)
         return path
@@ -396,11 +397,13 @@ class Cluster:
         wait_until(lambda: listener_pid(port) is None, "pid %d to die" % pid)
         return dict(argv=argv, cwd=cwd, port=port)
 
-    def restart(self, saved):
-        """Start a killed server again with the same arguments, and wait until it listens."""
+    def restart(self, saved, env=None):
+        """Start a killed server again with the same arguments (and @env added to its
+        environment), and wait until it listens."""
         log = open(self.logs / ("restart-%d.log" % saved["port"]), "ab")
         p = subprocess.Popen(saved["argv"], cwd=saved["cwd"], stdin=subprocess.DEVNULL,
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                             env=dict(os.environ, **(env or {})))
         self.restarted.append(p)
         self.restarted_ports.append(saved["port"])
         wait_until(lambda: listener_pid(saved["port"]) is not None or p.poll() is not None,
