@@ -1,20 +1,34 @@
 # SPDX-License-Identifier: MIT
-"""Hostile peers that hold on instead of flooding (issue 12, isolation): peers
-that never read their replies, or read them a byte a second. A normal client's
-metadata calls and READs are answered meanwhile (correctness checks with
-generous timeouts, not speed tests), and the server applies its rule:
+"""Hostile peers that hold on instead of flooding (issue 12, isolation): thousands
+of idle connections, a server at its open-file limit, slowloris peers that send
+a frame a byte a second, a reader that takes an I/O server's replies a byte a
+second, and a peer that never reads its replies at all. In every case a normal
+client's metadata calls and READs are answered (correctness checks with
+generous timeouts, not speed tests), and the server applies its rules:
 
+  - a peer that has not authenticated within 10 s is closed (lib/rpc_server.c,
+    RPC_HANDSHAKE_MS), whatever it sends meanwhile;
+  - a peer beyond the server's open-file limit is accepted and closed at once
+    (lib/xport_tcp.c, the listener's spare descriptor), and the server serves
+    again once descriptors are free;
+  - an authenticated client is never closed for being idle or slow to send
+    (clients send no keepalive of their own): it costs one descriptor;
   - a peer whose queued replies do not shrink for `stall_close_ms` (60 s by
     default, a config key of both servers) is closed, and its memory returned.
 """
 import os
+import resource
+import select
 import socket
 import stat
 import threading
 import time
 
+import pytest
+
 import rdfswire as w
-from conftest import BIN, MiB, assert_bytes_equal, drop_cache, listener_pid, plain_wire, run
+from conftest import (BIN, MiB, assert_bytes_equal, drop_cache, listener_pid, plain_wire, run,
+                      wait_until)
 from test_trust import (_flood, _hang_up, _rss_kib, cap_for_extent, client_secret,
                         connect, getattr_, ino_of, io_read_req, ioserver_ports, layout,
                         write_file)
@@ -22,10 +36,49 @@ from test_trust import (_flood, _hang_up, _rss_kib, cap_for_extent, client_secre
 pytestmark = plain_wire("opens raw TCP connections to the servers' ports")
 
 ROOT = w.cred(0, 0)
+HANDSHAKE_S = 10            # RPC_HANDSHAKE_MS
 TCP_ESTABLISHED = 0x01
 
 
 # ------------------------------------------------------------------ helpers
+def raise_nofile(n):
+    """Let this process hold @n more descriptors (soft limit up to the hard one)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = len(os.listdir("/proc/self/fd")) + n + 256
+    if soft >= want:
+        return
+    if hard != resource.RLIM_INFINITY and hard < want:
+        pytest.skip("RLIMIT_NOFILE hard limit %d < %d descriptors this test needs" % (hard, want))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def server_nofile(pid):
+    """(soft, hard) open-file limit of process @pid."""
+    return resource.prlimit(pid, resource.RLIMIT_NOFILE)
+
+
+def server_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def make_room(pid, n):
+    """Let server @pid take @n more connections: raise its soft limit if it is short."""
+    soft, hard = server_nofile(pid)
+    want = server_fds(pid) + n + 256
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    if hard != resource.RLIM_INFINITY and hard < want:
+        pytest.skip("server %d: RLIMIT_NOFILE hard limit %d < %d" % (pid, hard, want))
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (want, hard))
+
+
+def cpu_seconds(pid):
+    """User + system CPU time process @pid has used."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tcp_states():
     """{(local port, remote port): state} of every IPv4 TCP socket on the host."""
     out = {}
@@ -42,6 +95,65 @@ def still_open(sock, server_port, states=None):
     replies we have not read) or gone (a reset)."""
     states = tcp_states() if states is None else states
     return states.get((server_port, sock.getsockname()[1])) == TCP_ESTABLISHED
+
+
+def silent_connections(port, n):
+    """@n connections to @port that never send a byte (non-blocking sockets), and
+    when each was connected (time.monotonic())."""
+    socks, when = [], {}
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.setblocking(False)
+        when[s] = time.monotonic()
+        socks.append(s)
+    return socks, when
+
+
+def none_closed_early(socks, when, port):
+    """Every one of @socks connected less than the handshake timeout ago is open."""
+    states = tcp_states()
+    now = time.monotonic()
+    young = [s for s in socks if now - when[s] < HANDSHAKE_S - 0.5]
+    early = [s for s in young if not still_open(s, port, states)]
+    assert not early, "port %d closed %d of %d connections younger than %d s" % (
+        port, len(early), len(young), HANDSHAKE_S)
+    return len(young)
+
+
+def drain_until_closed(socks, bound_s):
+    """Read @socks (what the server sends: its AUTH_CHALLENGE) until the server
+    closes each; returns (closed, {sock: bytes received}) after at most @bound_s."""
+    got = {s.fileno(): b"" for s in socks}
+    by_fd = {s.fileno(): s for s in socks}
+    ep = select.epoll()
+    for s in socks:
+        ep.register(s.fileno(), select.EPOLLIN | select.EPOLLRDHUP)
+    closed = set()
+    deadline = time.monotonic() + bound_s
+    try:
+        while len(closed) < len(socks) and time.monotonic() < deadline:
+            for fd, _ in ep.poll(1.0):
+                try:
+                    b = by_fd[fd].recv(65536)
+                except (ConnectionResetError, BrokenPipeError):
+                    b = b""
+                except BlockingIOError:
+                    continue
+                if b:
+                    got[fd] += b
+                else:
+                    closed.add(fd)
+                    ep.unregister(fd)
+    finally:
+        ep.close()
+    return {by_fd[fd] for fd in closed}, {by_fd[fd]: v for fd, v in got.items()}
+
+
+def first_opcode(b):
+    """The opcode of the first frame in @b, or None."""
+    if len(b) < w.HDR_LEN:
+        return None
+    return w.HDR.unpack(b[:w.HDR_LEN])[3]
 
 
 def normal_client_works(c, p, data, what):
@@ -92,6 +204,225 @@ def striped_file(c, name="data"):
     return p, data
 
 
+# ------------------------------------------------------------------ idle at scale
+IDLE = 2000
+
+
+def test_thousands_of_idle_connections(fresh_cluster):
+    """2,000 authenticated connections that then say nothing, and 2,000 that
+    never say a word, on the metaserver and on an I/O server at once (8,000
+    sockets; RLIMIT_NOFILE raised here and, if short, in the servers). While
+    they are all connected a normal client is served (wire metadata and READs
+    on new connections, a file written and read back through the mount). Every
+    silent one is closed by the server after its AUTH_CHALLENGE, 10 s after it
+    connected (not before: it was let be until then); every authenticated one
+    stays open and answers a PING; once they are gone, the servers hold about
+    as many descriptors as before."""
+    c = fresh_cluster
+    p, data = striped_file(c)
+    io_port = c.ioserver_port(0)
+    pids = {port: listener_pid(port) for port in (c.port, io_port)}
+    raise_nofile(4 * IDLE)
+    for pid in pids.values():
+        make_room(pid, 2 * IDLE)
+    before = {port: server_fds(pid) for port, pid in pids.items()}
+    print("RLIMIT_NOFILE: test %r, servers %r" % (
+        resource.getrlimit(resource.RLIMIT_NOFILE),
+        {port: server_nofile(pid) for port, pid in pids.items()}))
+    key = client_secret(c)
+    authed, silent, when = {}, {}, {}
+    try:
+        for port in pids:
+            authed[port] = [connect(port, key) for _ in range(IDLE)]
+        for port in pids:
+            silent[port], when[port] = silent_connections(port, IDLE)
+        for port in pids:
+            none_closed_early(silent[port], when[port], port)
+        for port, pid in pids.items():
+            assert server_fds(pid) >= before[port] + 2 * IDLE * 9 // 10, \
+                "server on port %d holds %d descriptors, not the ~%d connections" % (
+                    port, server_fds(pid), 2 * IDLE)
+        normal_client_works(c, p, data, "with %d idle connections on each server" % (2 * IDLE))
+        for port in pids:
+            none_closed_early(silent[port], when[port], port)
+            closed, got = drain_until_closed(silent[port], 4 * HANDSHAKE_S + 60)
+            assert len(closed) == IDLE, \
+                "port %d: %d of %d connections that never authenticated were closed " \
+                "within %d s" % (port, len(closed), IDLE, 4 * HANDSHAKE_S + 60)
+            ops = {first_opcode(b) for b in got.values()}
+            assert ops == {w.OP_AUTH_CHALLENGE}, "port %d sent silent peers %r" % (port, ops)
+        states = tcp_states()
+        for port in pids:
+            gone = [x for x in authed[port] if not still_open(x.sock, port, states)]
+            assert not gone, "port %d closed %d idle authenticated connections" % (port,
+                                                                                   len(gone))
+            for x in authed[port][::100]:
+                assert w.call(x, w.OP_PING)[0] == 0
+    finally:
+        for port in authed:
+            for x in authed[port]:
+                x.close()
+        for port in silent:
+            for s in silent[port]:
+                s.close()
+    for port, pid in pids.items():
+        wait_until(lambda: server_fds(pid) <= before[port] + 50,
+                   "server on port %d to close the idle connections (%d descriptors before)"
+                   % (port, before[port]))
+        assert listener_pid(port) == pid, "the server on port %d restarted" % port
+    normal_client_works(c, p, data, "after the idle connections")
+
+
+def test_server_at_its_open_file_limit(fresh_cluster):
+    """Each server, its RLIMIT_NOFILE lowered (prlimit) to 200 above what it
+    holds, gets 600 connections that never authenticate. About 200 get an
+    AUTH_CHALLENGE; the others are accepted and closed at once, without one
+    (the listener's spare descriptor), and the server logs it instead of
+    spinning (it uses under half a CPU second a second) or dying. The mount's established connections are served
+    meanwhile; once the handshake timeout has closed the silent ones, new
+    connections are served again."""
+    c = fresh_cluster
+    p, data = striped_file(c)
+    extra, n = 200, 600
+    raise_nofile(2 * n)
+    ports = [c.port, c.ioserver_port(0)]
+    pids = {port: listener_pid(port) for port in ports}
+    limits = {port: server_nofile(pid) for port, pid in pids.items()}
+    silent = {}
+    try:
+        for port, pid in pids.items():
+            resource.prlimit(pid, resource.RLIMIT_NOFILE,
+                             (server_fds(pid) + extra, limits[port][1]))
+        for port in ports:
+            silent[port], _ = silent_connections(port, n)
+        # level-triggered, a listener that cannot accept would spin: it idles
+        cpu = {port: cpu_seconds(pid) for port, pid in pids.items()}
+        time.sleep(2)
+        for port, pid in pids.items():
+            used = cpu_seconds(pid) - cpu[port]
+            assert used < 1, "the server on port %d used %.1f s of CPU in 2 s at its " \
+                "open-file limit, idle otherwise" % (port, used)
+        # the mount's connections are open already: it reads and writes on
+        drop_cache(p)
+        assert_bytes_equal(data, p.read_bytes(), "file read at the servers' open-file limit")
+        for port in ports:
+            closed, got = drain_until_closed(silent[port], 4 * HANDSHAKE_S + 60)
+            assert len(closed) == n, "port %d: %d of %d connections closed" % (
+                port, len(closed), n)
+            challenged = sum(1 for b in got.values() if first_opcode(b) == w.OP_AUTH_CHALLENGE)
+            dropped = sum(1 for b in got.values() if b == b"")
+            assert challenged + dropped == n, "port %d sent something else" % port
+            assert challenged <= extra and dropped >= n - extra - 10, \
+                "port %d at its limit: %d challenged, %d dropped at once" % (
+                    port, challenged, dropped)
+            print("port %d at its open-file limit: %d of %d connections challenged, %d "
+                  "dropped at once" % (port, challenged, n, dropped))
+            assert listener_pid(port) == pids[port], "the server on port %d died" % port
+    finally:
+        for port in silent:
+            for s in silent[port]:
+                s.close()
+        for port, pid in pids.items():
+            if listener_pid(port) == pid:
+                resource.prlimit(pid, resource.RLIMIT_NOFILE, limits[port])
+    logs = "".join(f.read_text(errors="replace") for f in (c.dir / "log").glob("*.log"))
+    assert "Too many open files; dropped a connection" in logs, \
+        "no server logged the connections it dropped at its limit"
+    normal_client_works(c, p, data, "after the open-file limit")
+
+
+# ------------------------------------------------------------------ slowloris
+def dribble(sock, payload, stop_after_s, interval=1.0):
+    """Send @payload a byte per @interval until it is sent, the peer closes, or
+    @stop_after_s pass: (bytes sent, seconds, 'closed' or 'sent' or 'gave up')."""
+    t0 = time.monotonic()
+    for i in range(len(payload)):
+        if time.monotonic() - t0 > stop_after_s:
+            return i, time.monotonic() - t0, "gave up"
+        try:
+            sock.send(payload[i:i + 1])
+        except (BrokenPipeError, ConnectionResetError):
+            return i, time.monotonic() - t0, "closed"
+        # the server's close shows as EOF or a reset before our next byte
+        r, _, _ = select.select([sock], [], [], interval)
+        if r:
+            try:
+                if sock.recv(65536, socket.MSG_PEEK) == b"":
+                    return i + 1, time.monotonic() - t0, "closed"
+            except ConnectionResetError:
+                return i + 1, time.monotonic() - t0, "closed"
+    return len(payload), time.monotonic() - t0, "sent"
+
+
+def test_slowloris_peers(fresh_cluster):
+    """On the metaserver and an I/O server at once: a peer that takes the
+    AUTH_CHALLENGE and sends its AUTH_RESPONSE a byte a second is closed by the
+    handshake timeout (10 s after it connected, long before its AUTH_RESPONSE
+    is in); a peer that authenticated and then sends a PING a byte a second is
+    not closed (no rule closes a client for sending slowly) and gets its PING
+    answered once the 24 bytes are in, the frame put together right. All the
+    while a normal client is served, again and again."""
+    c = fresh_cluster
+    p, data = striped_file(c)
+    key = client_secret(c)
+    ports = [c.port, c.ioserver_port(0)]
+    results = {}
+
+    def preauth(port):
+        conn = w.Conn(port, timeout=30)
+        t0 = time.monotonic()
+        try:
+            hdr, body, _ = conn.recv_frame()
+            assert hdr["opcode"] == w.OP_AUTH_CHALLENGE
+            resp = w.field_bytes(1, os.urandom(32)) + w.field_bytes(2, os.urandom(32)) \
+                + w.field_bytes(3, "client")
+            sent, _, how = dribble(conn.sock, w.frame(w.OP_AUTH_RESPONSE, resp, tag=hdr["tag"]),
+                                   HANDSHAKE_S * 4)
+            results[("preauth", port)] = (sent, time.monotonic() - t0, how)
+        finally:
+            conn.close()
+
+    def authed(port):
+        conn = connect(port, key, timeout=60)
+        t0 = time.monotonic()
+        try:
+            sent, _, how = dribble(conn.sock, w.frame(w.OP_PING, tag=4242), 60)
+            reply = None
+            if how == "sent":
+                conn.sock.settimeout(30)
+                reply, _, _ = conn.recv_frame()
+            results[("authed", port)] = (sent, time.monotonic() - t0, how, reply)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=f, args=(port,), daemon=True)
+               for port in ports for f in (preauth, authed)]
+    for t in threads:
+        t.start()
+    rounds = 0
+    while any(t.is_alive() for t in threads) and rounds < 100:
+        normal_client_works(c, p, data, "while slowloris peers dribble (round %d)" % rounds)
+        rounds += 1
+        time.sleep(1)
+    for t in threads:
+        t.join(120)
+    assert rounds >= 2, rounds
+    for port in ports:
+        sent, elapsed, how = results[("preauth", port)]
+        assert how == "closed", \
+            "port %d: a peer sending its AUTH_RESPONSE a byte a second: %s after %d bytes, " \
+            "%.1f s" % (port, how, sent, elapsed)
+        assert elapsed >= HANDSHAKE_S - 0.5, \
+            "port %d closed the slow handshake after %.1f s, before its %d s" % (
+                port, elapsed, HANDSHAKE_S)
+        sent, elapsed, how, reply = results[("authed", port)]
+        assert how == "sent" and reply is not None, \
+            "port %d: an authenticated peer sending a PING a byte a second: %s after %d " \
+            "bytes, %.1f s" % (port, how, sent, elapsed)
+        assert (reply["opcode"], reply["tag"], reply["status"], reply["flags"] & w.FLAG_REPLY) \
+            == (w.OP_PING, 4242, 0, w.FLAG_REPLY), "port %d: %r" % (port, reply)
+
+
 # ------------------------------------------------------------------ slow reader
 def read_setup(c, p, data):
     """(I/O server port, READ request of 1 MiB with a valid capability, its bytes)."""
@@ -113,6 +444,45 @@ def slow_reader(port, key, req, n):
     assert w.authenticate(conn, key) == "accepted"
     conn.send(b"".join(w.frame(w.OP_READ, req, tag=i + 1) for i in range(n)))
     return conn
+
+
+def test_reader_at_one_byte_a_second(fresh_cluster):
+    """A client sends 64 pipelined 1 MiB READs to an I/O server and takes its
+    replies one byte a second (default config: it stays connected). For 12 s,
+    other clients' READs at that server (new connections, right bytes) and
+    the mount are answered; what the slow reader got is the start of its
+    first reply, a READ reply frame."""
+    c = fresh_cluster
+    p, data = striped_file(c)
+    key = client_secret(c)
+    port, req, want = read_setup(c, p, data)
+    slow = slow_reader(port, key, req, 64)
+    t0 = time.monotonic()
+    got = b""
+    try:
+        t_end = time.monotonic() + 12
+        rounds = 0
+        while time.monotonic() < t_end:
+            slow.sock.settimeout(30)
+            got += slow.sock.recv(1)
+            conn = connect(port, key)
+            try:
+                status, _, d = conn.request(w.OP_READ, req, timeout=30)
+            finally:
+                conn.close()
+            assert status == 0, "a READ while another client reads a byte a second: %d" % status
+            assert_bytes_equal(want, d, "a READ while another client reads a byte a second")
+            if rounds % 4 == 0:
+                normal_client_works(c, p, data, "while a client reads a byte a second")
+            rounds += 1
+            time.sleep(1)
+        if time.monotonic() - t0 < 55:      # stall_close_ms: 60 s by default
+            assert still_open(slow.sock, port), \
+                "the slow reader was closed before the default stall_close_ms"
+    finally:
+        _hang_up(slow)
+    assert len(got) >= 4 and got[:4] == w.HDR.pack(w.MAGIC, 0, 0, 0, 0, 0, 0, 0)[:4], got
+    assert rounds >= 5, rounds
 
 
 # ------------------------------------------------------------------ stall close
