@@ -69,6 +69,8 @@ struct ios_options {
 	int pipeline_depth;			/* unit reads in flight per READ; 0: default */
 	int readahead_cache_mb;			/* 0: default; IOS_READAHEAD_OFF: none */
 	uint64_t buffer_pool_bytes;		/* READ buffer memory; 0: derived */
+	/* a peer whose queued replies do not shrink this long is closed; 0: 60 s (rpc.h) */
+	int stall_close_ms;
 	/*
 	 * Optional: count requests, connections, the pipeline and the volume
 	 * here (rdfs_ios_*, docs/DESIGN.md "Metrics"); it must outlive the server

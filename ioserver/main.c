@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
+#include "rpc.h"
 #include "volume.h"
 
 #define PROG			"rdfs-ioserver"
@@ -139,6 +140,11 @@ static const char usage_text[] =
 "                         io-threads x pipeline-depth x unit-size, at least\n"
 "                         32m). READs wait for buffers when it is spent.\n"
 "                         Config key: buffer_pool.\n"
+"    --stall-close-ms MS  a client whose queued replies have not shrunk for this\n"
+"                         long (it does not read them, or a byte now and then)\n"
+"                         is disconnected, and the buffers and range locks its\n"
+"                         requests held are returned; 1000-86400000 (default\n"
+"                         60000). Config key: stall_close_ms.\n"
 "    --metrics-listen HOST:PORT  serve Prometheus metrics at\n"
 "                         http://HOST:PORT/metrics: requests, bytes, errors\n"
 "                         and latency by operation, the io_uring pipeline,\n"
@@ -155,7 +161,7 @@ static const char usage_text[] =
 "    Keys of section [ioserver], falling back to [cluster]:\n"
 "      volume, create_size, format (bool), listen, advertise, name, domain,\n"
 "      io_threads, send_mode, unit_size, pipeline_depth, readahead_cache_mb,\n"
-"      buffer_pool, metrics_listen, log_level, log_file\n"
+"      buffer_pool, stall_close_ms, metrics_listen, log_level, log_file\n"
 "    Keys of section [cluster] (or [ioserver] to override):\n"
 "      metaserver, secret_file, cap_key_file\n"
 "    Key of section [metrics], shared by every server reading the file:\n"
@@ -204,7 +210,7 @@ enum opt_id {
 	OPT_CONFIG = 256, OPT_VOLUME, OPT_CREATE_SIZE, OPT_FORMAT, OPT_LISTEN, OPT_ADVERTISE,
 	OPT_METASERVER, OPT_NAME, OPT_SECRET, OPT_CAP_KEY, OPT_IO_THREADS, OPT_SEND_MODE,
 	OPT_UNIT_SIZE, OPT_PIPELINE_DEPTH, OPT_READAHEAD, OPT_BUFFER_POOL, OPT_LOG_LEVEL,
-	OPT_LOG_FILE, OPT_DOMAIN, OPT_METRICS_LISTEN, OPT_HELP, OPT_VERSION,
+	OPT_LOG_FILE, OPT_DOMAIN, OPT_METRICS_LISTEN, OPT_STALL_CLOSE, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -228,6 +234,7 @@ static const struct option long_opts[] = {
 	{ "log-level",	  required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-file",	  required_argument, NULL, OPT_LOG_FILE },
 	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
+	{ "stall-close-ms", required_argument, NULL, OPT_STALL_CLOSE },
 	{ "help",	  no_argument,	     NULL, OPT_HELP },
 	{ "version",	  no_argument,	     NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -254,6 +261,7 @@ static const char *const opt_keys[] = {
 	[OPT_LOG_FILE - OPT_CONFIG]	= "log_file",
 	[OPT_DOMAIN - OPT_CONFIG]	= "domain",
 	[OPT_METRICS_LISTEN - OPT_CONFIG] = "metrics_listen",
+	[OPT_STALL_CLOSE - OPT_CONFIG]	= "stall_close_ms",
 };
 
 struct override {
@@ -511,13 +519,20 @@ static int prepare_pipeline(const struct rdfs_config *cfg, struct ios_options *o
 static int prepare(const struct rdfs_config *cfg, struct ios_options *o,
 		   struct auth_secret *secret, struct auth_secret *cap_key)
 {
-	int64_t threads = IOS_DEFAULT_IO_THREADS;
+	int64_t threads = IOS_DEFAULT_IO_THREADS, stall_close;
 	int ret;
 
 	if (config_get_int(cfg, SECTION, "io_threads", IOS_DEFAULT_IO_THREADS, &threads) ||
 	    threads < 1 || threads > MAX_IO_THREADS) {
 		startup_error("bad io_threads '%s' (1-%d)",
 			      config_get(cfg, SECTION, "io_threads", ""), MAX_IO_THREADS);
+		return EXIT_USAGE;
+	}
+	if (config_get_int(cfg, SECTION, "stall_close_ms", RPC_STALL_CLOSE_DEFAULT_MS,
+			   &stall_close) ||
+	    stall_close < 1000 || stall_close > 86400000) {
+		startup_error("bad stall_close_ms '%s' (milliseconds, 1000-86400000)",
+			      config_get(cfg, SECTION, "stall_close_ms", ""));
 		return EXIT_USAGE;
 	}
 	ret = prepare_pipeline(cfg, o);
@@ -541,6 +556,7 @@ static int prepare(const struct rdfs_config *cfg, struct ios_options *o,
 	o->secret = secret;
 	o->cap_key = cap_key;
 	o->io_threads = (int)threads;
+	o->stall_close_ms = (int)stall_close;
 	return 0;
 }
 

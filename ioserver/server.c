@@ -460,6 +460,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	 * replies, parked waiting for its share of the buffer pool, stay cheap.
 	 */
 	rpc_server_set_conn_budget(s->rpc, IOS_CONN_MAX_REQS, 0);
+	rpc_server_set_stall_close(s->rpc, o->stall_close_ms);
 
 	if (o->advertise && o->advertise[0]) {
 		if (snprintf(s->advertise, sizeof(s->advertise), "%s", o->advertise) >=

@@ -134,6 +134,8 @@ struct rpc_server;
  * Four maximal (16 MiB) replies, so a peer that does read streams at full speed.
  */
 #define RPC_SERVER_TX_QUEUE_MAX	(64ull << 20)
+/* How long a peer's queued replies may stay unshrunk before it is closed (default). */
+#define RPC_STALL_CLOSE_DEFAULT_MS	60000
 
 struct rpc_request {
 	struct xport_conn *conn;	/* holds a reference until rpc_request_done() */
@@ -258,6 +260,13 @@ long long rpc_conn_counter_add(struct xport_conn *conn, long long delta);
 void rpc_conn_set_idle_timeout(struct xport_conn *conn, int ms);
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
+/*
+ * Close an authenticated peer whose queued replies have not shrunk for @ms (it
+ * does not read them, or reads a byte now and then): its memory and whatever
+ * it holds of the server's are returned. 0: RPC_STALL_CLOSE_DEFAULT_MS. Call
+ * before serving.
+ */
+void rpc_server_set_stall_close(struct rpc_server *s, int ms);
 /*
  * Count requests, replies and connections of @s in @m (rpc_metrics.h) from
  * now on; NULL: stop. Call before serving; @m must outlive @s.

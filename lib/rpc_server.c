@@ -31,12 +31,13 @@
 /* What an unauthenticated peer may have delivered at once: its AuthResponse. */
 #define RPC_PREAUTH_REQS	2
 /*
- * A peer whose queued replies have not shrunk for this long is not reading
- * them (or reads a byte now and then): closed, its memory and whatever it
- * holds of the server's (buffers, range locks) returned. A peer that reads
- * at all shrinks its queue within a second now and then.
+ * A peer whose queued replies have not shrunk for RPC_STALL_CLOSE_DEFAULT_MS
+ * (rpc.h; rpc_server_set_stall_close()) is not reading them (or reads a byte
+ * now and then): closed, its memory and whatever it holds of the server's
+ * (buffers, range locks) returned. A peer that reads at all shrinks its queue
+ * within a second now and then. Checked this often, or twice per stall time
+ * when that is shorter.
  */
-#define RPC_STALL_CLOSE_MS	60000
 #define RPC_STALL_CHECK_MS	1000
 /*
  * How often idle timeouts (rpc_conn_set_idle_timeout) are checked, and how
@@ -61,7 +62,7 @@ struct rpc_session {
 	struct rpc_session *hs_prev, *hs_next;		/* handshakes, by deadline */
 	int on_hs_list;
 
-	/* main loop: a peer not reading its replies (see RPC_STALL_CLOSE_MS) */
+	/* main loop: a peer not reading its replies (see close_stalled()) */
 	size_t stall_queued;
 	int64_t stall_since_ms;		/* 0: not stalled */
 	int64_t last_rx_ms;		/* main loop: the last frame from the peer */
@@ -87,6 +88,7 @@ struct rpc_server {
 	int (*admit)(void *arg, const struct auth_peer *peer, const char **why);
 	void *admit_arg;
 	int handshake_ms;
+	int stall_close_ms;		/* rpc_server_set_stall_close() */
 	struct xport_listener **listeners;
 	int nlisteners;
 
@@ -217,6 +219,7 @@ int rpc_server_create(const char *const *urls, const struct auth_keys *keys,
 	s->budget_reqs = RPC_INFLIGHT_REQS;
 	s->budget_bytes = RPC_INFLIGHT_BYTES;
 	s->handshake_ms = RPC_HANDSHAKE_MS;
+	s->stall_close_ms = RPC_STALL_CLOSE_DEFAULT_MS;
 	s->listeners = calloc((size_t)n + 1, sizeof(*s->listeners));
 	if (!s->listeners) {
 		free(s);
@@ -329,14 +332,21 @@ void rpc_server_set_conn_budget(struct rpc_server *s, unsigned int max_reqs, uin
 	s->budget_bytes = max_bytes ? max_bytes : RPC_INFLIGHT_BYTES;
 }
 
-/* Close peers that stopped reading their replies (RPC_STALL_CLOSE_MS). Main loop. */
+void rpc_server_set_stall_close(struct rpc_server *s, int ms)
+{
+	s->stall_close_ms = ms > 0 ? ms : RPC_STALL_CLOSE_DEFAULT_MS;
+}
+
+/* Close peers that stopped reading their replies (stall_close_ms). Main loop. */
 static void close_stalled(struct rpc_server *s, int64_t now)
 {
+	int check_ms = s->stall_close_ms / 2 < RPC_STALL_CHECK_MS ? s->stall_close_ms / 2
+								  : RPC_STALL_CHECK_MS;
 	struct rpc_session *ss;
 
 	if (now < s->next_stall_check_ms)
 		return;
-	s->next_stall_check_ms = now + RPC_STALL_CHECK_MS;
+	s->next_stall_check_ms = now + check_ms;
 	for (ss = s->sessions; ss; ss = ss->next) {
 		size_t q;
 
@@ -347,10 +357,10 @@ static void close_stalled(struct rpc_server *s, int64_t now)
 			ss->stall_since_ms = 0;	/* it reads: nothing to hold against it */
 		} else if (!ss->stall_since_ms) {
 			ss->stall_since_ms = now;
-		} else if (now - ss->stall_since_ms >= RPC_STALL_CLOSE_MS) {
-			log_warn("%s: %s has not read its replies (%zu bytes queued) for %d s; "
+		} else if (now - ss->stall_since_ms >= s->stall_close_ms) {
+			log_warn("%s: %s has not read its replies (%zu bytes queued) for %d ms; "
 				 "closing", xport_conn_peer(ss->conn), ss->peer.id, q,
-				 RPC_STALL_CLOSE_MS / 1000);
+				 s->stall_close_ms);
 			ss->rejected = 1;
 			xport_conn_close(ss->conn);
 		}

@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "metrics_http.h"
 #include "ms.h"
+#include "rpc.h"
 #include "server.h"
 
 #define PROG		"rdfs-metaserver"
@@ -111,6 +112,10 @@ static void usage(FILE *f)
 "                         the known I/O servers to register again: clients are\n"
 "                         told to retry (EAGAIN) instead of failing (default 30;\n"
 "                         0: allocate on whatever has registered)\n"
+"    --stall-close-ms MS  a peer whose queued replies have not shrunk for this\n"
+"                         long (it does not read them, or a byte now and then)\n"
+"                         is disconnected and its memory returned; 1000 to\n"
+"                         86400000 (default 60000)\n"
 "    --help               print this help and exit\n"
 "    --version            print the version and exit\n"
 "\n"
@@ -120,8 +125,8 @@ static void usage(FILE *f)
 "      [metaserver]  listen (URLs separated by spaces or commas), db, threads,\n"
 "                    cap_lifetime, chunk_size, default_copies, root_squash,\n"
 "                    startup_wait, rebuild_grace, rebuild_interval,\n"
-"                    rebuild_rate, ioserver_timeout, metrics_listen,"
-" log_level, log_file\n"
+"                    rebuild_rate, ioserver_timeout, stall_close_ms,\n"
+"                    metrics_listen, log_level, log_file\n"
 "      [metrics]     listen: HOST:PORT of the metrics endpoint, for every server\n"
 "                    reading the file (a server's own metrics_listen wins, so\n"
 "                    servers sharing a host and a file can use other ports)\n"
@@ -197,6 +202,7 @@ int main(int argc, char **argv)
 		{ "root-squash", no_argument, NULL, 'R' },
 		{ "startup-wait", required_argument, NULL, 'W' },
 		{ "metrics-listen", required_argument, NULL, 'M' },
+		{ "stall-close-ms", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -215,6 +221,7 @@ int main(int argc, char **argv)
 	char *listen_buf = NULL, err[512];
 	int nlisten_cli = 0, nlisten = 0, opt, errline, ret, status = 1, lvl;
 	int64_t threads, lifetime, startup_wait, copies, grace, interval, rate, ioserver_timeout;
+	int64_t stall_close;
 	int root_squash;
 	uint64_t chunk_size;
 	struct sigaction sa;
@@ -283,6 +290,9 @@ int main(int argc, char **argv)
 		case 'M':
 			config_set(cfg, SECTION, "metrics_listen", optarg);
 			break;
+		case 'S':
+			config_set(cfg, SECTION, "stall_close_ms", optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -321,7 +331,8 @@ int main(int argc, char **argv)
 						     "chunk_size", "root_squash", "startup_wait",
 						     "default_copies", "rebuild_grace",
 						     "rebuild_interval", "rebuild_rate",
-						     "ioserver_timeout", "metrics_listen" };
+						     "ioserver_timeout", "metrics_listen",
+						     "stall_close_ms" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			const char *v = config_get(cfg, SECTION, keys[i], NULL);
 
@@ -389,6 +400,12 @@ int main(int argc, char **argv)
 	    (ioserver_timeout != 0 && (ioserver_timeout < 300 || ioserver_timeout > 3600000))) {
 		fprintf(stderr, PROG ": ioserver_timeout must be 0 or milliseconds from 300 to "
 			"3600000\n");
+		return 2;
+	}
+	if (config_get_int(cfg, SECTION, "stall_close_ms", RPC_STALL_CLOSE_DEFAULT_MS,
+			   &stall_close) ||
+	    stall_close < 1000 || stall_close > 86400000) {
+		fprintf(stderr, PROG ": stall_close_ms must be milliseconds from 1000 to 86400000\n");
 		return 2;
 	}
 	if (config_get_bool(cfg, SECTION, "root_squash", 0, &root_squash)) {
@@ -470,6 +487,7 @@ int main(int argc, char **argv)
 	so.root_squash = root_squash;
 	so.rebuild_interval_ms = interval * 1000;
 	so.ioserver_timeout_ms = ioserver_timeout ? (int)ioserver_timeout : -1;
+	so.stall_close_ms = (int)stall_close;
 	ret = ms_server_create(ms, &so, &srv);
 	if (ret) {
 		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen[0], strerror(-ret));

@@ -305,8 +305,10 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 		ret = rpc_server_create(o->listen, &keys, &srv->rpc);
 		auth_keys_clear(&keys);
 	}
-	if (!ret)
+	if (!ret) {
 		rpc_server_set_admit(srv->rpc, admit_peer, srv);
+		rpc_server_set_stall_close(srv->rpc, o->stall_close_ms);
+	}
 	if (ret) {
 		ms_zeroer_destroy(srv->zeroer);
 		free(srv);

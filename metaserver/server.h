@@ -25,6 +25,8 @@ struct ms_server_opts {
 	int64_t rebuild_interval_ms;		/* between the rebuilder's passes; 0: 10 s */
 	/* an I/O server silent this long is down; 0: MS_DEFAULT_IOSERVER_TIMEOUT_MS, < 0: never */
 	int ioserver_timeout_ms;
+	/* a peer whose queued replies do not shrink this long is closed; 0: 60 s (rpc.h) */
+	int stall_close_ms;
 	/*
 	 * Optional: count requests, connections, the worker queue and fences
 	 * here (rdfs_ms_*); it must outlive the server.
