@@ -87,7 +87,10 @@ def test_compare_interrupted_tears_down(tmp_path):
                              "--reps", "50", "--out", str(tmp_path / "out"),
                              "--scratch", str(tmp_path / "scratch"), "--bin", str(BIN),
                              "--port-base", str(base)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a suite started in the background
+                            # (`make test &`) has SIGINT ignored, and so would compare
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_until(lambda: log.exists() and "repetition 1/50" in log.read_text(),
                    "compare to start measuring", attempts=240)
