@@ -23,7 +23,8 @@
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
 	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_drain, &tool_cmd_rebalance,
-	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, &tool_cmd_top, NULL,
+	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, &tool_cmd_top, &tool_cmd_getstripe,
+	&tool_cmd_setstripe, &tool_cmd_du, &tool_cmd_find, &tool_cmd_servers, NULL,
 };
 
 static void usage(FILE *out)
@@ -140,7 +141,7 @@ int main(int argc, char **argv)
 	struct rdfs_config *cfg;
 	struct tool t = { 0 };
 	int64_t timeout;
-	int opt, ret, errline = 0, level;
+	int opt, ret, errline = 0, level, server_key;
 
 	cfg = config_new();
 	if (!cfg) {
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
 	}
 	/* `rdfs CMD --help` works without a cluster */
 	for (int i = optind + 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		if (strcmp(argv[i], "--help") == 0 || (strcmp(argv[i], "-h") == 0 && !cmd->own_h)) {
 			printf("%s", cmd->help);
 			config_free(cfg);
 			return TOOL_OK;
@@ -254,7 +255,9 @@ int main(int argc, char **argv)
 	}
 	secret_path = config_get(cfg, "rdfs", "secret_file", DEFAULT_SECRET);
 	copts.role = "tool";
-	if (cmd->server_key) {
+	server_key = cmd->server_key ||
+		     (cmd->server_key_for && cmd->server_key_for(argc - optind, argv + optind));
+	if (server_key) {
 		struct auth_identity id;
 
 		secret_path = config_get(cfg, "rdfs", "cap_key_file", DEFAULT_CAP_KEY);
@@ -270,7 +273,7 @@ int main(int argc, char **argv)
 	}
 	if (ret) {
 		fprintf(stderr, "rdfs: cannot load %s %s: %s\n",
-			cmd->server_key ? "capability key" : "secret file", secret_path,
+			server_key ? "capability key" : "secret file", secret_path,
 			rdfs_key_error(ret));
 		config_free(cfg);
 		return TOOL_FAIL;
@@ -284,7 +287,7 @@ int main(int argc, char **argv)
 		if (ret == -EACCES)
 			fprintf(stderr, "rdfs: metaserver %s rejected the %s from %s\n",
 				t.metaserver,
-				cmd->server_key ? "server key derived" : "key", secret_path);
+				server_key ? "server key derived" : "key", secret_path);
 		else
 			fprintf(stderr, "rdfs: cannot reach metaserver %s: %s\n", t.metaserver,
 				strerror(-ret));
