@@ -107,7 +107,8 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 {
 	int version = in->stripe_count ? 4 : in->flags ? 3 : 2;
 	size_t fixed = version == 4 ? MS_INODE_FIXED_V4 :
-		       version == 3 ? MS_INODE_FIXED_V3 : MS_INODE_FIXED;
+		       version == 3 ? MS_INODE_FIXED_V3 :
+				      MS_INODE_FIXED;
 
 	buf[0] = (uint8_t)version;
 	put_le32(buf + 1, in->mode);
@@ -135,8 +136,8 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out)
 {
 	const uint8_t *p = val;
-	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED,
-					   MS_INODE_FIXED_V3, MS_INODE_FIXED_V4 };
+	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED, MS_INODE_FIXED_V3,
+					   MS_INODE_FIXED_V4 };
 	size_t fixed;
 
 	if (len == 0 || p[0] < 1 || p[0] > 4)
