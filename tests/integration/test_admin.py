@@ -295,3 +295,29 @@ def test_json_outputs_parse(c3):
     st = jrdfs(c3, "stat", "--json", r + "/l")["entries"][0]
     assert st["type"] == "symlink" and st["target"] == "f", st
     assert jrdfs(c3, "getcopies", "--json", r + "/f")["entries"][0]["copies"] == 1
+
+
+def test_every_command_has_a_manual_page_the_package_installs(rdfs_bin):
+    """`rdfs help CMD` is a manual page for every command `rdfs --help` lists,
+    deploy/help2roff makes it rdfs-CMD(1) and debian/rdfs-tools.install ships it."""
+    repo = rdfs_bin.parent.parent if (rdfs_bin.parent.parent / "Makefile").exists() else None
+    repo = repo or os.path.join(os.path.dirname(__file__), "..", "..")
+    out = subprocess.run([str(rdfs_bin / "rdfs"), "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    section = out.split("\nCOMMANDS\n")[1].split("\n\n")[0]
+    cmds = re.findall(r"^    ([a-z]+)\s", section, re.M)
+    assert len(cmds) >= 18 and {"getstripe", "du", "find", "servers"} <= set(cmds), cmds
+    with open(os.path.join(repo, "debian", "rdfs-tools.install")) as f:
+        installed = set(f.read().split())
+    for c in cmds:
+        page = subprocess.run([str(rdfs_bin / "rdfs"), "help", c], capture_output=True,
+                              text=True, check=True).stdout
+        assert page.startswith("NAME\n    rdfs-%s - " % c), page
+        assert "\nSYNOPSIS\n    rdfs %s" % c in page and "\nDESCRIPTION\n" in page, page
+        roff = subprocess.run([os.path.join(repo, "deploy", "help2roff"), "--name", "rdfs-" + c,
+                               "--help-args", "help " + c, str(rdfs_bin / "rdfs")],
+                              capture_output=True, text=True, check=True).stdout
+        assert ".SH NAME\nrdfs\\-%s \\- " % c in roff, roff[:300]
+        assert "usr/share/man/man1/rdfs-%s.1" % c in installed, c
+    assert subprocess.run([str(rdfs_bin / "rdfs"), "help", "nosuch"],
+                          capture_output=True).returncode == 2

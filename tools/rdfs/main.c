@@ -40,18 +40,25 @@ static void usage(FILE *out)
 "         [--cap-key-file FILE] [--timeout MS] [--log-level LEVEL]\n"
 "         COMMAND [ARGS...]\n"
 "    rdfs COMMAND --help\n"
+"    rdfs help [COMMAND]\n"
 "\n"
 "DESCRIPTION\n"
 "    rdfs talks to the metaserver of an rdfs cluster (authenticating with the\n"
-"    cluster secret or a node key, as a client; `node`, `fsck` and `drain`\n"
-"    with the server key) and prints what it asks. Paths are paths inside the rdfs\n"
-"    namespace, starting at its root (/dir/file), not paths through a FUSE\n"
-"    mount.\n"
+"    cluster secret or a node key, as a client; `node`, `fsck`, `drain`,\n"
+"    `rebalance` and the changes of `servers` with the server key) and prints\n"
+"    what it asks. Paths are paths inside the rdfs namespace, starting at its\n"
+"    root (/dir/file), not paths through a FUSE mount. `rdfs help COMMAND`\n"
+"    prints the manual page of COMMAND (rdfs-COMMAND(1)).\n"
 "\n"
 "COMMANDS\n");
-	for (i = 0; commands[i]; i++)
-		fprintf(out, "    %-9s %-18s %s\n", commands[i]->name, commands[i]->args,
-			commands[i]->summary);
+	for (i = 0; commands[i]; i++) {
+		if (strlen(commands[i]->args) > 18)
+			fprintf(out, "    %-9s %s\n    %-28s %s\n", commands[i]->name,
+				commands[i]->args, "", commands[i]->summary);
+		else
+			fprintf(out, "    %-9s %-18s %s\n", commands[i]->name, commands[i]->args,
+				commands[i]->summary);
+	}
 	fprintf(out,
 "\n"
 "OPTIONS\n"
@@ -95,8 +102,49 @@ static void usage(FILE *out)
 "    0  success\n"
 "    1  the operation failed (metaserver unreachable, secret unreadable or\n"
 "       rejected, no such file, ...)\n"
-"    2  bad command line or configuration\n",
+"    2  bad command line or configuration\n"
+"\n"
+"SEE ALSO\n",
 		DEFAULT_TIMEOUT_MS);
+	/* one manual page per command (rdfs help COMMAND, installed as rdfs-COMMAND(1)) */
+	for (i = 0; commands[i]; i++)
+		fprintf(out, "%srdfs-%s(1)", !i ? "    " : i % 5 ? ", " : ",\n    ",
+			commands[i]->name);
+	fprintf(out, "\n");
+}
+
+/*
+ * `rdfs help COMMAND`: COMMAND's --help laid out as a manual page (NAME,
+ * SYNOPSIS from its usage lines, DESCRIPTION from the rest), which `make
+ * man` turns into rdfs-COMMAND(1) with deploy/help2roff.
+ */
+static void print_man(const struct tool_cmd *cmd)
+{
+	const char *p = cmd->help;
+
+	printf("NAME\n    rdfs-%s - %s\n\nSYNOPSIS\n", cmd->name, cmd->summary);
+	/* the usage lines, up to the first blank line */
+	while (*p && *p != '\n') {
+		const char *eol = strchrnul(p, '\n'), *l = p;
+
+		if (!strncmp(l, "usage: ", 7))
+			l += 7;
+		else
+			while (*l == ' ')
+				l++;
+		printf("    %s%.*s\n", *l == '[' ? "    " : "", (int)(eol - l), l);
+		p = *eol ? eol + 1 : eol;
+	}
+	printf("\nDESCRIPTION\n");
+	while (*p == '\n')
+		p++;
+	while (*p) {
+		const char *eol = strchrnul(p, '\n');
+
+		printf("%s%.*s\n", eol > p ? "    " : "", (int)(eol - p), p);
+		p = *eol ? eol + 1 : eol;
+	}
+	printf("\nSEE ALSO\n    rdfs(1)\n");
 }
 
 static const struct tool_cmd *find_command(const char *name)
@@ -183,6 +231,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rdfs: missing COMMAND\nTry 'rdfs --help'.\n");
 		config_free(cfg);
 		return TOOL_USAGE;
+	}
+	if (strcmp(argv[optind], "help") == 0) {
+		cmd = optind + 1 < argc ? find_command(argv[optind + 1]) : NULL;
+		config_free(cfg);
+		if (optind + 1 == argc) {
+			usage(stdout);
+			return TOOL_OK;
+		}
+		if (!cmd || optind + 2 != argc) {
+			fprintf(stderr, "rdfs help: expected one COMMAND\nTry 'rdfs --help'.\n");
+			return TOOL_USAGE;
+		}
+		print_man(cmd);
+		return TOOL_OK;
 	}
 	cmd = find_command(argv[optind]);
 	if (!cmd) {
