@@ -142,14 +142,23 @@ $(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
 VERSION  := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog 2>/dev/null)
 MAN1     := rdfs-fuse rdfs rdfs-bench
 MAN8     := rdfs-metaserver rdfs-ioserver rdfs-lkm-helper mount.fuse.rdfs
+# One page per command of the rdfs tool, rdfs-COMMAND(1), from `rdfs help COMMAND`;
+# the commands are the .name of each tools/rdfs/cmd_*.c.
+RDFS_CMDS := $(shell sed -n 's/^[[:space:]]*\.name = "\([a-z]*\)",$$/\1/p' \
+               $(sort $(wildcard tools/rdfs/cmd_*.c)))
+RDFS_CMD_MANS := $(patsubst %,$(BUILD)/man/rdfs-%.1,$(RDFS_CMDS))
 MANPAGES := $(patsubst %,$(BUILD)/man/%.1,$(MAN1)) $(patsubst %,$(BUILD)/man/%.8,$(MAN8)) \
-            $(BUILD)/man/mount.rdfs.8
+            $(BUILD)/man/mount.rdfs.8 $(RDFS_CMD_MANS)
 HELP2ROFF = deploy/help2roff --source "rdfs $(VERSION)" \
 	$(if $(filter mount.fuse.rdfs,$*),--summary "mount(8) helper for rdfs over FUSE")
 man: $(MANPAGES)
 $(BUILD)/man/%.1: $(BUILD)/bin/% deploy/help2roff
 	@mkdir -p $(dir $@)
 	$(HELP2ROFF) --section 1 $< > $@.tmp && mv $@.tmp $@
+# (a static pattern: rdfs-fuse.1 and rdfs-bench.1 are programs' pages)
+$(RDFS_CMD_MANS): $(BUILD)/man/rdfs-%.1: $(BUILD)/bin/rdfs deploy/help2roff
+	@mkdir -p $(dir $@)
+	$(HELP2ROFF) --section 1 --name rdfs-$* --help-args "help $*" $< > $@.tmp && mv $@.tmp $@
 $(BUILD)/man/%.8: $(BUILD)/bin/% deploy/help2roff
 	@mkdir -p $(dir $@)
 	$(HELP2ROFF) --section 8 $< > $@.tmp && mv $@.tmp $@

@@ -4,9 +4,12 @@
  * (LAYOUT with allocate), clearing unwritten flags (COMMIT), freeing blocks past
  * a new end of file, and rebuilding the allocation maps at startup.
  *
- * Chunk i of a file goes to server (stripe_start + i) % n of the n up servers
- * sorted by id; a chunk that already holds blocks keeps growing on its server
- * while that server is up. A hole right after an unwritten extent first tries
+ * Chunk i of a file goes to server (start + i % count) % n of the n up servers
+ * sorted by id (ms_stripe_pos: start is stripe_start, or the position of the
+ * server whose id it is after rdfs setstripe -i; count the file's stripe
+ * count, all n when 0); a chunk that already holds blocks keeps growing on its
+ * server while that server is up. Read-only and drained servers are not
+ * among the n. A hole right after an unwritten extent first tries
  * to extend that extent in place; otherwise allocation starts where the file's
  * previous extent on that server ended, so streamed files stay contiguous.
  * Allocated blocks that may hold a freed file's data are zeroed on their
@@ -410,6 +413,24 @@ static void note_goal(struct alloc_ctx *a, const struct ms_ext *e)
 		a->goal[i] = e->block + e->count;
 }
 
+int ms_stripe_pos(const struct ms_inode *in, uint64_t idx, const uint32_t *up, int n)
+{
+	uint64_t start = in->stripe_start, count = in->stripe_count;
+
+	if (n <= 0)
+		return 0;
+	if (in->flags & MS_INO_STRIPE_ID) {
+		int i = 0;
+
+		while (i < n && up[i] < in->stripe_start)
+			i++;
+		start = i < n ? (uint64_t)i : 0;
+	}
+	if (count == 0 || count > (uint64_t)n)
+		count = (uint64_t)n;
+	return (int)((start + idx % count) % (uint64_t)n);
+}
+
 /* 1 if chunk @c has an extent on server @sid. */
 static int chunk_on_server(const struct ms_chunk *c, uint32_t sid)
 {
@@ -506,7 +527,7 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 {
 	uint8_t used[MAX_UP] = { 0 };
 	int order[MAX_UP], n = 0, made = 0, ret = 0;
-	int first = (int)((in->stripe_start + c->idx) % (uint64_t)a->nup);
+	int first = ms_stripe_pos(in, c->idx, a->up, a->nup);
 
 	for (int i = 0; i < a->nup; i++)
 		if (chunk_on_server(c, a->up[i]))

@@ -368,7 +368,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (config_get_size(cfg, SECTION, "chunk_size", MS_DEFAULT_CHUNK, &chunk_size) ||
-	    chunk_size < 4096 || chunk_size % 4096 || chunk_size > (64u << 20)) {
+	    chunk_size < 4096 || chunk_size % 4096 || chunk_size > RDFS_MAX_CHUNK) {
 		fprintf(stderr, PROG ": chunk_size must be a multiple of 4k from 4k to 64m\n");
 		return 2;
 	}

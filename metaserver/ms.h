@@ -367,6 +367,9 @@ int ms_register(struct ms *ms, struct ms_session *s, const char *url, const void
  */
 uint64_t ms_server_epoch(struct ms *ms, uint32_t id);
 
+/* Longest label an admin gives an I/O server (rdfs servers label). */
+#define MS_LABEL_MAX		127
+
 struct ms_server_info {
 	uint32_t id;
 	char url[256];
@@ -378,6 +381,8 @@ struct ms_server_info {
 	uint64_t free_blocks;
 	int up;
 	int draining;
+	int read_only;			/* no new blocks there (ms_server_set) */
+	char label[MS_LABEL_MAX + 1];
 };
 
 /*
@@ -412,6 +417,18 @@ int ms_node_admit(struct ms *ms, const char *id, struct ms_squash *squash);
 
 /* *@out is malloc'ed (free()); returns the count, sorted by id. */
 int ms_server_list(struct ms *ms, struct ms_server_info **out);
+/*
+ * rdfs servers: give I/O server @id the label @label (NULL: keep it; "":
+ * none) and with @read_only 1 make it read-only (0: not; -1: keep). A
+ * read-only server gets no new blocks (allocation, the rebuilder's new
+ * copies and the rebalance pass it by) while what it holds stays readable
+ * and writable in place, and its copies keep counting. Persisted with the
+ * server's record, across registrations. Servers only (-EPERM); -ENOENT for
+ * an unknown id, -EINVAL for a label longer than MS_LABEL_MAX or with a
+ * control character.
+ */
+int ms_server_set(struct ms *ms, struct ms_session *s, uint32_t id, const char *label,
+		  int read_only);
 /* URL of server @id into @buf; -ENOENT when unknown. */
 int ms_server_url(struct ms *ms, uint32_t id, char *buf, size_t len);
 
@@ -589,6 +606,59 @@ struct ms_rebalance_status {
 	uint32_t outside;		/* servers outside the band at the last pass */
 };
 void ms_rebalance_status(struct ms *ms, struct ms_rebalance_status *out);
+
+/* ---------------------------------------------------------------- the subtree walk (walk.c) */
+
+#define MS_WALK_MAX		4096		/* entries one batch lists at most */
+#define MS_WALK_VISIT		16384		/* entries one batch looks at at most */
+#define MS_WALK_PATH_BYTES	(384u << 10)	/* path bytes one batch lists at most: with
+						   4096 attributes, under RDFS_MAX_BODY */
+#define MS_WALK_PATH_MAX	65535		/* longest path (and cursor) below the start */
+
+struct ms_walk_entry {
+	size_t path_off;		/* in ms_walk.paths, NUL-terminated, relative to the start */
+	size_t path_len;
+	struct ms_attr attr;
+	int denied;			/* a directory the caller may not list: not walked into */
+};
+
+/* One batch of a walk; ms_walk_free(). */
+struct ms_walk {
+	size_t n, cap;
+	struct ms_walk_entry *e;
+	char *paths;
+	size_t paths_len, paths_cap;
+	char *cursor;			/* the last path visited: where the next batch resumes */
+	size_t cursor_len;
+	int eof;			/* nothing is left after this batch */
+	/* what the batch visited, but for the non-directories it lists in a summary */
+	uint64_t files, dirs, others, bytes, blocks, denied;
+};
+
+/*
+ * rdfs du and find: walk the tree under directory @ino depth first, entries
+ * of a directory in name order, each directory before what it holds, from
+ * strictly after @cursor (a path relative to @ino as a batch returned it;
+ * NULL/0: from the start) for one bounded batch: at most @max entries (0 or
+ * more than MS_WALK_MAX: MS_WALK_MAX) listed, MS_WALK_VISIT looked at and
+ * MS_WALK_PATH_BYTES of paths. out->cursor resumes it; out->eof says the
+ * walk is done. No lock is held: what changes during a walk may be seen or
+ * not, as by find(1) on a live file system; a cursor whose entries are gone
+ * resumes after where they were.
+ *
+ * Only what @cr could list is walked (root: everything): the entries of a
+ * directory it may read and search; one it may not is listed with denied
+ * and not walked into. @ino itself needs read and search (-EACCES).
+ *
+ * Without @summary every entry visited is listed. With it (du -s) the sums
+ * carry the entries instead, and only the ones the caller must see are
+ * listed: non-directories with more than one link (not in the sums: count
+ * each inode once) and the denied directories (in the sums).
+ * -ENOTDIR, -ENOENT, -ENAMETOOLONG for a path longer than MS_WALK_PATH_MAX.
+ */
+int ms_walk(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *cursor,
+	    size_t cursor_len, uint32_t max, int summary, struct ms_walk *out);
+void ms_walk_free(struct ms_walk *w);
 
 /* ---------------------------------------------------------------- metrics */
 

@@ -134,6 +134,8 @@ struct ms_ioserver {
 	struct ms_session *up;		/* the live registration session, or NULL */
 	int64_t down_since_ms;		/* CLOCK_MONOTONIC: when it went down (or we started) */
 	int draining;			/* rdfs drain: nothing new there, its copies go */
+	int read_only;			/* rdfs servers set --read-only: nothing new there */
+	char label[MS_LABEL_MAX + 1];	/* rdfs servers label: the admin's note */
 	uint64_t epoch;			/* of that registration (ms_server_epoch) */
 	/* freed blocks a fence could not reach: free once it registers again */
 	size_t nheld, held_cap;
@@ -154,7 +156,7 @@ void registry_start_wait(struct ms_registry *r, int ms);
 void registry_destroy(struct ms_registry *r);
 /* The ids of the up servers, ascending; returns the count (at most @max). */
 int registry_up_ids(struct ms_registry *r, uint32_t *ids, int max);
-/* The ids of the servers new blocks may go to: up and not being drained. */
+/* The ids of the servers new blocks may go to: up, not read-only, not being drained. */
 int registry_alloc_ids(struct ms_registry *r, uint32_t *ids, int max);
 /*
  * A key of server @id's failure domain: equal keys, same domain. A server
@@ -202,6 +204,15 @@ void chunk_store(leveldb_writebatch_t *b, uint64_t ino, const struct ms_chunk *c
 void chunk_normalize(struct ms_chunk *c);
 void chunks_free(struct ms_chunk *cs, size_t n);
 #define MS_ANY_SERVER	UINT32_MAX
+/*
+ * The position in @up (the @n servers new blocks may go to, ascending ids)
+ * of the server chunk @idx of @in goes to first: the file's first server
+ * (position stripe_start, or with MS_INO_STRIPE_ID the server of id
+ * stripe_start, else the next id up, wrapping) plus @idx modulo its stripe
+ * count (0, or more than @n: all @n). Further copies follow at the next
+ * positions, so they land on other servers. 0 when @n is 0.
+ */
+int ms_stripe_pos(const struct ms_inode *in, uint64_t idx, const uint32_t *up, int n);
 /*
  * Give blocks [r0, r1) of the file (chunk @c starts at file block @base) flags
  * @to where their extent has flags @from and server @sid (MS_ANY_SERVER: any),

@@ -105,9 +105,12 @@ size_t key_high_water(uint8_t *buf, uint32_t id)
 
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 {
-	size_t fixed = in->flags ? MS_INODE_FIXED_V3 : MS_INODE_FIXED;
+	int version = in->stripe_count ? 4 : in->flags ? 3 : 2;
+	size_t fixed = version == 4 ? MS_INODE_FIXED_V4 :
+		       version == 3 ? MS_INODE_FIXED_V3 :
+				      MS_INODE_FIXED;
 
-	buf[0] = in->flags ? 3 : 2;
+	buf[0] = (uint8_t)version;
 	put_le32(buf + 1, in->mode);
 	put_le32(buf + 5, in->nlink);
 	put_le32(buf + 9, in->uid);
@@ -122,8 +125,10 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 	put_le64(buf + 61, (uint64_t)in->mtime_ns);
 	put_le64(buf + 69, (uint64_t)in->ctime_ns);
 	buf[77] = in->copies;
-	if (in->flags)
+	if (version >= 3)
 		buf[78] = in->flags;
+	if (version >= 4)
+		put_le32(buf + 79, in->stripe_count);
 	memcpy(buf + fixed, in->target, in->target_len);
 	return fixed + in->target_len;
 }
@@ -131,11 +136,11 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out)
 {
 	const uint8_t *p = val;
-	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED,
-					   MS_INODE_FIXED_V3 };
+	static const size_t fixed_of[] = { 0, MS_INODE_FIXED_V1, MS_INODE_FIXED, MS_INODE_FIXED_V3,
+					   MS_INODE_FIXED_V4 };
 	size_t fixed;
 
-	if (len == 0 || p[0] < 1 || p[0] > 3)
+	if (len == 0 || p[0] < 1 || p[0] > 4)
 		return -EIO;
 	fixed = fixed_of[p[0]];
 	if (len < fixed || len - fixed >= sizeof(out->target))
@@ -155,7 +160,8 @@ int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out
 	out->mtime_ns = (int64_t)get_le64(p + 61);
 	out->ctime_ns = (int64_t)get_le64(p + 69);
 	out->copies = p[0] == 1 ? 0 : p[77];
-	out->flags = p[0] == 3 ? p[78] : 0;
+	out->flags = p[0] >= 3 ? p[78] : 0;
+	out->stripe_count = p[0] >= 4 ? get_le32(p + 79) : 0;
 	out->acl.n = 0;
 	out->target_len = (uint32_t)(len - fixed);
 	memcpy(out->target, p + fixed, out->target_len);

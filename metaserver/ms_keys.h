@@ -39,6 +39,15 @@
  * version 3 only when a flag is set, so a database that never had an ACL
  * stays readable by metaservers from before ACLs, and one without the flags
  * needs no extra read to know it has no ACL.
+ * Version 4 (MS_INODE_FIXED_V4 bytes) adds 79 u32 stripe_count, the target
+ * then starting at 83: how many I/O servers the chunks of a file (a
+ * directory's: of what is created in it) spread over; 0 is all of them, as
+ * every older record reads. A record is written as version 4 only when
+ * stripe_count is not 0, so a database that never had one stays readable by
+ * older metaservers. Flag MS_INO_STRIPE_ID (any version from 3) says
+ * stripe_start is an I/O server id chunk 0 goes to (rdfs setstripe -i), not
+ * a position in the list of servers; older metaservers ignore the flag and
+ * read it as a position, which places chunks elsewhere but nowhere wrong.
  *
  * Extent record (MS_EXTENT_REC bytes); a chunk record lists its extents sorted
  * by offset, non-overlapping; blocks of the chunk not covered are holes:
@@ -97,8 +106,12 @@
 #define MS_INODE_FIXED_V1	77
 #define MS_INODE_FIXED		78
 #define MS_INODE_FIXED_V3	79
+#define MS_INODE_FIXED_V4	83
+/* The longest fixed part: a value buffer holds this + 4096 (a symlink's target). */
+#define MS_INODE_FIXED_MAX	MS_INODE_FIXED_V4
 #define MS_INO_ACL		1u	/* inode flags (version 3 records) */
 #define MS_INO_DEFACL		2u
+#define MS_INO_STRIPE_ID	4u	/* stripe_start is a server id (rdfs setstripe -i) */
 #define MS_DIRENT_VAL		9
 #define MS_EXTENT_REC		21
 #define MS_EXT_UNWRITTEN	1u
@@ -117,7 +130,8 @@ struct ms_inode {
 	uint32_t gid;
 	uint32_t rdev;
 	uint32_t chunk_size;
-	uint32_t stripe_start;
+	uint32_t stripe_start;		/* a position in the up list, or with MS_INO_STRIPE_ID an id */
+	uint32_t stripe_count;		/* servers the chunks spread over; 0: all */
 	uint64_t size;
 	uint64_t blocks;
 	uint64_t parent;		/* directories: the containing directory */
@@ -157,7 +171,7 @@ size_t key_server(uint8_t *buf, uint32_t id);
 size_t key_high_water(uint8_t *buf, uint32_t id);
 size_t key_prefix(uint8_t *buf, char tag, uint64_t id);	/* tag + be64 */
 
-/* Inode records. Encode returns the value length; @buf holds MS_INODE_FIXED + 4096. */
+/* Inode records. Encode returns the value length; @buf holds MS_INODE_FIXED_MAX + 4096. */
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf);
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out);
 

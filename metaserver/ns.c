@@ -80,7 +80,7 @@ int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out)
 
 void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in)
 {
-	uint8_t k[MS_KEY_MAX], v[MS_INODE_FIXED_V3 + 4096];
+	uint8_t k[MS_KEY_MAX], v[MS_INODE_FIXED_MAX + 4096];
 	size_t klen = key_inode(k, in->ino);
 	size_t vlen = inode_encode(in, v);
 

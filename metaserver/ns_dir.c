@@ -212,6 +212,14 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 		leveldb_writebatch_destroy(b);
 		goto out;
 	}
+	/* the directory's stripe defaults (rdfs setstripe), after the ACL's flags are set */
+	if (S_ISREG(tmpl->mode) || S_ISDIR(tmpl->mode)) {
+		tmpl->stripe_count = dir.stripe_count;
+		if (dir.flags & MS_INO_STRIPE_ID) {
+			tmpl->stripe_start = dir.stripe_start;
+			tmpl->flags |= MS_INO_STRIPE_ID;
+		}
+	}
 	ns_inode_put(b, tmpl);
 	ns_dirent_put(b, parent, name, ino, tmpl->mode >> 12);
 	ns_inode_put(b, &dir);

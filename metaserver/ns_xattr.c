@@ -10,6 +10,14 @@
  * all, set by the owner or root, removed to fall back to the cluster default;
  * listxattr does not name it (as CephFS's layout xattrs).
  *
+ * rdfs.stripe is the same kind of attribute for the layout: chunk size,
+ * stripe count and first server (the chunk_size, stripe_count, stripe_start
+ * fields and the MS_INO_STRIPE_ID flag), as "chunk_size=N stripe_count=N
+ * stripe_index=N". A regular file takes a new one only while it has no
+ * blocks (-EBUSY: its chunks are where they are); a directory's is what
+ * files and directories created in it start with. Removing it goes back to
+ * the cluster's chunk size, all servers and no fixed first server.
+ *
  * system.posix_acl_access and system.posix_acl_default are POSIX ACLs,
  * validated and enforced: ns_acl.c serves them.
  */
@@ -139,6 +147,148 @@ out:
 	return ret;
 }
 
+/* rdfs.stripe of @ino as text. */
+static int stripe_get(struct ms *ms, uint64_t ino, void **value)
+{
+	struct ms_inode *in = malloc(sizeof(*in));
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_get(ms, ino, in);
+	if (!ret && !S_ISREG(in->mode) && !S_ISDIR(in->mode))
+		ret = -ENODATA;
+	if (!ret) {
+		*value = malloc(96);
+		ret = *value ? snprintf(*value, 96, "chunk_size=%u stripe_count=%d stripe_index=%lld",
+					in->chunk_size ? in->chunk_size : ms->chunk_size,
+					in->stripe_count ? (int)in->stripe_count : -1,
+					in->flags & MS_INO_STRIPE_ID ? (long long)in->stripe_start
+								     : -1ll)
+			     : -ENOMEM;
+	}
+	free(in);
+	return ret;
+}
+
+/* A layout as rdfs.stripe says it; a field given as -2 was not given. */
+struct stripe_val {
+	int64_t chunk_size, count, index;
+};
+
+/* Parse "key=N ..." (space, tab or newline apart) into @v: 0 or -EINVAL. */
+static int stripe_parse(const void *value, size_t len, struct stripe_val *v)
+{
+	char buf[128], *p, *save = NULL;
+
+	v->chunk_size = v->count = v->index = -2;
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, value, len);
+	buf[len] = '\0';
+	for (p = strtok_r(buf, " \t\n", &save); p; p = strtok_r(NULL, " \t\n", &save)) {
+		char *eq = strchr(p, '='), *end;
+		long long n;
+
+		if (!eq || !eq[1])
+			return -EINVAL;
+		*eq = '\0';
+		errno = 0;
+		n = strtoll(eq + 1, &end, 10);
+		if (errno || *end)
+			return -EINVAL;
+		if (!strcmp(p, "chunk_size") && n >= RDFS_BLOCK_SIZE && n <= RDFS_MAX_CHUNK &&
+		    n % RDFS_BLOCK_SIZE == 0)
+			v->chunk_size = n;
+		else if (!strcmp(p, "stripe_count") && n >= -1 && n <= RDFS_MAX_STRIPE_COUNT)
+			v->count = n < 0 ? 0 : n;
+		else if (!strcmp(p, "stripe_index") && n >= -1 && n <= UINT32_MAX)
+			v->index = n;
+		else
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* 1 if I/O server @id is known to the registry. */
+static int server_known(struct ms *ms, uint32_t id)
+{
+	char url[8];
+
+	return ms_server_url(ms, id, url, sizeof(url)) == 0;
+}
+
+/* Set (@value) or remove (NULL: back to the defaults) rdfs.stripe of @ino. */
+static int stripe_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *value,
+			 size_t len, uint32_t flags)
+{
+	struct stripe_val v = { ms->chunk_size, 0, -1 };
+	struct ms_lockset ls;
+	struct ms_inode *in;
+	leveldb_writebatch_t *b;
+	uint32_t chunk, count, start;
+	uint8_t iflags;
+	int ret;
+
+	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
+		return -EINVAL;
+	if (value && (flags & MS_XATTR_CREATE))
+		return -EEXIST;
+	if (value && stripe_parse(value, len, &v))
+		return -EINVAL;
+	/* checked before the lock: the registry's mutex is a leaf, taken alone */
+	if (v.index >= 0 && !server_known(ms, (uint32_t)v.index))
+		return -EINVAL;
+	in = malloc(sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (ret)
+		goto out;
+	if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
+		ret = -EPERM;
+	else if (!perm_is_owner(in, cr))
+		ret = -EPERM;
+	if (ret)
+		goto out;
+	chunk = v.chunk_size >= 0 ? (uint32_t)v.chunk_size : in->chunk_size;
+	count = v.count >= 0 ? (uint32_t)v.count : in->stripe_count;
+	iflags = in->flags;
+	start = in->stripe_start;
+	if (v.index >= 0) {
+		iflags |= MS_INO_STRIPE_ID;
+		start = (uint32_t)v.index;
+	} else if (v.index == -1 && (iflags & MS_INO_STRIPE_ID)) {
+		uint32_t ids[256];
+		int n = registry_up_ids(&ms->reg, ids, 256);
+
+		/* the metaserver's choice again, as at the file's creation */
+		iflags &= ~MS_INO_STRIPE_ID;
+		start = n > 0 ? (uint32_t)(ino % (uint64_t)n) : 0;
+	}
+	if (chunk == in->chunk_size && count == in->stripe_count && iflags == in->flags &&
+	    start == in->stripe_start)
+		goto out;	/* as it is: nothing to write, not even for a file with data */
+	/* a file's chunks are where its layout put them: a new one only while it has none */
+	if (S_ISREG(in->mode) && in->blocks) {
+		ret = -EBUSY;
+		goto out;
+	}
+	in->chunk_size = chunk;
+	in->stripe_count = count;
+	in->stripe_start = start;
+	in->flags = iflags;
+	in->ctime_ns = ns_now();
+	b = leveldb_writebatch_create();
+	ns_inode_put(b, in);
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+out:
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
+
 int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
 		void **value)
 {
@@ -154,6 +304,10 @@ int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const cha
 	if (!strcmp(name, RDFS_COPIES_XATTR)) {
 		free(in);
 		return copies_get(ms, ino, value);
+	}
+	if (!strcmp(name, RDFS_STRIPE_XATTR)) {
+		free(in);
+		return stripe_get(ms, ino, value);
 	}
 	if (ns_acl_is_name(name)) {
 		free(in);
@@ -200,6 +354,8 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 		return -EINVAL;
 	if (!strcmp(name, RDFS_COPIES_XATTR))
 		return copies_change(ms, cr, ino, value, len, flags);
+	if (!strcmp(name, RDFS_STRIPE_XATTR))
+		return stripe_change(ms, cr, ino, value, len, flags);
 	if (ns_acl_is_name(name))
 		return ns_acl_change(ms, cr, ino, name, value, len, flags);
 	ret = xattr_ns_of(name, &ns);

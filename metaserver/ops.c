@@ -847,6 +847,8 @@ static void op_server_list(struct op_call *c)
 		pi[i].up = si[i].up;
 		pi[i].draining = si[i].draining;
 		pi[i].domain = si[i].domain;
+		pi[i].label = si[i].label;
+		pi[i].read_only = si[i].read_only;
 		pi[i].volume_uuid.data = si[i].uuid;
 		pi[i].volume_uuid.len = si[i].uuid_len;
 		pp[i] = &pi[i];
@@ -982,6 +984,79 @@ static void op_node_list(struct op_call *c)
 	free(nodes);
 }
 
+static void op_server_set(struct op_call *c)
+{
+	UNPACK(Rdfs__ServerSetReq, rdfs__server_set_req, "ServerSetReq");
+	int ret = ms_server_set(c->ctx->ms, c->s, m->server_id, m->set_label ? m->label : NULL,
+				m->set_read_only ? m->read_only : -1);
+
+	if (ret == -EPERM)
+		rpc_server_reply_error(c->req, ret, "changing an I/O server needs the server key");
+	else if (ret == -ENOENT)
+		rpc_server_reply_error(c->req, ret, "no I/O server has that id");
+	else if (ret == -EINVAL)
+		rpc_server_reply_error(c->req, ret,
+				       "a label is at most 127 bytes, without control characters");
+	else
+		reply_empty(c, ret);
+	FREE(rdfs__server_set_req);
+}
+
+static void op_walk(struct op_call *c)
+{
+	UNPACK(Rdfs__WalkReq, rdfs__walk_req, "WalkReq");
+	Rdfs__WalkReply r = RDFS__WALK_REPLY__INIT;
+	Rdfs__WalkEntry *pe = NULL, **pp = NULL;
+	Rdfs__Attr *pa = NULL;
+	struct ms_walk w = { 0 };
+	struct ms_cred cr;
+	int ret;
+
+	if (cred_of(c, m->cred, &cr))
+		goto out;
+	ret = ms_walk(c->ctx->ms, &cr, m->ino, m->cursor.data, m->cursor.len, m->max_entries,
+		      m->summary, &w);
+	if (ret) {
+		reply(c, ret, NULL);
+		goto out;
+	}
+	pe = calloc(w.n ? w.n : 1, sizeof(*pe));
+	pp = calloc(w.n ? w.n : 1, sizeof(*pp));
+	pa = calloc(w.n ? w.n : 1, sizeof(*pa));
+	if (!pe || !pp || !pa) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < w.n; i++) {
+		rdfs__walk_entry__init(&pe[i]);
+		rdfs__attr__init(&pa[i]);
+		pe[i].path.data = (uint8_t *)w.paths + w.e[i].path_off;
+		pe[i].path.len = w.e[i].path_len;
+		attr_to_pb(c, &w.e[i].attr, &pa[i]);
+		pe[i].attr = &pa[i];
+		pe[i].denied = w.e[i].denied;
+		pp[i] = &pe[i];
+	}
+	r.entries = pp;
+	r.n_entries = w.n;
+	r.cursor.data = (uint8_t *)w.cursor;
+	r.cursor.len = w.cursor_len;
+	r.eof = w.eof;
+	r.files = w.files;
+	r.dirs = w.dirs;
+	r.others = w.others;
+	r.bytes = w.bytes;
+	r.blocks = w.blocks;
+	r.denied = w.denied;
+	reply(c, 0, &r.base);
+out:
+	free(pe);
+	free(pp);
+	free(pa);
+	ms_walk_free(&w);
+	FREE(rdfs__walk_req);
+}
+
 static void op_ping(struct op_call *c)
 {
 	reply_empty(c, 0);
@@ -1021,6 +1096,8 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_STALE] = op_stale,
 	[RDFS_OP_DRAIN] = op_drain,
 	[RDFS_OP_REBALANCE] = op_rebalance,
+	[RDFS_OP_WALK] = op_walk,
+	[RDFS_OP_SERVER_SET] = op_server_set,
 };
 
 int ops_is_admin(uint16_t op)

@@ -295,8 +295,10 @@ static uint32_t pick_target(struct ms *ms, const struct ms_inode *in, const stru
 static uint32_t pick_target_in(struct ms *ms, const struct ms_inode *in, const struct ms_chunk *c,
 			       const uint32_t *up, int n, int new_domain)
 {
+	int first = ms_stripe_pos(in, c->idx, up, n);
+
 	for (int k = 0; k < n; k++) {
-		uint32_t id = up[(in->stripe_start + c->idx + (uint64_t)k) % (uint64_t)n];
+		uint32_t id = up[(first + k) % n];
 		uint64_t dom = registry_domain(&ms->reg, id), capacity, free_blocks;
 		int used = 0;
 

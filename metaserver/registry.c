@@ -18,6 +18,11 @@
 #include "log.h"
 #include "ms_int.h"
 
+/* Server record flags (the byte after the label). */
+#define MS_SRV_READ_ONLY	1u
+/* Room for the longest server record. */
+#define SERVER_REC_MAX		(8 + 2 + 64 + 2 + 256 + 2 + 256 + 2 + 64 + 2 + MS_LABEL_MAX + 1)
+
 static int server_decode(const uint8_t *p, size_t len, struct ms_ioserver *s)
 {
 	size_t off = 8, l;
@@ -54,7 +59,22 @@ static int server_decode(const uint8_t *p, size_t len, struct ms_ioserver *s)
 			return -EIO;
 		memcpy(s->domain, p + off, l);
 		s->domain[l] = '\0';
+		off += l;
 	}
+	/* since rdfs servers: the label, then a flags byte (older metaservers stop before) */
+	s->label[0] = '\0';
+	s->read_only = 0;
+	if (off + 2 <= len) {
+		l = p[off] | (size_t)p[off + 1] << 8;
+		off += 2;
+		if (l >= sizeof(s->label) || off + l > len)
+			return -EIO;
+		memcpy(s->label, p + off, l);
+		s->label[l] = '\0';
+		off += l;
+	}
+	if (off + 1 <= len)
+		s->read_only = (p[off] & MS_SRV_READ_ONLY) != 0;
 	return 0;
 }
 
@@ -75,6 +95,11 @@ static size_t server_encode(const struct ms_ioserver *s, uint8_t *p)
 	off += put_str(p + off, s->url, strlen(s->url));
 	off += put_str(p + off, s->name, strlen(s->name));
 	off += put_str(p + off, s->domain, strlen(s->domain));
+	/* only a server with a label or a flag has them: older records stay as they were */
+	if (s->label[0] || s->read_only) {
+		off += put_str(p + off, s->label, strlen(s->label));
+		p[off++] = s->read_only ? MS_SRV_READ_ONLY : 0;
+	}
 	return off;
 }
 
@@ -181,7 +206,7 @@ int registry_alloc_ids(struct ms_registry *r, uint32_t *ids, int max)
 
 	pthread_mutex_lock(&r->mu);
 	for (int i = 0; i < r->n && n < max; i++)
-		if (r->servers[i].up && !r->servers[i].draining)
+		if (r->servers[i].up && !r->servers[i].draining && !r->servers[i].read_only)
 			ids[n++] = r->servers[i].id;
 	pthread_mutex_unlock(&r->mu);
 	return n;
@@ -305,7 +330,7 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 {
 	struct ms_registry *r = &ms->reg;
 	struct ms_ioserver *s = NULL, tmp = { 0 };
-	uint8_t k[MS_KEY_MAX], v[8 + 8 + 64 + 256 + 256 + 64];
+	uint8_t k[MS_KEY_MAX], v[SERVER_REC_MAX];
 	leveldb_writebatch_t *b;
 	/*
 	 * A new volume reads as zeros only when its I/O server created it sparse
@@ -554,6 +579,8 @@ int ms_server_list(struct ms *ms, struct ms_server_info **out)
 		a[i].uuid_len = s->uuid_len;
 		a[i].up = s->up != NULL;
 		a[i].draining = s->draining;
+		a[i].read_only = s->read_only;
+		snprintf(a[i].label, sizeof(a[i].label), "%s", s->label);
 	}
 	pthread_mutex_unlock(&r->mu);
 	for (int i = 0; i < n; i++)
@@ -617,4 +644,51 @@ int ms_drain(struct ms *ms, struct ms_session *sess, uint32_t id, int on)
 	}
 	pthread_mutex_unlock(&r->mu);
 	return 0;
+}
+
+int ms_server_set(struct ms *ms, struct ms_session *sess, uint32_t id, const char *label,
+		  int read_only)
+{
+	struct ms_registry *r = &ms->reg;
+	struct ms_ioserver *s, tmp;
+	uint8_t k[MS_KEY_MAX], v[SERVER_REC_MAX];
+	leveldb_writebatch_t *b;
+	int ret;
+
+	if (!ms_session_is_server(sess))
+		return -EPERM;
+	if (label) {
+		if (strlen(label) > MS_LABEL_MAX)
+			return -EINVAL;
+		for (const char *p = label; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				return -EINVAL;
+	}
+	/* as a registration: the small synced write under the registry's mutex */
+	pthread_mutex_lock(&r->mu);
+	s = server_find_locked(r, id);
+	if (!s) {
+		ret = -ENOENT;
+		goto out;
+	}
+	tmp = *s;
+	if (label)
+		snprintf(tmp.label, sizeof(tmp.label), "%s", label);
+	if (read_only >= 0)
+		tmp.read_only = read_only != 0;
+	b = leveldb_writebatch_create();
+	leveldb_writebatch_put(b, (char *)k, key_server(k, id), (char *)v, server_encode(&tmp, v));
+	ret = ns_write(ms, b);
+	leveldb_writebatch_destroy(b);
+	if (ret)
+		goto out;
+	if (s->read_only != tmp.read_only)
+		log_info("I/O server %u (%s): %s", id, s->url,
+			 tmp.read_only ? "read-only: no new blocks go there"
+				       : "no longer read-only");
+	memcpy(s->label, tmp.label, sizeof(s->label));
+	s->read_only = tmp.read_only;
+out:
+	pthread_mutex_unlock(&r->mu);
+	return ret;
 }

@@ -61,6 +61,16 @@
 #define RDFS_MAX_COPIES		8
 #define RDFS_MAX_COPIES_STR	"8"
 #define RDFS_COPIES_XATTR	"rdfs.copies"
+/*
+ * A file's layout as text, "chunk_size=N stripe_count=N stripe_index=N"
+ * (rdfs getstripe/setstripe): bytes per chunk (a multiple of 4 KiB up to
+ * RDFS_MAX_CHUNK), how many I/O servers its chunks spread over (-1: all) and
+ * the id of the server chunk 0 goes to (-1: the metaserver's choice). Set
+ * with any of the three; a regular file takes it only while it has no blocks.
+ */
+#define RDFS_STRIPE_XATTR	"rdfs.stripe"
+#define RDFS_MAX_CHUNK		(64u << 20)
+#define RDFS_MAX_STRIPE_COUNT	256
 
 #define RDFS_CAP_READ		1u
 #define RDFS_CAP_WRITE		2u
@@ -103,7 +113,9 @@ enum rdfs_op {
 	RDFS_OP_STALE		= 44,	/* a copy missed writes: never serve it again */
 	RDFS_OP_DRAIN		= 45,	/* servers only: move every copy off an I/O server */
 	RDFS_OP_REBALANCE	= 46,	/* servers only: even out the I/O servers' usage */
-	RDFS_OP_SHIFT		= 63,	/* fallocate COLLAPSE_RANGE / INSERT_RANGE */
+	RDFS_OP_WALK		= 47,	/* one batch of a subtree walk (rdfs du, find) */
+	RDFS_OP_SERVER_SET	= 48,	/* servers only: an I/O server's label, read-only */
+	RDFS_OP_SHIFT		= 49,	/* fallocate COLLAPSE_RANGE / INSERT_RANGE */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

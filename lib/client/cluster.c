@@ -33,6 +33,8 @@ int rdfs_server_list(struct rdfs_client *c, struct rdfs_server_info *out, int ma
 		out[i].up = s->up;
 		out[i].draining = s->draining;
 		snprintf(out[i].domain, sizeof(out[i].domain), "%s", s->domain ? s->domain : "");
+		snprintf(out[i].label, sizeof(out[i].label), "%s", s->label ? s->label : "");
+		out[i].read_only = s->read_only;
 	}
 	ret = (int)rep->n_servers;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -57,6 +59,19 @@ int rdfs_rebalance(struct rdfs_client *c, int on, uint32_t threshold_pct)
 	req.threshold_pct = threshold_pct;
 	/* asking twice is asking once (a second start keeps the bytes moved so far) */
 	return ms_call(c, RDFS_OP_REBALANCE, &req.base, NULL, NULL, MS_IDEMPOTENT);
+}
+
+int rdfs_server_set(struct rdfs_client *c, uint32_t server_id, const char *label, int read_only)
+{
+	Rdfs__ServerSetReq req = RDFS__SERVER_SET_REQ__INIT;
+
+	req.server_id = server_id;
+	req.set_label = label != NULL;
+	req.label = (char *)(label ? label : "");
+	req.set_read_only = read_only >= 0;
+	req.read_only = read_only > 0;
+	/* setting it twice is setting it once */
+	return ms_call(c, RDFS_OP_SERVER_SET, &req.base, NULL, NULL, MS_IDEMPOTENT);
 }
 
 int rdfs_copies_status(struct rdfs_client *c, struct rdfs_copies_status *out)

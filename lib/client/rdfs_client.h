@@ -324,6 +324,8 @@ struct rdfs_server_info {
 	int up;
 	int draining;			/* rdfs drain: its copies are being moved away */
 	char domain[64];		/* failure domain ("": none) */
+	int read_only;			/* rdfs servers set --read-only: no new blocks there */
+	char label[128];		/* rdfs servers label ("": none) */
 };
 
 /* Fill at most @max entries, sorted by id; returns the number of servers (may exceed @max). */
@@ -357,6 +359,41 @@ int rdfs_drain(struct rdfs_client *c, uint32_t server_id, int on);
  * threshold above 100.
  */
 int rdfs_rebalance(struct rdfs_client *c, int on, uint32_t threshold_pct);
+/*
+ * rdfs servers: set I/O server @server_id's label to @label (NULL: keep it,
+ * "": none) and its read-only flag to @read_only (-1: keep it). Needs the
+ * server key (-EPERM); -ENOENT for an unknown id, -EINVAL for a bad label.
+ */
+int rdfs_server_set(struct rdfs_client *c, uint32_t server_id, const char *label, int read_only);
+
+/* One entry of a subtree walk (rdfs_walk). */
+struct rdfs_walk_entry {
+	const char *path;		/* relative to the start, NUL-terminated */
+	size_t path_len;
+	struct stat st;			/* st_blocks in 512-byte units, as stat(2) */
+	int denied;			/* a directory the caller may not list: not walked */
+};
+/* What a walk counted (with @summary: every entry but those passed to @fn as links). */
+struct rdfs_walk_sums {
+	uint64_t files, dirs, others;
+	uint64_t bytes;			/* sizes */
+	uint64_t blocks;		/* allocated 4 KiB blocks */
+	uint64_t denied;		/* directories not walked into */
+};
+/*
+ * rdfs du and find: walk the tree under directory @ino on the metaserver (WALK,
+ * batch by batch), calling @fn for each entry it lists, depth first, names in
+ * byte order, a directory before what it holds; @fn returning non-zero stops
+ * the walk with that value. Only what @cr could list is walked. Without
+ * @summary every entry is listed; with it the metaserver counts them into
+ * @sums instead and lists only the non-directories with more than one link
+ * (not counted: count each inode once) and the directories it did not walk
+ * into (counted). @sums (may be NULL) adds up every batch. 0 or -errno
+ * (-ENOTDIR, -EACCES for @ino itself).
+ */
+int rdfs_walk(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, int summary,
+	      int (*fn)(void *arg, const struct rdfs_walk_entry *e), void *arg,
+	      struct rdfs_walk_sums *sums);
 
 /* The node's ids [client, client + count) are the file system's [fs, fs + count). */
 #define RDFS_IDMAP_MAX 16

@@ -97,8 +97,8 @@ def ms_seeds():
         "node-revoke": ms_req(40, b(1, "fuzz"), SERVER),
         "node-list": ms_req(41, b"", SERVER),
         "punch": ms_req(42, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
-        "shift-collapse": ms_req(63, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
-        "shift-insert": ms_req(63, root + v(2, BIG) + v(3, 4096) + v(4, 4096) + v(6, 1)),
+        "shift-collapse": ms_req(49, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
+        "shift-insert": ms_req(49, root + v(2, BIG) + v(3, 4096) + v(4, 4096) + v(6, 1)),
         # uids 1000.. are 51000.., gids 100.. are 5100.., unmapped ids squashed
         "node-set-maps": ms_req(39, b(1, "n3") + v(3, 1) + v(4, 1) + v(5, 99) + v(6, 99)
                                 + v(7, 1) + b(8, v(2, 1000) + v(3, 51000) + v(4, 100))

@@ -75,9 +75,9 @@ TEST(MsKeys, InodeRoundTrip)
 	EXPECT_EQ(out.mtime_ns, in.mtime_ns);
 	EXPECT_EQ(out.copies, 3);
 	EXPECT_STREQ(out.target, "targ");
-	/* truncated, unknown version (3 is the one with flags: ms_acl_test.cc) */
+	/* truncated, unknown version (3 is the one with flags: ms_acl_test.cc; 4 below) */
 	EXPECT_EQ(inode_decode(42, buf, MS_INODE_FIXED - 1, &out), -EIO);
-	buf[0] = 4;
+	buf[0] = 5;
 	EXPECT_EQ(inode_decode(42, buf, n, &out), -EIO);
 	buf[0] = 0;
 	EXPECT_EQ(inode_decode(42, buf, n, &out), -EIO);
@@ -90,6 +90,44 @@ TEST(MsKeys, InodeRoundTrip)
 	EXPECT_EQ(out.copies, 0);
 	EXPECT_EQ(out.mtime_ns, in.mtime_ns);
 	EXPECT_STREQ(out.target, "targ");
+}
+
+/* Version 4: a stripe count, only written when there is one; the stripe flag in version 3. */
+TEST(MsKeys, InodeStripeCountAndFirstServer)
+{
+	struct ms_inode in = {}, out = {};
+	uint8_t buf[MS_INODE_FIXED_MAX + 4096];
+
+	in.mode = 0100644;
+	in.chunk_size = 65536;
+	in.stripe_start = 7;
+	in.flags = MS_INO_STRIPE_ID;
+	size_t n = inode_encode(&in, buf);
+	EXPECT_EQ(n, (size_t)MS_INODE_FIXED_V3);
+	EXPECT_EQ(buf[0], 3);
+	ASSERT_EQ(inode_decode(9, buf, n, &out), 0);
+	EXPECT_EQ(out.flags, MS_INO_STRIPE_ID);
+	EXPECT_EQ(out.stripe_count, 0u);
+	EXPECT_EQ(out.stripe_start, 7u);
+
+	in.stripe_count = 3;
+	in.target_len = 2;
+	memcpy(in.target, "xy", 2);
+	n = inode_encode(&in, buf);
+	EXPECT_EQ(n, (size_t)MS_INODE_FIXED_V4 + 2);
+	EXPECT_EQ(buf[0], 4);
+	ASSERT_EQ(inode_decode(9, buf, n, &out), 0);
+	EXPECT_EQ(out.stripe_count, 3u);
+	EXPECT_EQ(out.flags, MS_INO_STRIPE_ID);
+	EXPECT_EQ(out.chunk_size, 65536u);
+	EXPECT_STREQ(out.target, "xy");
+	EXPECT_EQ(inode_decode(9, buf, MS_INODE_FIXED_V4 - 1, &out), -EIO);
+
+	/* without a count or flag: version 2, as before */
+	in.stripe_count = 0;
+	in.flags = 0;
+	EXPECT_EQ(inode_encode(&in, buf), (size_t)MS_INODE_FIXED + 2);
+	EXPECT_EQ(buf[0], 2);
 }
 
 TEST(MsKeys, ChunkRecords)

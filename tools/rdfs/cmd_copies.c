@@ -12,11 +12,15 @@
 
 #include "tool.h"
 
-/* Parse the options (only --help) of @cmd; -1 to go on, else the exit status. */
-static int copies_options(const struct tool_cmd *cmd, int argc, char **argv)
+/*
+ * Parse the options (--help, and --json where @json) of @cmd; -1 to go on,
+ * else the exit status.
+ */
+static int copies_options(const struct tool_cmd *cmd, int argc, char **argv, int *json)
 {
 	static const struct option opts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -27,6 +31,10 @@ static int copies_options(const struct tool_cmd *cmd, int argc, char **argv)
 			printf("%s", cmd->help);
 			return TOOL_OK;
 		}
+		if (opt == 'j' && json) {
+			*json = 1;
+			continue;
+		}
 		return tool_usage(cmd, "unknown option");
 	}
 	return -1;
@@ -34,12 +42,15 @@ static int copies_options(const struct tool_cmd *cmd, int argc, char **argv)
 
 static int getcopies_run(struct tool *t, int argc, char **argv)
 {
-	int ret = copies_options(&tool_cmd_getcopies, argc, argv), status = TOOL_OK;
+	int json = 0, first = 1, status = TOOL_OK;
+	int ret = copies_options(&tool_cmd_getcopies, argc, argv, &json);
 
 	if (ret >= 0)
 		return ret;
 	if (optind >= argc)
 		return tool_usage(&tool_cmd_getcopies, "expected at least one PATH");
+	if (json)
+		printf("{\"entries\": [");
 	for (int i = optind; i < argc; i++) {
 		struct stat st;
 		char v[16];
@@ -54,14 +65,23 @@ static int getcopies_run(struct tool *t, int argc, char **argv)
 			continue;
 		}
 		v[ret] = '\0';
+		if (json) {
+			printf("%s{\"path\": ", first ? "" : ", ");
+			first = 0;
+			tool_json_str(argv[i]);
+			printf(", \"copies\": %s}", v);
+			continue;
+		}
 		printf("%s: %s\n", argv[i], v);
 	}
+	if (json)
+		printf("]}\n");
 	return status;
 }
 
 static int setcopies_run(struct tool *t, int argc, char **argv)
 {
-	int ret = copies_options(&tool_cmd_setcopies, argc, argv), status = TOOL_OK;
+	int ret = copies_options(&tool_cmd_setcopies, argc, argv, NULL), status = TOOL_OK;
 	char *end;
 	long n;
 
@@ -90,11 +110,11 @@ static int setcopies_run(struct tool *t, int argc, char **argv)
 
 const struct tool_cmd tool_cmd_getcopies = {
 	.name = "getcopies",
-	.args = "PATH...",
+	.args = "[--json] PATH...",
 	.summary = "copies of every chunk a file keeps",
 	.run = getcopies_run,
 	.help =
-	"usage: rdfs getcopies PATH...\n"
+	"usage: rdfs getcopies [--json] PATH...\n"
 	"\n"
 	"Print how many copies of each of its chunks the file PATH keeps, each on\n"
 	"its own I/O server, or for a directory the number what is created in it\n"
@@ -102,7 +122,9 @@ const struct tool_cmd tool_cmd_getcopies = {
 	"creation said otherwise, this is the cluster's default_copies. The same\n"
 	"number is the rdfs.copies extended attribute (getfattr -n rdfs.copies).\n"
 	"\n"
-	"`rdfs layout PATH` shows where the copies are and which are stale.\n",
+	"`rdfs layout PATH` shows where the copies are and which are stale.\n"
+	"\n"
+	"  --json        one JSON object: {\"entries\": [{\"path\", \"copies\"}]}\n",
 };
 
 const struct tool_cmd tool_cmd_setcopies = {

@@ -13,11 +13,12 @@ static int layout_run(struct tool *t, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rdfs_extent_info *ext = NULL;
 	struct stat st;
-	int opt, n, max = 1024, i, ret, copies;
+	int opt, n, max = 1024, i, ret, copies, json = 0;
 	uint64_t span;
 	char v[16];
 
@@ -26,6 +27,10 @@ static int layout_run(struct tool *t, int argc, char **argv)
 		if (opt == 'h') {
 			printf("%s", tool_cmd_layout.help);
 			return TOOL_OK;
+		}
+		if (opt == 'j') {
+			json = 1;
+			continue;
 		}
 		return tool_usage(&tool_cmd_layout, "unknown option");
 	}
@@ -53,16 +58,35 @@ static int layout_run(struct tool *t, int argc, char **argv)
 			break;
 		max = n;
 	}
+	copies = rdfs_getxattr(t->client, &t->cred, st.st_ino, RDFS_COPIES_XATTR, v, sizeof(v) - 1);
+	if (copies > 0)
+		v[copies] = '\0';
+	if (json) {
+		printf("{\"path\": ");
+		tool_json_str(argv[optind]);
+		printf(", \"ino\": %llu, \"size\": %llu, \"chunk_size\": %lu, \"blocks\": %llu, "
+		       "\"copies\": %s, \"extents\": [", (unsigned long long)st.st_ino,
+		       (unsigned long long)st.st_size, (unsigned long)st.st_blksize,
+		       (unsigned long long)st.st_blocks / 8, copies > 0 ? v : "null");
+		for (i = 0; i < n; i++)
+			printf("%s{\"file_offset\": %llu, \"length\": %llu, \"server\": %u, "
+			       "\"block\": %llu, \"state\": \"%s\"}", i ? ", " : "",
+			       (unsigned long long)ext[i].file_offset,
+			       (unsigned long long)ext[i].length, ext[i].server_id,
+			       (unsigned long long)ext[i].block,
+			       ext[i].building ? "building" : ext[i].stale ? "stale" :
+			       ext[i].unwritten ? "unwritten" : "written");
+		printf("]}\n");
+		free(ext);
+		return TOOL_OK;
+	}
 	printf("path:        %s\n", argv[optind]);
 	printf("inode:       %llu\n", (unsigned long long)st.st_ino);
 	printf("size:        %llu\n", (unsigned long long)st.st_size);
 	printf("chunk size:  %lu\n", (unsigned long)st.st_blksize);
 	printf("blocks:      %llu (4 KiB)\n", (unsigned long long)st.st_blocks / 8);
-	copies = rdfs_getxattr(t->client, &t->cred, st.st_ino, RDFS_COPIES_XATTR, v, sizeof(v) - 1);
-	if (copies > 0) {
-		v[copies] = '\0';
+	if (copies > 0)
 		printf("copies:      %s\n", v);
-	}
 	printf("extents:     %d\n", n);
 	if (n)
 		printf("%14s  %12s  %6s  %12s  %s\n", "FILE_OFFSET", "LENGTH", "SERVER", "BLOCK",
@@ -81,11 +105,11 @@ static int layout_run(struct tool *t, int argc, char **argv)
 
 const struct tool_cmd tool_cmd_layout = {
 	.name = "layout",
-	.args = "PATH",
+	.args = "[--json] PATH",
 	.summary = "chunk size, size and extents (offset, length, server, block) of a file",
 	.run = layout_run,
 	.help =
-	"usage: rdfs layout PATH\n"
+	"usage: rdfs layout [--json] PATH\n"
 	"\n"
 	"Print the layout of the regular file PATH: its chunk size, size, and every\n"
 	"extent: the file offset and length it covers, the I/O server id and the\n"
@@ -102,5 +126,10 @@ const struct tool_cmd tool_cmd_layout = {
 	"\n"
 	"PATH is a path inside the rdfs namespace starting at its root, e.g.\n"
 	"/dir/file (not a path through a mount point). Symbolic links are not\n"
-	"followed.\n",
+	"followed.\n"
+	"\n"
+	"  --json        one JSON object: {\"path\", \"ino\", \"size\", \"chunk_size\",\n"
+	"                \"blocks\" (4 KiB), \"copies\", \"extents\": [{\"file_offset\",\n"
+	"                \"length\", \"server\", \"block\", \"state\" (written, unwritten,\n"
+	"                stale, building)}]}\n",
 };

@@ -96,6 +96,28 @@ static void print_header(void)
 	       "ANONUID", "ANONGID", "UNMAPPED", "MAPS");
 }
 
+/* `node list --json`: {"nodes": [...]}. */
+static void print_json(const struct rdfs_node_info *all, int n)
+{
+	printf("{\"nodes\": [");
+	for (int i = 0; i < n; i++) {
+		const struct rdfs_node_info *p = &all[i];
+
+		printf("%s{\"name\": ", i ? ", " : "");
+		tool_json_str(p->name);
+		printf(", \"generation\": %u, \"state\": \"%s\", \"squash\": \"%s\", "
+		       "\"anonuid\": %u, \"anongid\": %u, \"unmapped\": \"%s\", \"maps\": [",
+		       p->generation, p->revoked ? "revoked" : "active", squash_name(p->squash),
+		       p->anonuid, p->anongid, p->unmapped_squash ? "squash" : "keep");
+		for (int k = 0; k < p->nmaps; k++)
+			printf("%s{\"kind\": \"%s\", \"client\": %u, \"fs\": %u, \"count\": %u}",
+			       k ? ", " : "", p->maps[k].gid ? "gid" : "uid", p->maps[k].client,
+			       p->maps[k].fs, p->maps[k].count);
+		printf("]}");
+	}
+	printf("]}\n");
+}
+
 /* Replace @p's maps of one kind (@gid) with @add's @nadd. */
 static int set_maps(struct rdfs_node_info *p, int gid, const struct rdfs_idmap *add, int nadd)
 {
@@ -159,6 +181,7 @@ static int node_run(struct tool *t, int argc, char **argv)
 		{ "map-gid", required_argument, NULL, 'G' },
 		{ "no-maps", no_argument, NULL, 'N' },
 		{ "unmapped", required_argument, NULL, 'm' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rdfs_node_info n, pol, *all = NULL;
@@ -166,7 +189,7 @@ static int node_run(struct tool *t, int argc, char **argv)
 	const char *sub, *name = NULL, *key_file = NULL;
 	uint32_t anonuid = 65534, anongid = 65534;
 	int opt, ret, squash = -1, new_key = 0, policy = 0, uid_given = 0, gid_given = 0;
-	int nu = 0, ng = 0, no_maps = 0, unmapped = -1;
+	int nu = 0, ng = 0, no_maps = 0, unmapped = -1, json = 0;
 	char default_key[64];
 
 	/* 0, not 1: glibc starts over, so options may follow "add NODE" */
@@ -215,6 +238,9 @@ static int node_run(struct tool *t, int argc, char **argv)
 			break;
 		case 'n':
 			new_key = 1;
+			break;
+		case 'j':
+			json = 1;
 			break;
 		default:
 			return tool_usage(&tool_cmd_node, "unknown option");
@@ -308,9 +334,11 @@ static int node_run(struct tool *t, int argc, char **argv)
 		       "metaserver are closed\n", n.name, n.generation);
 		return TOOL_OK;
 	}
+	if (json && strcmp(sub, "list") != 0)
+		return tool_usage(&tool_cmd_node, "--json is for list");
 	if (!strcmp(sub, "list")) {
 		if (policy || key_file || new_key)
-			return tool_usage(&tool_cmd_node, "list takes no options");
+			return tool_usage(&tool_cmd_node, "list takes only --json");
 		ret = rdfs_node_list(t->client, NULL, 0);
 		if (ret < 0)
 			return tool_error("node", "list", ret);
@@ -321,6 +349,11 @@ static int node_run(struct tool *t, int argc, char **argv)
 		if (ret < 0) {
 			free(all);
 			return tool_error("node", "list", ret);
+		}
+		if (json) {
+			print_json(all, ret);
+			free(all);
+			return TOOL_OK;
 		}
 		print_header();
 		for (int i = 0; i < ret; i++)
@@ -341,7 +374,7 @@ const struct tool_cmd tool_cmd_node = {
 	"usage: rdfs node add NODE [--key-file FILE] [POLICY]\n"
 	"       rdfs node set NODE [--new-key [--key-file FILE]] [POLICY]\n"
 	"       rdfs node revoke NODE\n"
-	"       rdfs node list\n"
+	"       rdfs node list [--json]\n"
 	"\n"
 	"Manage the client nodes that hold a key of their own instead of the shared\n"
 	"cluster secret. A node's key proves only that node: the metaserver applies\n"
@@ -370,7 +403,11 @@ const struct tool_cmd tool_cmd_node = {
 	"                new key.\n"
 	"  list          every node: generation, state, squash, anonuid, anongid,\n"
 	"                what happens to unmapped ids, and its maps (u for uids, g\n"
-	"                for gids: CLIENT[-LAST]:FS).\n"
+	"                for gids: CLIENT[-LAST]:FS). --json: one JSON object,\n"
+	"                {\"nodes\": [{\"name\", \"generation\", \"state\" (active,\n"
+	"                revoked), \"squash\" (none, root, all), \"anonuid\", \"anongid\",\n"
+	"                \"unmapped\" (keep, squash), \"maps\": [{\"kind\" (uid, gid),\n"
+	"                \"client\", \"fs\", \"count\"}]}]}\n"
 	"\n"
 	"POLICY (what is not given stays as the node has it):\n"
 	"  --squash none|root|all   none: uids as sent; root (default for a new node):\n"

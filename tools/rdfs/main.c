@@ -23,7 +23,8 @@
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
 	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_drain, &tool_cmd_rebalance,
-	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, &tool_cmd_top, NULL,
+	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, &tool_cmd_top, &tool_cmd_getstripe,
+	&tool_cmd_setstripe, &tool_cmd_du, &tool_cmd_find, &tool_cmd_servers, NULL,
 };
 
 static void usage(FILE *out)
@@ -39,18 +40,25 @@ static void usage(FILE *out)
 "         [--cap-key-file FILE] [--timeout MS] [--log-level LEVEL]\n"
 "         COMMAND [ARGS...]\n"
 "    rdfs COMMAND --help\n"
+"    rdfs help [COMMAND]\n"
 "\n"
 "DESCRIPTION\n"
 "    rdfs talks to the metaserver of an rdfs cluster (authenticating with the\n"
-"    cluster secret or a node key, as a client; `node`, `fsck` and `drain`\n"
-"    with the server key) and prints what it asks. Paths are paths inside the rdfs\n"
-"    namespace, starting at its root (/dir/file), not paths through a FUSE\n"
-"    mount.\n"
+"    cluster secret or a node key, as a client; `node`, `fsck`, `drain`,\n"
+"    `rebalance` and the changes of `servers` with the server key) and prints\n"
+"    what it asks. Paths are paths inside the rdfs namespace, starting at its\n"
+"    root (/dir/file), not paths through a FUSE mount. `rdfs help COMMAND`\n"
+"    prints the manual page of COMMAND (rdfs-COMMAND(1)).\n"
 "\n"
 "COMMANDS\n");
-	for (i = 0; commands[i]; i++)
-		fprintf(out, "    %-9s %-18s %s\n", commands[i]->name, commands[i]->args,
-			commands[i]->summary);
+	for (i = 0; commands[i]; i++) {
+		if (strlen(commands[i]->args) > 18)
+			fprintf(out, "    %-9s %s\n    %-28s %s\n", commands[i]->name,
+				commands[i]->args, "", commands[i]->summary);
+		else
+			fprintf(out, "    %-9s %-18s %s\n", commands[i]->name, commands[i]->args,
+				commands[i]->summary);
+	}
 	fprintf(out,
 "\n"
 "OPTIONS\n"
@@ -94,8 +102,49 @@ static void usage(FILE *out)
 "    0  success\n"
 "    1  the operation failed (metaserver unreachable, secret unreadable or\n"
 "       rejected, no such file, ...)\n"
-"    2  bad command line or configuration\n",
+"    2  bad command line or configuration\n"
+"\n"
+"SEE ALSO\n",
 		DEFAULT_TIMEOUT_MS);
+	/* one manual page per command (rdfs help COMMAND, installed as rdfs-COMMAND(1)) */
+	for (i = 0; commands[i]; i++)
+		fprintf(out, "%srdfs-%s(1)", !i ? "    " : i % 5 ? ", " : ",\n    ",
+			commands[i]->name);
+	fprintf(out, "\n");
+}
+
+/*
+ * `rdfs help COMMAND`: COMMAND's --help laid out as a manual page (NAME,
+ * SYNOPSIS from its usage lines, DESCRIPTION from the rest), which `make
+ * man` turns into rdfs-COMMAND(1) with deploy/help2roff.
+ */
+static void print_man(const struct tool_cmd *cmd)
+{
+	const char *p = cmd->help;
+
+	printf("NAME\n    rdfs-%s - %s\n\nSYNOPSIS\n", cmd->name, cmd->summary);
+	/* the usage lines, up to the first blank line */
+	while (*p && *p != '\n') {
+		const char *eol = strchrnul(p, '\n'), *l = p;
+
+		if (!strncmp(l, "usage: ", 7))
+			l += 7;
+		else
+			while (*l == ' ')
+				l++;
+		printf("    %s%.*s\n", *l == '[' ? "    " : "", (int)(eol - l), l);
+		p = *eol ? eol + 1 : eol;
+	}
+	printf("\nDESCRIPTION\n");
+	while (*p == '\n')
+		p++;
+	while (*p) {
+		const char *eol = strchrnul(p, '\n');
+
+		printf("%s%.*s\n", eol > p ? "    " : "", (int)(eol - p), p);
+		p = *eol ? eol + 1 : eol;
+	}
+	printf("\nSEE ALSO\n    rdfs(1)\n");
 }
 
 static const struct tool_cmd *find_command(const char *name)
@@ -140,7 +189,7 @@ int main(int argc, char **argv)
 	struct rdfs_config *cfg;
 	struct tool t = { 0 };
 	int64_t timeout;
-	int opt, ret, errline = 0, level;
+	int opt, ret, errline = 0, level, server_key;
 
 	cfg = config_new();
 	if (!cfg) {
@@ -183,6 +232,20 @@ int main(int argc, char **argv)
 		config_free(cfg);
 		return TOOL_USAGE;
 	}
+	if (strcmp(argv[optind], "help") == 0) {
+		cmd = optind + 1 < argc ? find_command(argv[optind + 1]) : NULL;
+		config_free(cfg);
+		if (optind + 1 == argc) {
+			usage(stdout);
+			return TOOL_OK;
+		}
+		if (!cmd || optind + 2 != argc) {
+			fprintf(stderr, "rdfs help: expected one COMMAND\nTry 'rdfs --help'.\n");
+			return TOOL_USAGE;
+		}
+		print_man(cmd);
+		return TOOL_OK;
+	}
 	cmd = find_command(argv[optind]);
 	if (!cmd) {
 		fprintf(stderr, "rdfs: unknown command '%s'\nTry 'rdfs --help'.\n", argv[optind]);
@@ -191,7 +254,7 @@ int main(int argc, char **argv)
 	}
 	/* `rdfs CMD --help` works without a cluster */
 	for (int i = optind + 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		if (strcmp(argv[i], "--help") == 0 || (strcmp(argv[i], "-h") == 0 && !cmd->own_h)) {
 			printf("%s", cmd->help);
 			config_free(cfg);
 			return TOOL_OK;
@@ -254,7 +317,9 @@ int main(int argc, char **argv)
 	}
 	secret_path = config_get(cfg, "rdfs", "secret_file", DEFAULT_SECRET);
 	copts.role = "tool";
-	if (cmd->server_key) {
+	server_key = cmd->server_key ||
+		     (cmd->server_key_for && cmd->server_key_for(argc - optind, argv + optind));
+	if (server_key) {
 		struct auth_identity id;
 
 		secret_path = config_get(cfg, "rdfs", "cap_key_file", DEFAULT_CAP_KEY);
@@ -270,7 +335,7 @@ int main(int argc, char **argv)
 	}
 	if (ret) {
 		fprintf(stderr, "rdfs: cannot load %s %s: %s\n",
-			cmd->server_key ? "capability key" : "secret file", secret_path,
+			server_key ? "capability key" : "secret file", secret_path,
 			rdfs_key_error(ret));
 		config_free(cfg);
 		return TOOL_FAIL;
@@ -284,7 +349,7 @@ int main(int argc, char **argv)
 		if (ret == -EACCES)
 			fprintf(stderr, "rdfs: metaserver %s rejected the %s from %s\n",
 				t.metaserver,
-				cmd->server_key ? "server key derived" : "key", secret_path);
+				server_key ? "server key derived" : "key", secret_path);
 		else
 			fprintf(stderr, "rdfs: cannot reach metaserver %s: %s\n", t.metaserver,
 				strerror(-ret));

@@ -37,6 +37,10 @@ struct tool_cmd {
 	int server_key;
 	/* talks to no metaserver: run without a client (t->client NULL) */
 	int offline;
+	/* or: does this command line (argv[0] the command) need the server key? */
+	int (*server_key_for)(int argc, char **argv);
+	/* -h is an option of the command (du -h): only --help asks for the help */
+	int own_h;
 };
 
 extern const struct tool_cmd tool_cmd_status;
@@ -52,6 +56,11 @@ extern const struct tool_cmd tool_cmd_drain;
 extern const struct tool_cmd tool_cmd_rebalance;
 extern const struct tool_cmd tool_cmd_metrics;
 extern const struct tool_cmd tool_cmd_top;
+extern const struct tool_cmd tool_cmd_getstripe;
+extern const struct tool_cmd tool_cmd_setstripe;
+extern const struct tool_cmd tool_cmd_servers;
+extern const struct tool_cmd tool_cmd_du;
+extern const struct tool_cmd tool_cmd_find;
 
 /* metrics_fetch.c: for `rdfs metrics` and `rdfs top` */
 #include <curl/curl.h>
