@@ -10,6 +10,11 @@
  * all, set by the owner or root, removed to fall back to the cluster default;
  * listxattr does not name it (as CephFS's layout xattrs).
  *
+ * rdfs.project is the inode's quota project id (as ext4's and XFS's, which
+ * set it with an ioctl), readable by all, set or removed (0) by root only;
+ * set on a directory, it also marks the directory so that what is created in
+ * it takes the id. Its usage moves to the new project in the same batch.
+ *
  * system.posix_acl_access and system.posix_acl_default are POSIX ACLs,
  * validated and enforced: ns_acl.c serves them.
  */
@@ -104,7 +109,7 @@ static int copies_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, 
 {
 	struct ms_lockset ls;
 	struct ms_inode *in;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	uint8_t copies = 0;
 	int ret;
 
@@ -129,10 +134,91 @@ static int copies_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, 
 		goto out;
 	in->copies = copies;
 	in->ctime_ns = ns_now();
-	b = leveldb_writebatch_create();
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+	ms_batch_init(&mb);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
+out:
+	lockset_unlock(&ms->locks, &ls);
+	free(in);
+	return ret;
+}
+
+/* rdfs.project of @ino in decimal. */
+static int project_get(struct ms *ms, uint64_t ino, void **value)
+{
+	struct ms_inode *in = malloc(sizeof(*in));
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_get(ms, ino, in);
+	if (!ret) {
+		*value = malloc(12);
+		ret = *value ? snprintf(*value, 12, "%u", in->project) : -ENOMEM;
+	}
+	free(in);
+	return ret;
+}
+
+/* Parse a project id: decimal, 0 to 2^32 - 2, an optional trailing newline. */
+static int project_parse(const void *value, size_t len, uint32_t *out)
+{
+	const char *v = value;
+	uint64_t n = 0;
+
+	if (len > 0 && v[len - 1] == '\n')
+		len--;
+	if (len == 0 || len > 10)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EINVAL;
+		n = n * 10 + (uint64_t)(v[i] - '0');
+	}
+	if (n >= UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+/* Set (@value) or remove rdfs.project of @ino: root only. */
+static int project_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino,
+			  const void *value, size_t len, uint32_t flags)
+{
+	struct ms_lockset ls;
+	struct ms_inode *in;
+	struct ms_batch mb;
+	uint32_t project = 0;
+	int ret;
+
+	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
+		return -EINVAL;
+	if (value && (flags & MS_XATTR_CREATE))
+		return -EEXIST;
+	if (value && project_parse(value, len, &project))
+		return -EINVAL;
+	in = malloc(sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (ret)
+		goto out;
+	/* the project decides whose limits bind: not the owner's to choose */
+	if (cr->uid != 0) {
+		ret = -EPERM;
+		goto out;
+	}
+	in->project = project;
+	if (S_ISDIR(in->mode) && project)
+		in->flags |= MS_INO_PROJINHERIT;
+	else
+		in->flags &= ~MS_INO_PROJINHERIT;
+	in->ctime_ns = ns_now();
+	ms_batch_init(&mb);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 out:
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
@@ -154,6 +240,10 @@ int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const cha
 	if (!strcmp(name, RDFS_COPIES_XATTR)) {
 		free(in);
 		return copies_get(ms, ino, value);
+	}
+	if (!strcmp(name, RDFS_PROJECT_XATTR)) {
+		free(in);
+		return project_get(ms, ino, value);
 	}
 	if (ns_acl_is_name(name)) {
 		free(in);
@@ -191,7 +281,7 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 	uint8_t k[MS_KEY_MAX];
 	size_t kl;
 	enum xattr_ns ns;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	char *v;
 	size_t vl;
 	int ret, exists;
@@ -200,6 +290,8 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 		return -EINVAL;
 	if (!strcmp(name, RDFS_COPIES_XATTR))
 		return copies_change(ms, cr, ino, value, len, flags);
+	if (!strcmp(name, RDFS_PROJECT_XATTR))
+		return project_change(ms, cr, ino, value, len, flags);
 	if (ns_acl_is_name(name))
 		return ns_acl_change(ms, cr, ino, name, value, len, flags);
 	ret = xattr_ns_of(name, &ns);
@@ -232,14 +324,14 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 		goto out;
 	}
 	in->ctime_ns = ns_now();
-	b = leveldb_writebatch_create();
+	ms_batch_init(&mb);
 	if (value)
-		leveldb_writebatch_put(b, (char *)k, kl, value, len);
+		leveldb_writebatch_put(mb.b, (char *)k, kl, value, len);
 	else
-		leveldb_writebatch_delete(b, (char *)k, kl);
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+		leveldb_writebatch_delete(mb.b, (char *)k, kl);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 out:
 	lockset_unlock(&ms->locks, &ls);
 	free(in);

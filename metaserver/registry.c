@@ -407,7 +407,7 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		if (!s)
 			high_water_put(b, tmp.id, mark);
 	}
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (ret) {
 		if (s && capacity_blocks < s->capacity)
@@ -603,7 +603,7 @@ int ms_drain(struct ms *ms, struct ms_session *sess, uint32_t id, int on)
 		leveldb_writebatch_put(b, (char *)k, sizeof(k), "", 0);
 	else
 		leveldb_writebatch_delete(b, (char *)k, sizeof(k));
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (ret)
 		return ret;

@@ -61,6 +61,8 @@
 #define RDFS_MAX_COPIES		8
 #define RDFS_MAX_COPIES_STR	"8"
 #define RDFS_COPIES_XATTR	"rdfs.copies"
+/* A file's quota project id; set on a directory, what is created in it inherits it. */
+#define RDFS_PROJECT_XATTR	"rdfs.project"
 
 #define RDFS_CAP_READ		1u
 #define RDFS_CAP_WRITE		2u
@@ -103,6 +105,9 @@ enum rdfs_op {
 	RDFS_OP_STALE		= 44,	/* a copy missed writes: never serve it again */
 	RDFS_OP_DRAIN		= 45,	/* servers only: move every copy off an I/O server */
 	RDFS_OP_REBALANCE	= 46,	/* servers only: even out the I/O servers' usage */
+	RDFS_OP_QUOTA_GET	= 47,	/* usage and limits of a user, group or project */
+	RDFS_OP_QUOTA_SET	= 48,	/* root or servers: set limits, grace periods */
+	RDFS_OP_QUOTA_LIST	= 49,	/* root or servers: every usage record of a type */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,
