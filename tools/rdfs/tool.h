@@ -52,6 +52,8 @@ extern const struct tool_cmd tool_cmd_drain;
 extern const struct tool_cmd tool_cmd_rebalance;
 extern const struct tool_cmd tool_cmd_metrics;
 extern const struct tool_cmd tool_cmd_top;
+extern const struct tool_cmd tool_cmd_quota;
+extern const struct tool_cmd tool_cmd_project;
 
 /* metrics_fetch.c: for `rdfs metrics` and `rdfs top` */
 #include <curl/curl.h>
