@@ -602,8 +602,9 @@ int ms_quota_get(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 /*
  * Set the limits of q->type, q->id that @valid names from @q (0 removes a
  * limit), and with MS_QUOTA_SET_GRACE the type's grace period to
- * @grace_s seconds. Usage above a soft limit set now starts its grace now.
- * A server session or uid 0 only (-EPERM). *@q: the record after.
+ * @grace_s seconds (at most ten years). Usage above a soft limit set now
+ * starts its grace now. A server session or uid 0 only (-EPERM); -EINVAL for
+ * limits of project 0. *@q: the record after.
  */
 int ms_quota_set(struct ms *ms, struct ms_session *s, const struct ms_cred *cr,
 		 struct ms_quota *q, uint32_t valid, uint64_t grace_s);

@@ -742,6 +742,9 @@ int ms_quota_set(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 	    (valid & ~(MS_QUOTA_SET_BLOCK_SOFT | MS_QUOTA_SET_BLOCK_HARD | MS_QUOTA_SET_INODE_SOFT |
 		       MS_QUOTA_SET_INODE_HARD | MS_QUOTA_SET_GRACE)))
 		return -EINVAL;
+	/* project 0 is no project: nothing counts there, so no limit could bind */
+	if (q->type == MS_QUOTA_PROJECT && q->id == 0 && (valid & ~MS_QUOTA_SET_GRACE))
+		return -EINVAL;
 	/* ten years: a grace longer than that is a typo, and ns arithmetic stays far from overflow */
 	if ((valid & MS_QUOTA_SET_GRACE) && grace_s > 10ull * 366 * 24 * 3600)
 		return -EINVAL;

@@ -743,6 +743,12 @@ TEST_F(QuotaTest, UsersSeeTheirOwnQuotasOnlyRootSetsAndLists)
 	EXPECT_EQ(l.block_hard, 1000u);
 	EXPECT_EQ(l.inode_hard, 9u);
 	EXPECT_EQ(ms_quota_set(ms, sess, &root, &l, 0x200, 0), -EINVAL);
+	l.type = MS_QUOTA_PROJECT;
+	l.id = 0;
+	EXPECT_EQ(ms_quota_set(ms, sess, &root, &l, MS_QUOTA_SET_BLOCK_HARD, 0), -EINVAL)
+		<< "project 0 is no project";
+	EXPECT_EQ(ms_quota_set(ms, sess, &root, &l, MS_QUOTA_SET_GRACE, 11ull * 366 * 86400),
+		  -EINVAL);
 }
 
 TEST_F(QuotaTest, ListPagesByIdWithLimitsOrUsage)
