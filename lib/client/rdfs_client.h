@@ -75,7 +75,8 @@ struct rdfs_client_opts {
 	 * Write-behind per file: rdfs_pwrite() copies the data, gathers writes
 	 * that continue each other into chunk-sized WRITEs and returns before the
 	 * I/O servers answer (before blocks are even allocated); at most this
-	 * many KiB are in flight unanswered. Errors (-EIO, -ENOSPC) are reported
+	 * many KiB are in flight unanswered. Errors (-EIO, -ENOSPC, -EDQUOT, the
+	 * last when the metaserver refuses the blocks over a quota) are reported
 	 * by the next write and by the next flush, fsync or release (as NFS
 	 * does). The data is durable (or, with write_stable 0, committable) once
 	 * rdfs_flush()/rdfs_fsync()/rdfs_release() returns. O_DIRECT and O_SYNC

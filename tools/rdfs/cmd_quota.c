@@ -373,11 +373,12 @@ enum {
 static int quota_options(const struct tool_cmd *cmd, int argc, char **argv, int ids,
 			 struct quota_args *a)
 {
-	static const struct option opts[] = {
+	/* show and set name an id after -u, -g, -p; grace and report only types */
+	static const struct option with_ids[] = {
 		{ "help", no_argument, NULL, 'h' },
-		{ "user", optional_argument, NULL, 'u' },
-		{ "group", optional_argument, NULL, 'g' },
-		{ "project", optional_argument, NULL, 'p' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "project", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "block-soft", required_argument, NULL, OPT_BSOFT },
 		{ "block-hard", required_argument, NULL, OPT_BHARD },
@@ -385,11 +386,17 @@ static int quota_options(const struct tool_cmd *cmd, int argc, char **argv, int 
 		{ "inode-hard", required_argument, NULL, OPT_IHARD },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const struct option types_only[] = {
+		{ "help", no_argument, NULL, 'h' },  { "user", no_argument, NULL, 'u' },
+		{ "group", no_argument, NULL, 'g' }, { "project", no_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },  { NULL, 0, NULL, 0 },
+	};
 	int opt, ret;
 
 	memset(a, 0, sizeof(*a));
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ids ? "hu:g:p:j" : "hugpj", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ids ? "hu:g:p:j" : "hugpj",
+				  ids ? with_ids : types_only, NULL)) != -1) {
 		ret = 0;
 		switch (opt) {
 		case 'h':
@@ -453,14 +460,7 @@ static int show(struct tool *t, struct quota_args *a)
 			if (!(a->types & 1 << k))
 				continue;
 			type[n] = (uint32_t)k;
-			/* -u alone: oneself; -g alone: one's group; -p needs an id */
-			id[n] = a->have_id[k]	      ? a->id[k] :
-				k == RDFS_QUOTA_USER  ? t->cred.uid :
-				k == RDFS_QUOTA_GROUP ? t->cred.gid :
-							UINT32_MAX;
-			if (id[n] == UINT32_MAX)
-				return tool_usage(&tool_cmd_quota, "-p needs a project id");
-			n++;
+			id[n++] = a->id[k];
 		}
 	} else {
 		/* as quota(1): one's user and every group one is in */
@@ -690,7 +690,7 @@ const struct tool_cmd tool_cmd_quota = {
 	.args = "show|set|grace|report ...",
 	.summary = "usage and limits of users, groups and projects",
 	.run = quota_run,
-	.help = "usage: rdfs quota show [-u [USER]] [-g [GROUP]] [-p PROJID] [--json]\n"
+	.help = "usage: rdfs quota show [-u USER] [-g GROUP] [-p PROJID] [--json]\n"
 		"       rdfs quota set -u USER|-g GROUP|-p PROJID [--block-soft SIZE]\n"
 		"                  [--block-hard SIZE] [--inode-soft N] [--inode-hard N] [--json]\n"
 		"       rdfs quota grace [-u|-g|-p] [DURATION] [--json]\n"
@@ -716,10 +716,10 @@ const struct tool_cmd tool_cmd_quota = {
 		"metaserver's squash) are never refused, and count.\n"
 		"\n"
 		"show   Usage, limits and the grace left of your user and every group you\n"
-		"       are in, or of the -u USER, -g GROUP or -p PROJID named (-u or -g\n"
-		"       alone: yours). Users see only their own and their groups'; root\n"
-		"       any. An over-limit number is marked with *; a grace of \"none\"\n"
-		"       means it is over and the soft limit refuses now.\n"
+		"       are in, or of the -u USER, -g GROUP and -p PROJID named (names or\n"
+		"       numbers). Users see only their own and their groups'; root any. An\n"
+		"       over-limit number is marked with *; a grace of \"none\" means it\n"
+		"       is over and the soft limit refuses now.\n"
 		"set    Set the limits named (the others stay) of one user, group or\n"
 		"       project: SIZE in bytes with K, M, G, T or P (powers of 1024),\n"
 		"       rounded up to 4 KiB blocks; N in inodes; 0 or none removes a\n"
