@@ -91,7 +91,7 @@ static int copies_get(struct ms *ms, uint64_t ino, void **value)
 }
 
 /* Parse a copies value: "1".."8", an optional trailing newline (echo). */
-static int copies_parse(const void *value, size_t len, uint8_t *out)
+static int copies_parse(const void *value, size_t len, uint32_t *out)
 {
 	const char *v = value;
 
@@ -99,40 +99,42 @@ static int copies_parse(const void *value, size_t len, uint8_t *out)
 		len--;
 	if (len != 1 || v[0] < '1' || v[0] > '0' + RDFS_MAX_COPIES)
 		return -EINVAL;
-	*out = (uint8_t)(v[0] - '0');
+	*out = (uint32_t)(v[0] - '0');
 	return 0;
 }
 
-/* Set (@value) or remove rdfs.copies of @ino. */
-static int copies_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *value,
-			 size_t len, uint32_t flags)
+/*
+ * Set (@value, which @parse reads) or remove (0) a virtual attribute of @ino,
+ * rdfs.copies or rdfs.project: it always exists, so there is nothing to
+ * create; under the inode lock @apply checks @cr and sets it in the inode,
+ * which one batch writes.
+ */
+static int inode_attr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino,
+			     const void *value, size_t len, uint32_t flags,
+			     int (*parse)(const void *value, size_t len, uint32_t *out),
+			     int (*apply)(struct ms_inode *in, const struct ms_cred *cr,
+					  uint32_t v))
 {
 	struct ms_lockset ls;
 	struct ms_inode *in;
 	struct ms_batch mb;
-	uint8_t copies = 0;
+	uint32_t v = 0;
 	int ret;
 
 	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
 		return -EINVAL;
-	/* it always exists: there is nothing to create */
 	if (value && (flags & MS_XATTR_CREATE))
 		return -EEXIST;
-	if (value && copies_parse(value, len, &copies))
+	if (value && parse(value, len, &v))
 		return -EINVAL;
 	in = malloc(sizeof(*in));
 	if (!in)
 		return -ENOMEM;
 	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (!ret)
+		ret = apply(in, cr, v);
 	if (ret)
 		goto out;
-	if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
-		ret = -EPERM;
-	else if (!perm_is_owner(in, cr))
-		ret = -EPERM;
-	if (ret)
-		goto out;
-	in->copies = copies;
 	in->ctime_ns = ns_now();
 	ms_batch_init(&mb);
 	ns_inode_put(&mb, in);
@@ -142,6 +144,15 @@ out:
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret;
+}
+
+/* rdfs.copies: the owner's (or root's), of files and directories. */
+static int copies_apply(struct ms_inode *in, const struct ms_cred *cr, uint32_t copies)
+{
+	if ((!S_ISREG(in->mode) && !S_ISDIR(in->mode)) || !perm_is_owner(in, cr))
+		return -EPERM;
+	in->copies = (uint8_t)copies;
+	return 0;
 }
 
 /* rdfs.project of @ino in decimal. */
@@ -182,47 +193,18 @@ static int project_parse(const void *value, size_t len, uint32_t *out)
 	return 0;
 }
 
-/* Set (@value) or remove rdfs.project of @ino: root only. */
-static int project_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino,
-			  const void *value, size_t len, uint32_t flags)
+/* rdfs.project: root's alone; a directory's is also what is created in it. */
+static int project_apply(struct ms_inode *in, const struct ms_cred *cr, uint32_t project)
 {
-	struct ms_lockset ls;
-	struct ms_inode *in;
-	struct ms_batch mb;
-	uint32_t project = 0;
-	int ret;
-
-	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
-		return -EINVAL;
-	if (value && (flags & MS_XATTR_CREATE))
-		return -EEXIST;
-	if (value && project_parse(value, len, &project))
-		return -EINVAL;
-	in = malloc(sizeof(*in));
-	if (!in)
-		return -ENOMEM;
-	ret = ns_inode_lock_get(ms, &ls, ino, in);
-	if (ret)
-		goto out;
 	/* the project decides whose limits bind: not the owner's to choose */
-	if (cr->uid != 0) {
-		ret = -EPERM;
-		goto out;
-	}
+	if (cr->uid != 0)
+		return -EPERM;
 	in->project = project;
 	if (S_ISDIR(in->mode) && project)
 		in->flags |= MS_INO_PROJINHERIT;
 	else
 		in->flags &= ~MS_INO_PROJINHERIT;
-	in->ctime_ns = ns_now();
-	ms_batch_init(&mb);
-	ns_inode_put(&mb, in);
-	ret = ns_write(ms, &mb);
-	ms_batch_destroy(ms, &mb);
-out:
-	lockset_unlock(&ms->locks, &ls);
-	free(in);
-	return ret;
+	return 0;
 }
 
 int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
@@ -289,9 +271,10 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
 		return -EINVAL;
 	if (!strcmp(name, RDFS_COPIES_XATTR))
-		return copies_change(ms, cr, ino, value, len, flags);
+		return inode_attr_change(ms, cr, ino, value, len, flags, copies_parse, copies_apply);
 	if (!strcmp(name, RDFS_PROJECT_XATTR))
-		return project_change(ms, cr, ino, value, len, flags);
+		return inode_attr_change(ms, cr, ino, value, len, flags, project_parse,
+					 project_apply);
 	if (ns_acl_is_name(name))
 		return ns_acl_change(ms, cr, ino, name, value, len, flags);
 	ret = xattr_ns_of(name, &ns);

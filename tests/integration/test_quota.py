@@ -25,6 +25,7 @@ Every check of usage compares the metaserver's numbers with the blocks of the
 files, read with `rdfs stat` (no cache between). The same file runs against
 the kernel client (RDFS_TEST_CLIENT=lkm, tests/vm/suite.d/lkm-posix).
 """
+import concurrent.futures
 import errno
 import json
 import os
@@ -260,30 +261,9 @@ def test_two_mounts_of_one_user_share_its_limit(qc, qdir):
     try:
         rel_dir = os.path.relpath(qdir, qc.mnt)
         paths = [qdir / "one", other / rel_dir / "two"]
-        pids = []
-        for p in paths:
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(r)
-                kind, res = as_user((U_TWO, U_TWO), lambda p=p: write_stream(p, 4 * MiB))
-                os.write(w, json.dumps([kind, res]).encode())
-                os._exit(0)
-            os.close(w)
-            pids.append((pid, r))
-        results = []
-        for pid, r in pids:
-            data = b""
-            while True:
-                b = os.read(r, 65536)
-                if not b:
-                    break
-                data += b
-            os.close(r)
-            os.waitpid(pid, 0)
-            kind, res = json.loads(data)
-            assert kind == "ok", res
-            results.append(res)
+        # both at once: each thread waits for a child writing as the user
+        with concurrent.futures.ThreadPoolExecutor(len(paths)) as pool:
+            results = list(pool.map(lambda p: write_as(U_TWO, p, 4 * MiB), paths))
         for res, p in zip(results, paths):
             assert res["errno"] == errno.EDQUOT, (p, res)
             expect_prefix(p, res["acked"])
