@@ -42,6 +42,7 @@ void group_commit_init(struct ms_group_commit *gc)
 	gc->head = NULL;
 	gc->tail = &gc->head;
 	gc->leading = 0;
+	atomic_init(&gc->fail_next, 0);
 }
 
 void group_commit_destroy(struct ms_group_commit *gc)
@@ -75,7 +76,11 @@ static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
 	for (w = group; w && !ret; w = w->next)
 		ret = quota_commit_add(ms, &qc, w->mb);
 	quota_commit_put(ms, &qc, all);
-	if (!ret) {
+	if (!ret && atomic_load(&ms->gc.fail_next) > 0) {
+		atomic_fetch_sub(&ms->gc.fail_next, 1);
+		log_error("leveldb write: failed on purpose (ms_debug_fail_writes)");
+		ret = -EIO;
+	} else if (!ret) {
 		leveldb_write(ms->db, ms->wsync, all, &err);
 		if (err) {
 			log_error("leveldb write: %s", err);
@@ -138,6 +143,11 @@ int group_commit_write(struct ms *ms, struct ms_batch *mb)
 	}
 	pthread_mutex_unlock(&gc->mu);
 	return self.ret;
+}
+
+void ms_debug_fail_writes(struct ms *ms, int n)
+{
+	atomic_store(&ms->gc.fail_next, n);
 }
 
 void group_commit_counts(struct ms *ms, uint64_t *syncs, uint64_t *mutations)

@@ -491,6 +491,11 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 void ms_fsck_report_free(struct ms_fsck_report *r);
 /* Tests only: mark blocks of server @id used (@used) or free in the map, as a bug would. */
 int ms_debug_map(struct ms *ms, uint32_t id, uint64_t block, uint64_t count, int used);
+/*
+ * Tests only: the next @n synced writes fail with -EIO and write nothing, as
+ * a disk that refuses them would.
+ */
+void ms_debug_fail_writes(struct ms *ms, int n);
 
 /*
  * rdfs drain: with @on, no new block goes to I/O server @id and its copies

@@ -332,6 +332,7 @@ struct ms_group_commit {
 	int leading;			/* a leader is writing */
 	atomic_uint_fast64_t syncs;	/* synced writes made */
 	atomic_uint_fast64_t mutations;	/* batches they carried */
+	atomic_int fail_next;		/* tests: writes to fail (ms_debug_fail_writes) */
 };
 void group_commit_init(struct ms_group_commit *gc);
 void group_commit_destroy(struct ms_group_commit *gc);

@@ -870,6 +870,55 @@ TEST_F(QuotaTest, FsckFindsAndRepairsAWrongAndACorruptUsageRecord)
 	expect_usage_exact("repaired");
 }
 
+/* ------------------------------------------------------------ failed writes */
+
+TEST_F(QuotaTest, AWriteThatFailsMovesNoUsage)
+{
+	uint64_t d = mkdir_(1, "d", 0777);
+	uint64_t f = mkfile(d, "f", 0644, &alice);
+	struct ms_attr a;
+
+	ASSERT_EQ(set_limits(MS_QUOTA_USER, alice.uid, 0, 20, 0, 3), 0);
+	EXPECT_EQ(alloc(f, 0, 10, &alice), 10);
+
+	/* an allocation whose batch the disk refuses: no block, no usage, no reservation */
+	ms_debug_fail_writes(ms, 1);
+	EXPECT_EQ(alloc(f, 10, 10, &alice), -EIO);
+	EXPECT_EQ(attr(f).blocks, 10u);
+	EXPECT_EQ(ublocks(alice.uid), 10u);
+	EXPECT_EQ(alloc(f, 10, 100, &alice), 10) << "all the room is still there";
+
+	/* a create, a chown and a truncate that are not written change nothing either */
+	ms_debug_fail_writes(ms, 1);
+	EXPECT_EQ(ms_mknod(ms, sess, &alice, d, "g", S_IFREG | 0644, 0, 0, 1, 0, 0, &a, nullptr),
+		  -EIO);
+	EXPECT_EQ(uinodes(alice.uid), 1u);
+	ms_debug_fail_writes(ms, 1);
+	EXPECT_EQ(chown_(f, bob.uid, -1, &root), -EIO);
+	EXPECT_EQ(ublocks(bob.uid), 0u);
+	EXPECT_EQ(ublocks(alice.uid), 20u);
+	ms_debug_fail_writes(ms, 1);
+	EXPECT_EQ(truncate(f, 0, &alice), -EIO);
+	EXPECT_EQ(ublocks(alice.uid), 20u);
+	ms_debug_fail_writes(ms, 1);
+	ASSERT_EQ(set_grace(MS_QUOTA_USER, 5), -EIO);
+	EXPECT_EQ(ms_quota_grace(ms, MS_QUOTA_USER), (uint64_t)MS_QUOTA_GRACE_DEFAULT_S);
+
+	/* and what is written next counts from the right numbers */
+	mkfile(d, "g", 0644, &alice);
+	mkfile(d, "h", 0644, &alice);
+	EXPECT_EQ(ms_mknod(ms, sess, &alice, d, "i", S_IFREG | 0644, 0, 0, 1, 0, 0, &a, nullptr),
+		  -EDQUOT);
+	ASSERT_EQ(truncate(f, 4 * BLK, &alice), 0);
+	EXPECT_EQ(ublocks(alice.uid), 4u);
+	expect_usage_exact("after the failed writes");
+	std::vector<struct ms_fsck_problem> p;
+	EXPECT_EQ(fsck(0, &p).problems, 0u);
+	reopen();
+	EXPECT_EQ(ublocks(alice.uid), 4u);
+	EXPECT_EQ(uinodes(alice.uid), 3u);
+}
+
 /* ------------------------------------------------------------ concurrency */
 
 TEST_F(QuotaTest, ConcurrentWritersOfOneUserNeverPassItsHardLimit)
