@@ -466,8 +466,8 @@ static void rdfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
  * and rdfs does not implement, so storing them would pretend otherwise.
  * Refusing them here also spares a metaserver round trip per write(2): before
  * every write the kernel asks for security.capability to decide whether to
- * clear privileges. rdfs.copies is the metaserver's own (the copies of a
- * file's chunks), not stored as an xattr.
+ * clear privileges. rdfs.copies and rdfs.project are the metaserver's own
+ * (the copies of a file's chunks, its quota project id), not stored as xattrs.
  */
 static int xattr_supported(const struct rdfs_fuse *fs, const char *name)
 {
@@ -475,7 +475,7 @@ static int xattr_supported(const struct rdfs_fuse *fs, const char *name)
 	    strcmp(name, "system.posix_acl_default") == 0)
 		return fs->acl;
 	return strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0 ||
-	       strcmp(name, RDFS_COPIES_XATTR) == 0;
+	       strcmp(name, RDFS_COPIES_XATTR) == 0 || strcmp(name, RDFS_PROJECT_XATTR) == 0;
 }
 
 static void rdfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,

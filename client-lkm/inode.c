@@ -530,9 +530,9 @@ static ssize_t rdfs_listxattr(struct dentry *dentry, char *buf, size_t size)
 }
 
 /*
- * user.* and trusted.* names go to the metaserver whole, and so does
- * rdfs.copies (the number of copies of a file, a directory's default; the
- * metaserver checks who may set it). system.posix_acl_* go through the VFS's
+ * user.* and trusted.* names go to the metaserver whole, and so do
+ * rdfs.copies (the number of copies of a file, a directory's default) and
+ * rdfs.project (its quota project id; the metaserver checks who may set them). system.posix_acl_* go through the VFS's
  * handlers to acl.c. Other security.* and system.* names get EOPNOTSUPP as
  * in rdfs-fuse (no labels), which also spares every write(2) a helper round
  * trip for security.capability.
@@ -555,6 +555,12 @@ static const struct xattr_handler rdfs_xattr_copies_handler = {
 	.set	= rdfs_xattr_set,
 };
 
+static const struct xattr_handler rdfs_xattr_project_handler = {
+	.name	= RDFS_PROJECT_XATTR,
+	.get	= rdfs_xattr_get,
+	.set	= rdfs_xattr_set,
+};
+
 const struct xattr_handler *rdfs_xattr_handlers[] = {
 #ifdef CONFIG_FS_POSIX_ACL
 	&posix_acl_access_xattr_handler,
@@ -563,6 +569,7 @@ const struct xattr_handler *rdfs_xattr_handlers[] = {
 	&rdfs_xattr_user_handler,
 	&rdfs_xattr_trusted_handler,
 	&rdfs_xattr_copies_handler,
+	&rdfs_xattr_project_handler,
 	NULL
 };
 

@@ -21,6 +21,11 @@
  * allocatable), and an owned block the map lost is re-marked under the
  * exclusive lock.
  *
+ * Quota usage needs no second look either: the usage records change in the
+ * batches of the inode records they count, so in the snapshot each must be
+ * the sum of its inodes. A repair adds the difference through a batch of its
+ * own, so changes since the snapshot stay counted.
+ *
  * Repairs go through the paths the operations use: a freed layout is fenced
  * before its blocks are reused (fence.c). Blocks only a map held are not
  * freed at once: the file they belonged to is unknown, so no fence can be
@@ -49,6 +54,14 @@ struct fsck_ino {
 	uint64_t ext_blocks;		/* what its extents add up to */
 	uint32_t refs;			/* entries naming it */
 	uint8_t orphan;
+};
+
+/* What the snapshot's inodes charge one user, group or project with. */
+struct fsck_usage {
+	uint32_t type, id;
+	uint64_t blocks, inodes;
+	uint8_t used;			/* the slot holds an id */
+	uint8_t recorded;		/* a usage record names it */
 };
 
 struct fsck_vol {
@@ -80,6 +93,9 @@ struct fsck {
 	uint64_t *refs;			/* targets of every entry */
 	size_t nref, cap_ref;
 	uint64_t last_missing;		/* missing_inode_layout(): reported already */
+
+	struct fsck_usage *usage;	/* open addressing, a power of two */
+	size_t nusage, cap_usage;
 };
 
 static int64_t mono_ns(void)
@@ -396,6 +412,63 @@ static int scan_dirent(struct fsck *f, const uint8_t *k, size_t kl, const char *
 	return 0;
 }
 
+/* The usage slot of @type/@id, added when missing; NULL without memory. */
+static struct fsck_usage *usage_get(struct fsck *f, uint32_t type, uint32_t id)
+{
+	size_t mask, i;
+
+	if (2 * (f->nusage + 1) > f->cap_usage) {
+		size_t cap = f->cap_usage ? f->cap_usage * 2 : 256;
+		struct fsck_usage *n = calloc(cap, sizeof(*n));
+
+		if (!n)
+			return NULL;
+		for (size_t j = 0; j < f->cap_usage; j++) {
+			if (!f->usage[j].used)
+				continue;
+			i = ((uint64_t)f->usage[j].type << 32 | f->usage[j].id) *
+			    0x9e3779b97f4a7c15ull >> 20;
+			while (n[i & (cap - 1)].used)
+				i++;
+			n[i & (cap - 1)] = f->usage[j];
+		}
+		free(f->usage);
+		f->usage = n;
+		f->cap_usage = cap;
+	}
+	mask = f->cap_usage - 1;
+	for (i = ((uint64_t)type << 32 | id) * 0x9e3779b97f4a7c15ull >> 20;; i++) {
+		struct fsck_usage *u = &f->usage[i & mask];
+
+		if (!u->used) {
+			*u = (struct fsck_usage){ .type = type, .id = id, .used = 1 };
+			f->nusage++;
+			return u;
+		}
+		if (u->type == type && u->id == id)
+			return u;
+	}
+}
+
+static int usage_charge(struct fsck *f, const struct ms_inode *in)
+{
+	struct ms_qids ids;
+
+	quota_ids_of(in, &ids);
+	for (uint32_t t = 0; t < MS_QUOTA_TYPES; t++) {
+		struct fsck_usage *u;
+
+		if (!(ids.mask & 1u << t))
+			continue;
+		u = usage_get(f, t, ids.id[t]);
+		if (!u)
+			return -ENOMEM;
+		u->blocks += in->blocks;
+		u->inodes++;
+	}
+	return 0;
+}
+
 static int scan_inode(struct fsck *f, const uint8_t *k, size_t kl, const char *v, size_t vl)
 {
 	struct ms_inode *in;
@@ -427,6 +500,11 @@ static int scan_inode(struct fsck *f, const uint8_t *k, size_t kl, const char *v
 	}
 	f->inos[f->nino++] = (struct fsck_ino){ .ino = ino, .mode = in->mode,
 						.nlink = in->nlink, .blocks = in->blocks };
+	/* what the usage records must add up to: the records' counts, as the batches keep them */
+	if (usage_charge(f, in)) {
+		free(in);
+		return -ENOMEM;
+	}
 	f->r->inodes++;
 	if (S_ISDIR(in->mode))
 		f->r->dirs++;
@@ -575,7 +653,7 @@ static int inode_recheck(struct fsck *f, uint32_t kind, uint64_t ino, uint64_t *
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
 	struct ms_freelist fl = { 0 };
-	leveldb_writebatch_t *batch = NULL;
+	struct ms_batch mb;
 	uint8_t k[MS_KEY_MAX];
 	int ret, real = 0, has_inode, orphan, any;
 	uint64_t sum;
@@ -583,6 +661,7 @@ static int inode_recheck(struct fsck *f, uint32_t kind, uint64_t ino, uint64_t *
 	*fixed = 0;
 	if (!in)
 		return -ENOMEM;
+	ms_batch_init(&mb);
 	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret && ret != -ENOENT)
 		goto out;
@@ -618,37 +697,37 @@ static int inode_recheck(struct fsck *f, uint32_t kind, uint64_t ino, uint64_t *
 	if (!real || !f->repair)
 		goto out;
 
-	batch = leveldb_writebatch_create();
 	switch (kind) {
 	case MS_FSCK_LAYOUT_NO_INODE:
 		/* no record: every prefix is searched; nothing counts as a file */
-		ret = ns_inode_purge(ms, batch, ino, NULL, orphan, &fl);
+		ret = ns_inode_purge(ms, &mb, ino, NULL, orphan ? NS_PURGE_ORPHAN : 0, &fl);
 		fl.inodes = 0;
 		break;
 	case MS_FSCK_ORPHAN_LEAKED:
 	case MS_FSCK_UNLINKED_NO_ORPHAN:
-		/* NULL: its block count may be wrong too, so every layout record is found */
-		ret = ns_inode_purge(ms, batch, ino, NULL, orphan, &fl);
+		/* its block count may be wrong too: every layout record is searched */
+		ret = ns_inode_purge(ms, &mb, ino, in,
+				     NS_PURGE_SCAN | (orphan ? NS_PURGE_ORPHAN : 0), &fl);
 		break;
 	case MS_FSCK_STALE_ORPHAN:
-		leveldb_writebatch_delete(batch, (char *)k, key_orphan(k, ino));
+		leveldb_writebatch_delete(mb.b, (char *)k, key_orphan(k, ino));
 		break;
 	case MS_FSCK_BLOCK_COUNT:
+		/* the owner's usage moves with the count, as with any put */
 		in->blocks = sum;
-		ns_inode_put(batch, in);
+		ns_inode_put(&mb, in);
 		break;
 	default:
 		break;
 	}
 	if (!ret)
-		ret = ns_write_freeing(ms, batch, &fl);
+		ret = ns_write_freeing(ms, &mb, &fl);
 	if (!ret)
 		*fixed = 1;
 	/* fenced before the blocks are free again, like any freed blocks */
 	freelist_release(ms, &fl, ret == 0);
 out:
-	if (batch)
-		leveldb_writebatch_destroy(batch);
+	ms_batch_destroy(ms, &mb);
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret ? ret : real;
@@ -677,7 +756,7 @@ static int raise_high_water(struct fsck *f, struct fsck_vol *v, uint64_t mark)
 	if (alloc_high_water(&f->ms->alloc, v->id, &high, &durable) == 0 && durable > mark)
 		mark = durable;
 	high_water_put(b, v->id, mark);
-	ret = ns_write(f->ms, b);
+	ret = ns_write_plain(f->ms, b);
 	if (!ret)
 		alloc_high_water_durable(&f->ms->alloc, v->id, mark);
 	pthread_mutex_unlock(&f->ms->high_mu);
@@ -764,6 +843,91 @@ static int missing_inode_orphan(struct fsck *f, const uint8_t *k, size_t kl, con
 	if (!fi || fi->nlink > 0)
 		return report_inode(f, MS_FSCK_STALE_ORPHAN, get_be64(k + 1), 0, 0);
 	return 0;
+}
+
+/*
+ * Usage record of @u says @blocks and @inodes (a corrupt one: 0, as the
+ * metaserver loaded it): report what differs from the inodes, and with repair
+ * add the difference (and with @rewrite write the record even if none).
+ * Returns 1 if it repaired, 0 if not, or -ENOMEM.
+ */
+static int usage_check(struct fsck *f, const struct fsck_usage *u, uint64_t blocks,
+		       uint64_t inodes, int rewrite)
+{
+	struct ms_qchange c = { .type = (uint8_t)u->type, .id = u->id };
+	struct ms_batch mb;
+	int fixed = 0, ret = 0;
+
+	if (blocks == u->blocks && inodes == u->inodes && !rewrite)
+		return 0;
+	if (f->repair) {
+		c.blocks = (int64_t)(u->blocks - blocks);
+		c.inodes = (int64_t)(u->inodes - inodes);
+		c.set = rewrite ? MS_QUOTA_SET_REWRITE : 0;
+		ms_batch_init(&mb);
+		ret = quota_note_change(&mb, &c);
+		if (!ret)
+			ret = ns_write(f->ms, &mb);
+		ms_batch_destroy(f->ms, &mb);
+		fixed = ret == 0;
+	}
+	if (blocks != u->blocks)
+		note(f, MS_FSCK_QUOTA_BLOCKS, u->id, 0, u->type, blocks, u->blocks, fixed);
+	if (inodes != u->inodes)
+		note(f, MS_FSCK_QUOTA_INODES, u->id, 0, u->type, inodes, u->inodes, fixed);
+	return ret == -ENOMEM ? ret : fixed;
+}
+
+static int scan_quota(struct fsck *f, const uint8_t *k, size_t kl, const char *v, size_t vl)
+{
+	struct ms_quota q = { 0 };
+	struct fsck_usage *u;
+	uint32_t id;
+	int corrupt, ret;
+
+	if (kl != MS_QUOTA_KEY || k[1] >= MS_QUOTA_TYPES) {
+		int fixed = 0;
+
+		/* no id to count it for: only a repair's delete helps */
+		if (f->repair) {
+			leveldb_writebatch_t *b = leveldb_writebatch_create();
+
+			leveldb_writebatch_delete(b, (const char *)k, kl);
+			fixed = ns_write_plain(f->ms, b) == 0;
+			leveldb_writebatch_destroy(b);
+		}
+		note(f, MS_FSCK_QUOTA_CORRUPT, 0, 0, 0, 0, 0, fixed);
+		return 0;
+	}
+	id = (uint32_t)k[2] << 24 | (uint32_t)k[3] << 16 | (uint32_t)k[4] << 8 | k[5];
+	/* a corrupt one was loaded as zero usage and no limits: so it is compared */
+	corrupt = quota_decode(v, vl, &q) != 0;
+	if (corrupt)
+		memset(&q, 0, sizeof(q));
+	u = usage_get(f, k[1], id);
+	if (!u)
+		return -ENOMEM;
+	u->recorded = 1;
+	ret = usage_check(f, u, q.blocks, q.inodes, corrupt);
+	if (ret < 0)
+		return ret;
+	if (corrupt)
+		note(f, MS_FSCK_QUOTA_CORRUPT, id, 0, k[1], 0, 0, ret);
+	return 0;
+}
+
+/* Ids the inodes charge that no usage record names. */
+static int check_quota(struct fsck *f)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < f->cap_usage && !ret; i++) {
+		const struct fsck_usage *u = &f->usage[i];
+
+		if (u->used && !u->recorded)
+			ret = usage_check(f, u, 0, 0, 0);
+	}
+	return ret < 0 ? ret : 0;
 }
 
 /* One run of leaked or unmapped blocks: report it, and with repair fix it. */
@@ -886,6 +1050,10 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 		ret = scan(&f, MS_TAG_LAYOUT, missing_inode_layout);
 	if (!ret)
 		ret = scan(&f, MS_TAG_ORPHAN, missing_inode_orphan);
+	if (!ret)
+		ret = scan(&f, MS_TAG_QUOTA, scan_quota);
+	if (!ret)
+		ret = check_quota(&f);
 	if (repair) {
 		/* what an earlier repair quarantined and is due now */
 		pthread_rwlock_rdlock(&ms->blocks_rw);
@@ -911,6 +1079,7 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 	free(f.held);
 	free(f.inos);
 	free(f.refs);
+	free(f.usage);
 	if (ret)
 		ms_fsck_report_free(out);
 	return ret;

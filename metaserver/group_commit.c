@@ -12,6 +12,12 @@
  * (rdfs_ms_sync_batch_mutations) and keeps the promise visible: a reply is sent
  * only after the write that carried its batch returned.
  *
+ * The leader is also where quota usage is counted (quota.c): it applies the
+ * usage changes of the batches it carries, in queue order, to the table in
+ * memory and puts the usage records they changed into the same write, so
+ * the records follow the order of the writes and are exact after any crash.
+ * A write that fails takes the changes back out of the table.
+ *
  * Threads: any (workers, the rebuilder, the zeroer). Lock: gc->mu guards the
  * queue and the leader flag; no lock is held across the write. A waiter's
  * record lives on its own stack until it is marked done.
@@ -23,7 +29,7 @@
 #include "ms_int.h"
 
 struct gc_waiter {
-	leveldb_writebatch_t *b;
+	struct ms_batch *mb;
 	struct gc_waiter *next;
 	int done;
 	int ret;
@@ -36,6 +42,7 @@ void group_commit_init(struct ms_group_commit *gc)
 	gc->head = NULL;
 	gc->tail = &gc->head;
 	gc->leading = 0;
+	atomic_init(&gc->fail_next, 0);
 }
 
 void group_commit_destroy(struct ms_group_commit *gc)
@@ -44,36 +51,57 @@ void group_commit_destroy(struct ms_group_commit *gc)
 	pthread_mutex_destroy(&gc->mu);
 }
 
-/* Write @group (a list of waiters) as one synced batch; 0 or -EIO. */
+/*
+ * Write @group (a list of waiters) as one synced batch, with the usage records
+ * its quota changes move (into the first waiter's batch when it is alone);
+ * 0, -EIO or -ENOMEM.
+ */
 static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
 {
-	leveldb_writebatch_t *all = group->b;
+	leveldb_writebatch_t *all = group->mb->b;
+	struct quota_commit qc;
 	struct gc_waiter *w;
 	char *err = NULL;
+	int ret = 0;
 
 	*n = 1;
 	if (group->next) {
 		all = leveldb_writebatch_create();
 		*n = 0;
 		for (w = group; w; w = w->next, (*n)++)
-			leveldb_writebatch_append(all, w->b);
+			leveldb_writebatch_append(all, w->mb->b);
 	}
-	leveldb_write(ms->db, ms->wsync, all, &err);
-	if (all != group->b)
+	/* in queue order: each usage record put is its id's state after the whole group */
+	quota_commit_begin(ms, &qc);
+	for (w = group; w && !ret; w = w->next)
+		ret = quota_commit_add(ms, &qc, w->mb);
+	quota_commit_put(ms, &qc, all);
+	if (!ret && atomic_load(&ms->gc.fail_next) > 0) {
+		atomic_fetch_sub(&ms->gc.fail_next, 1);
+		log_error("leveldb write: failed on purpose (ms_debug_fail_writes)");
+		ret = -EIO;
+	} else if (!ret) {
+		leveldb_write(ms->db, ms->wsync, all, &err);
+		if (err) {
+			log_error("leveldb write: %s", err);
+			leveldb_free(err);
+			ret = -EIO;
+		}
+	} else {
+		log_error("group commit: no memory to count quota usage; %llu writes fail",
+			  (unsigned long long)*n);
+	}
+	quota_commit_end(ms, &qc, ret);
+	if (all != group->mb->b)
 		leveldb_writebatch_destroy(all);
-	if (err) {
-		log_error("leveldb write: %s", err);
-		leveldb_free(err);
-		return -EIO;
-	}
-	return 0;
+	return ret;
 }
 
-int group_commit_write(struct ms *ms, leveldb_writebatch_t *b)
+int group_commit_write(struct ms *ms, struct ms_batch *mb)
 {
 	struct ms_group_commit *gc = &ms->gc;
 	struct ms_core_metrics *m = &ms->metrics;
-	struct gc_waiter self = { .b = b };
+	struct gc_waiter self = { .mb = mb };
 
 	pthread_mutex_lock(&gc->mu);
 	*gc->tail = &self;
@@ -115,6 +143,11 @@ int group_commit_write(struct ms *ms, leveldb_writebatch_t *b)
 	}
 	pthread_mutex_unlock(&gc->mu);
 	return self.ret;
+}
+
+void ms_debug_fail_writes(struct ms *ms, int n)
+{
+	atomic_store(&ms->gc.fail_next, n);
 }
 
 void group_commit_counts(struct ms *ms, uint64_t *syncs, uint64_t *mutations)

@@ -182,17 +182,18 @@ int handle_flags(struct ms_session *s, uint64_t id, uint64_t ino, uint32_t *flag
  */
 static void inode_trim_prealloc(struct ms *ms, struct ms_inode *in)
 {
-	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	struct ms_batch mb;
 	struct ms_freelist f = { 0 };
 	uint64_t blocks = in->blocks;
 	int ret;
 
-	ret = layout_trim_unwritten(ms, b, in, &f);
+	ms_batch_init(&mb);
+	ret = layout_trim_unwritten(ms, mb.b, in, &f);
 	if (!ret && in->blocks != blocks) {
-		ns_inode_put(b, in);
-		ret = ns_write_freeing(ms, b, &f);
+		ns_inode_put(&mb, in);
+		ret = ns_write_freeing(ms, &mb, &f);
 	}
-	leveldb_writebatch_destroy(b);
+	ms_batch_destroy(ms, &mb);
 	if (ret)
 		log_warn("inode %llu: cannot free its preallocated blocks: %s",
 			 (unsigned long long)in->ino, strerror(-ret));
@@ -220,13 +221,14 @@ static int inode_close(struct ms *ms, uint64_t ino, int trim)
 	if (opentab_dec(&ms->opentab, ino) == 0 &&
 	    ns_inode_get(ms, ino, &in) == 0) {
 		if (in.nlink == 0) {
-			leveldb_writebatch_t *b = leveldb_writebatch_create();
+			struct ms_batch mb;
 			struct ms_freelist f = { 0 };
 
-			ret = ns_inode_purge(ms, b, ino, &in, 1, &f);
+			ms_batch_init(&mb);
+			ret = ns_inode_purge(ms, &mb, ino, &in, NS_PURGE_ORPHAN, &f);
 			if (!ret)
-				ret = ns_write_freeing(ms, b, &f);
-			leveldb_writebatch_destroy(b);
+				ret = ns_write_freeing(ms, &mb, &f);
+			ms_batch_destroy(ms, &mb);
 			freelist_release(ms, &f, ret == 0);
 		} else if (trim && S_ISREG(in.mode)) {
 			inode_trim_prealloc(ms, &in);
@@ -307,10 +309,11 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 		goto out;
 	/* O_TRUNC of an existing file marks mtime and ctime even when it was empty (POSIX) */
 	if ((flags & O_TRUNC) && S_ISREG(in.mode)) {
-		leveldb_writebatch_t *b = leveldb_writebatch_create();
+		struct ms_batch mb;
 		struct ms_freelist f = { 0 };
 
-		ret = layout_truncate(ms, b, &in, 0, &f);
+		ms_batch_init(&mb);
+		ret = layout_truncate(ms, mb.b, &in, 0, &f);
 		if (!ret) {
 			in.size = 0;
 			in.mtime_ns = in.ctime_ns = ns_now();
@@ -319,10 +322,10 @@ int ms_open_file(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 				if (in.mode & S_IXGRP)
 					in.mode &= ~(uint32_t)S_ISGID;
 			}
-			ns_inode_put(b, &in);
-			ret = ns_write_freeing(ms, b, &f);
+			ns_inode_put(&mb, &in);
+			ret = ns_write_freeing(ms, &mb, &f);
 		}
-		leveldb_writebatch_destroy(b);
+		ms_batch_destroy(ms, &mb);
 		freelist_release(ms, &f, ret == 0);
 		if (ret)
 			goto out;

@@ -68,7 +68,7 @@ int high_water_load(struct ms *ms)
 			/* registered before marks existed: any block may have been used */
 			mark = s->capacity;
 			high_water_put(b, s->id, mark);
-			ret = ns_write(ms, b);
+			ret = ns_write_plain(ms, b);
 			leveldb_writebatch_destroy(b);
 			if (ret)
 				return ret;
@@ -101,7 +101,7 @@ int high_water_settle(struct ms *ms)
 			 id, (unsigned long long)high, (unsigned long long)durable);
 		b = leveldb_writebatch_create();
 		high_water_put(b, id, high);
-		ret = ns_write(ms, b);
+		ret = ns_write_plain(ms, b);
 		leveldb_writebatch_destroy(b);
 		if (ret)
 			return ret;
@@ -151,8 +151,7 @@ static int needs_raise(struct ms *ms, const struct server_end *se, size_t m)
 	return 0;
 }
 
-int high_water_write(struct ms *ms, leveldb_writebatch_t *b, const struct ms_ext *runs,
-		     size_t n)
+int high_water_write(struct ms *ms, struct ms_batch *mb, const struct ms_ext *runs, size_t n)
 {
 	struct server_end *se = calloc(n ? n : 1, sizeof(*se));
 	size_t m;
@@ -164,7 +163,7 @@ int high_water_write(struct ms *ms, leveldb_writebatch_t *b, const struct ms_ext
 	/* the persisted marks only grow, so "not past it" read unlocked stays true */
 	if (!needs_raise(ms, se, m)) {
 		free(se);
-		return ns_write(ms, b);
+		return ns_write(ms, mb);
 	}
 	pthread_mutex_lock(&ms->high_mu);
 	for (size_t i = 0; i < m; i++) {
@@ -173,9 +172,9 @@ int high_water_write(struct ms *ms, leveldb_writebatch_t *b, const struct ms_ext
 		if (alloc_high_water(&ms->alloc, se[i].id, &high, &durable) || se[i].end <= durable)
 			continue;
 		se[i].mark = (se[i].end + HIGH_WATER_STEP - 1) / HIGH_WATER_STEP * HIGH_WATER_STEP;
-		high_water_put(b, se[i].id, se[i].mark);
+		high_water_put(mb->b, se[i].id, se[i].mark);
 	}
-	ret = ns_write(ms, b);
+	ret = ns_write(ms, mb);
 	if (ret == 0)
 		for (size_t i = 0; i < m; i++)
 			if (se[i].mark)

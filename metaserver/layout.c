@@ -763,6 +763,84 @@ static int build_reply(const struct ms_inode *in, struct ms_chunk *cs, size_t nc
 	return 0;
 }
 
+/*
+ * The blocks of [b0, b1) of the file no copy covers in the loaded chunks @cs
+ * (in index order), up to @budget of them: *@cut is where the first hole
+ * block past the budget starts (b1 when they all fit). Returns how many
+ * holes it counted.
+ */
+static uint64_t count_holes(struct ms_chunk *cs, size_t ncs, uint64_t cpb, uint64_t b0,
+			    uint64_t b1, uint64_t budget, uint64_t *cut)
+{
+	uint64_t holes = 0;
+
+	*cut = b1;
+	for (size_t i = 0; i < ncs; i++) {
+		struct ms_chunk *c = &cs[i];
+		uint64_t base = c->idx * cpb;
+		uint64_t lo = (b0 > base ? b0 : base) - base;
+		uint64_t hi = (b1 < base + cpb ? b1 : base + cpb) - base, pos = lo;
+
+		if (b1 <= base || b0 >= base + cpb)
+			continue;
+		chunk_normalize(c);
+		/* sorted by offset, copies overlapping: the gaps no extent covers */
+		for (int j = 0; j <= c->n && pos < hi; j++) {
+			uint64_t es = j < c->n ? c->e[j].off : hi;
+			uint64_t ee = j < c->n ? (uint64_t)c->e[j].off + c->e[j].count : hi;
+
+			if (es > pos) {
+				uint64_t gap = (es < hi ? es : hi) - pos;
+
+				if (holes + gap > budget) {
+					*cut = base + pos + (budget - holes);
+					return budget;
+				}
+				holes += gap;
+			}
+			if (ee > pos)
+				pos = ee;
+		}
+	}
+	return holes;
+}
+
+/*
+ * Reserve in @mb what allocating the holes of blocks [b0, b1) costs the
+ * quotas of @in's owner, group and project (every copy counts), and cut the
+ * range where what fits ends (*@cut): allocate-ahead then gets less, never an
+ * error. -EDQUOT when not even its first hole fits.
+ */
+static int quota_clip(struct ms *ms, struct ms_batch *mb, const struct ms_cred *cr,
+		      const struct ms_inode *in, struct ms_chunk *cs, size_t ncs, int nup,
+		      uint64_t b0, uint64_t b1, uint64_t *cut)
+{
+	uint64_t cpb = in->chunk_size / BLK, copies = ms_copies(ms, in), holes, granted;
+	struct ms_qids ids;
+	int ret;
+
+	/* fewer servers, fewer copies (alloc_hole) */
+	if (copies > (uint64_t)nup)
+		copies = (uint64_t)nup;
+	if (copies == 0)
+		copies = 1;
+	holes = count_holes(cs, ncs, cpb, b0, b1, UINT64_MAX, cut);
+	if (holes == 0)
+		return 0;
+	quota_ids_of(in, &ids);
+	ret = quota_reserve(ms, mb, cr, &ids, holes * copies, 0, MS_QRES_CLAMP, &granted);
+	if (ret || granted >= holes * copies)
+		return ret;
+	count_holes(cs, ncs, cpb, b0, b1, granted / copies, cut);
+	if (*cut == b0) {
+		log_debug("inode %llu: allocation refused: its owner, group or project is over "
+			  "quota",
+			  (unsigned long long)in->ino);
+		return -EDQUOT;
+	}
+	return 0;
+}
+
 void ms_layout_free(struct ms_layout *l)
 {
 	free(l->ext);
@@ -838,8 +916,8 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	}
 
 	if (allocate) {
-		uint64_t first = start / BLK / cpb, last = (end / BLK - 1) / cpb;
-		leveldb_writebatch_t *b;
+		uint64_t first = start / BLK / cpb, last = (end / BLK - 1) / cpb, b1;
+		struct ms_batch mb;
 		int up, known, dirty = 0;
 
 		a = calloc(1, sizeof(*a));
@@ -878,6 +956,15 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		ret = load_chunks(ms, ino, first, last, &cs, &ncs);
 		if (ret)
 			goto out;
+		ms_batch_init(&mb);
+		/* within the owner's, group's and project's limits: maybe less of the range */
+		ret = quota_clip(ms, &mb, cr, in, cs, ncs, a->nup, start / BLK, end / BLK, &b1);
+		if (ret) {
+			ms_batch_destroy(ms, &mb);
+			goto out;
+		}
+		end = b1 * BLK;
+		out->length = end - start;
 		/* from the maps to a durable layout: fsck waits (ms->blocks_rw) */
 		pthread_rwlock_rdlock(&ms->blocks_rw);
 		quarantine_release_due(ms);
@@ -888,17 +975,16 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		for (size_t i = 0; i < ncs && !ret && !dirty; i++)
 			dirty = cs[i].dirty;
 		if (!ret && dirty) {
-			b = leveldb_writebatch_create();
 			for (size_t i = 0; i < ncs; i++)
 				if (cs[i].dirty)
-					chunk_store(b, ino, &cs[i]);
-			ns_inode_put(b, in);
-			ret = high_water_write(ms, b, a->undo.e, a->undo.n);
-			leveldb_writebatch_destroy(b);
+					chunk_store(mb.b, ino, &cs[i]);
+			ns_inode_put(&mb, in);
+			ret = high_water_write(ms, &mb, a->undo.e, a->undo.n);
 		}
 		if (ret)
 			undo_run(ms, &a->undo);
 		pthread_rwlock_unlock(&ms->blocks_rw);
+		ms_batch_destroy(ms, &mb);
 		if (ret)
 			goto out;
 	} else {
@@ -1104,17 +1190,20 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	struct chunk_cache cc = { 0 };
 	struct block_range *rs = NULL;
 	size_t nrs = 0;
-	leveldb_writebatch_t *b = NULL;
+	struct ms_batch mb;
 	uint32_t rights;
 	int ret;
 
-	if (n > MS_COMMIT_MAX_RANGES)
-		return -EINVAL;
-	if (size > MS_MAX_FILE_BYTES)
-		return -EFBIG;
+	ms_batch_init(&mb);
+	if (n > MS_COMMIT_MAX_RANGES || size > MS_MAX_FILE_BYTES) {
+		ms_batch_destroy(ms, &mb);
+		return n > MS_COMMIT_MAX_RANGES ? -EINVAL : -EFBIG;
+	}
 	in = malloc(sizeof(*in));
-	if (!in)
+	if (!in) {
+		ms_batch_destroy(ms, &mb);
 		return -ENOMEM;
+	}
 	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret)
 		goto out;
@@ -1146,21 +1235,19 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	ret = commit_ranges(ms, ino, in->chunk_size / BLK, rs, nrs, &cc);
 	if (ret)
 		goto out;
-	b = leveldb_writebatch_create();
 	for (size_t i = 0; i < cc.n; i++)
 		if (cc.c[i].dirty)
-			chunk_store(b, ino, &cc.c[i]);
+			chunk_store(mb.b, ino, &cc.c[i]);
 	if (size > in->size)
 		in->size = size;
 	in->mtime_ns = mtime_ns ? mtime_ns : ns_now();
 	in->ctime_ns = ns_now();
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:
-	if (b)
-		leveldb_writebatch_destroy(b);
+	ms_batch_destroy(ms, &mb);
 	chunks_free(cc.c, cc.n);
 	free(rs);
 	lockset_unlock(&ms->locks, &ls);
@@ -1257,10 +1344,11 @@ int ms_stale(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		if (!ret && changed) {
 			leveldb_writebatch_t *b = leveldb_writebatch_create();
 
+			/* flags only: the blocks stay the file's until the range leaves it */
 			for (size_t j = 0; j < ncs; j++)
 				if (cs[j].dirty)
 					chunk_store(b, ino, &cs[j]);
-			ret = ns_write(ms, b);
+			ret = ns_write_plain(ms, b);
 			leveldb_writebatch_destroy(b);
 			dirty |= !ret;
 		}
@@ -1436,7 +1524,7 @@ int ms_shift(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 	struct ms_freelist f = { 0 };
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
-	leveldb_writebatch_t *b = NULL;
+	struct ms_batch mb;
 	uint32_t rights;
 	int ret;
 
@@ -1448,6 +1536,7 @@ int ms_shift(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		free(in);
 		return -EINVAL;
 	}
+	ms_batch_init(&mb);
 	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (!ret)
 		ret = file_access(in, s, cr, handle, 1, &rights);
@@ -1462,23 +1551,21 @@ int ms_shift(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		ret = -EFBIG;
 		goto out;
 	}
-	b = leveldb_writebatch_create();
 	if (!insert)
-		ret = layout_cut(ms, b, in, off / BLK, (off + len) / BLK, 0, &f);
+		ret = layout_cut(ms, mb.b, in, off / BLK, (off + len) / BLK, 0, &f);
 	if (!ret)
-		ret = layout_shift(ms, b, in, insert ? off / BLK : (off + len) / BLK,
+		ret = layout_shift(ms, mb.b, in, insert ? off / BLK : (off + len) / BLK,
 				   insert ? (int64_t)(len / BLK) : -(int64_t)(len / BLK));
 	if (ret)
 		goto out;
 	in->size = insert ? in->size + len : in->size - len;
 	in->mtime_ns = in->ctime_ns = ns_now();
-	ns_inode_put(b, in);
-	ret = ns_write_freeing(ms, b, &f);
+	ns_inode_put(&mb, in);
+	ret = ns_write_freeing(ms, &mb, &f);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:
-	if (b)
-		leveldb_writebatch_destroy(b);
+	ms_batch_destroy(ms, &mb);
 	freelist_release(ms, &f, ret == 0);
 	/* every block of the tail now means another offset: no old capability may write it */
 	if (!ret)
@@ -1494,7 +1581,7 @@ int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 	struct ms_freelist f = { 0 };
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
-	leveldb_writebatch_t *b = NULL;
+	struct ms_batch mb;
 	uint64_t lo, hi;
 	uint32_t rights;
 	int ret;
@@ -1505,6 +1592,7 @@ int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		free(in);
 		return -EINVAL;
 	}
+	ms_batch_init(&mb);
 	/* whole blocks only: the caller zeroes the bytes of partial ones */
 	lo = (off + BLK - 1) / BLK;
 	hi = (off + len) / BLK;
@@ -1513,18 +1601,16 @@ int ms_punch(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 		ret = file_access(in, s, cr, handle, 1, &rights);
 	if (ret)
 		goto out;
-	b = leveldb_writebatch_create();
-	ret = layout_cut(ms, b, in, lo, hi, 0, &f);
+	ret = layout_cut(ms, mb.b, in, lo, hi, 0, &f);
 	if (ret)
 		goto out;
 	in->mtime_ns = in->ctime_ns = ns_now();
-	ns_inode_put(b, in);
-	ret = ns_write_freeing(ms, b, &f);
+	ns_inode_put(&mb, in);
+	ret = ns_write_freeing(ms, &mb, &f);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:
-	if (b)
-		leveldb_writebatch_destroy(b);
+	ms_batch_destroy(ms, &mb);
 	/* fenced first, then free (fence.c) */
 	freelist_release(ms, &f, ret == 0);
 	lockset_unlock(&ms->locks, &ls);

@@ -503,6 +503,11 @@ enum ms_fsck_kind {
 	MS_FSCK_DANGLING_ENTRY = 11,	/* an entry of directory ino names missing other_ino */
 	MS_FSCK_LINK_COUNT = 12,	/* a non-directory's nlink is not its entry count */
 	MS_FSCK_CORRUPT = 13,		/* a record that does not decode */
+	MS_FSCK_QUOTA_BLOCKS = 14,	/* a usage record's blocks are not its inodes': ino is
+					   the id, server_id the type, block/count the two */
+	MS_FSCK_QUOTA_INODES = 15,	/* the same for its inode count */
+	MS_FSCK_QUOTA_CORRUPT = 16,	/* a usage record that does not decode (ino: the id,
+					   server_id: the type; 0 for a key without an id) */
 	MS_FSCK_KINDS
 };
 
@@ -530,11 +535,11 @@ struct ms_fsck_report {
 /*
  * Check everything; with @repair also fix what is safe to fix: leaked orphans
  * and unlinked inodes are reclaimed, layouts without an inode freed (fenced
- * first, as any freed blocks), block counts and high-water marks corrected,
- * stale orphan records dropped, owned blocks marked in the map, and blocks
- * only the map holds quarantined for @quarantine_ns (a capability may still
- * name them: they are freed when every capability granted before now has
- * expired). Doubly owned blocks, out-of-range extents, dangling entries and
+ * first, as any freed blocks), block counts, quota usage and high-water
+ * marks corrected, stale orphan records dropped, owned blocks marked in the
+ * map, and blocks only the map holds quarantined for @quarantine_ns (a
+ * capability may still name them: they are freed when every capability
+ * granted before now has expired). Doubly owned blocks, out-of-range extents, dangling entries and
  * wrong link counts are only reported. Servers only (-EPERM); one at a time.
  */
 int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_ns, size_t max,
@@ -542,6 +547,11 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 void ms_fsck_report_free(struct ms_fsck_report *r);
 /* Tests only: mark blocks of server @id used (@used) or free in the map, as a bug would. */
 int ms_debug_map(struct ms *ms, uint32_t id, uint64_t block, uint64_t count, int used);
+/*
+ * Tests only: the next @n synced writes fail with -EIO and write nothing, as
+ * a disk that refuses them would.
+ */
+void ms_debug_fail_writes(struct ms *ms, int n);
 
 /*
  * rdfs drain: with @on, no new block goes to I/O server @id and its copies
@@ -659,6 +669,68 @@ struct ms_walk {
 int ms_walk(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *cursor,
 	    size_t cursor_len, uint32_t max, int summary, struct ms_walk *out);
 void ms_walk_free(struct ms_walk *w);
+
+/* ---------------------------------------------------------------- quotas (quota.c) */
+
+/*
+ * Block and inode usage per user, group and project, with soft and hard
+ * limits (docs/DESIGN.md, "Quotas"). Usage is the sum of the blocks (every
+ * copy: in->blocks) and the count of the inodes an id owns, kept exact in the
+ * batch of every change that moves it. Project 0 is no project: not counted.
+ * Types are wire values (Quota.type).
+ */
+enum ms_quota_type {
+	MS_QUOTA_USER = 0,
+	MS_QUOTA_GROUP = 1,
+	MS_QUOTA_PROJECT = 2,
+	MS_QUOTA_TYPES
+};
+#define MS_QUOTA_GRACE_DEFAULT_S	(7 * 24 * 3600)
+#define MS_QUOTA_LIST_MAX		4096u	/* usage records of one QUOTA_LIST reply */
+
+struct ms_quota {
+	uint32_t type;
+	uint32_t id;
+	uint64_t blocks;		/* 4 KiB blocks, every copy */
+	uint64_t inodes;
+	uint64_t block_soft, block_hard;	/* 0: no limit */
+	uint64_t inode_soft, inode_hard;
+	/* CLOCK_REALTIME ns from which the soft limit refuses; 0: not above it */
+	int64_t block_grace_ns, inode_grace_ns;
+};
+
+/* ms_quota_set()'s @valid: which limits (or the type's grace period) change */
+#define MS_QUOTA_SET_BLOCK_SOFT	1u
+#define MS_QUOTA_SET_BLOCK_HARD	2u
+#define MS_QUOTA_SET_INODE_SOFT	4u
+#define MS_QUOTA_SET_INODE_HARD	8u
+#define MS_QUOTA_SET_GRACE	16u
+
+/*
+ * The usage and limits of @id of @type (zeros when it has neither). A
+ * client may ask for its own uid and its groups; a server session or uid 0
+ * for anything: else -EPERM. -EINVAL for a bad type.
+ */
+int ms_quota_get(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint32_t type,
+		 uint32_t id, struct ms_quota *out);
+/*
+ * Set the limits of q->type, q->id that @valid names from @q (0 removes a
+ * limit), and with MS_QUOTA_SET_GRACE the type's grace period to
+ * @grace_s seconds (at most ten years). Usage above a soft limit set now
+ * starts its grace now. A server session or uid 0 only (-EPERM); -EINVAL for
+ * limits of project 0. *@q: the record after.
+ */
+int ms_quota_set(struct ms *ms, struct ms_session *s, const struct ms_cred *cr,
+		 struct ms_quota *q, uint32_t valid, uint64_t grace_s);
+/* The grace period of @type, seconds. */
+uint64_t ms_quota_grace(struct ms *ms, uint32_t type);
+/*
+ * Every usage record of @type with id >= @start, by id, at most @max (0 or
+ * above MS_QUOTA_LIST_MAX: that) into the malloc'ed *@out. Returns the count;
+ * *@more: records are left. A server session or uid 0 only (-EPERM).
+ */
+int ms_quota_list(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint32_t type,
+		  uint32_t start, uint32_t max, struct ms_quota **out, int *more);
 
 /* ---------------------------------------------------------------- metrics */
 

@@ -17,6 +17,8 @@
 #include "ms.h"
 #include "ms_keys.h"
 
+struct ms_batch;
+
 /* ---------------------------------------------------------------- inode locks (lock.c) */
 
 /* Power of two; enough that unrelated operations rarely share a stripe. */
@@ -110,11 +112,10 @@ int high_water_settle(struct ms *ms);
 /* Put @id's mark into @b (a new server's registration: 0). */
 void high_water_put(leveldb_writebatch_t *b, uint32_t id, uint64_t mark);
 /*
- * Write @b, which records the allocation of the @n runs @runs, raising in the
+ * Write @mb, which records the allocation of the @n runs @runs, raising in the
  * same batch every persisted mark a run reaches. Returns ns_write()'s result.
  */
-int high_water_write(struct ms *ms, leveldb_writebatch_t *b, const struct ms_ext *runs,
-		     size_t n);
+int high_water_write(struct ms *ms, struct ms_batch *mb, const struct ms_ext *runs, size_t n);
 /*
  * Have the @n runs @runs (only server_id, block, count are used) zeroed through
  * the zeroer, if one is set. 0 or -EIO.
@@ -342,11 +343,149 @@ struct ms_group_commit {
 	int leading;			/* a leader is writing */
 	atomic_uint_fast64_t syncs;	/* synced writes made */
 	atomic_uint_fast64_t mutations;	/* batches they carried */
+	atomic_int fail_next;		/* tests: writes to fail (ms_debug_fail_writes) */
 };
 void group_commit_init(struct ms_group_commit *gc);
 void group_commit_destroy(struct ms_group_commit *gc);
-/* Write @b with sync=1, with whatever else is queued; 0 or -EIO. */
-int group_commit_write(struct ms *ms, leveldb_writebatch_t *b);
+/*
+ * Write @mb with sync=1, with whatever else is queued, and the usage records
+ * its quota changes move (quota_commit_*); 0, -EIO or -ENOMEM.
+ */
+int group_commit_write(struct ms *ms, struct ms_batch *mb);
+
+/* ---------------------------------------------------------------- quotas (quota.c) */
+
+#define MS_QUOTA_BUCKETS	1024
+
+/* One usage record in memory. */
+struct ms_qent {
+	struct ms_quota q;		/* as the last group written (or being written) has it */
+	uint64_t res_blocks;		/* reserved by batches not yet written */
+	uint64_t res_inodes;
+	uint64_t stamp;			/* quota_commit: touched by the group of that stamp */
+	uint64_t rewrite;		/* ...and written by it even if unchanged */
+	struct ms_qent *next;
+};
+
+/*
+ * Every usage record, loaded at startup: checks read no LevelDB. mu is a
+ * leaf lock; a group commit leader holds it while it applies its group's
+ * changes (never across the write itself).
+ */
+struct ms_quotas {
+	pthread_mutex_t mu;
+	struct ms_qent *bucket[MS_QUOTA_BUCKETS];
+	uint64_t grace_s[MS_QUOTA_TYPES];
+	uint64_t stamp;			/* of the last group applied */
+};
+
+/* The ids an inode is charged to; types not in @mask are not (project 0). */
+struct ms_qids {
+	uint32_t id[MS_QUOTA_TYPES];
+	unsigned int mask;		/* 1u << MS_QUOTA_* */
+};
+
+/* ms_qchange.set, beyond MS_QUOTA_SET_*: write the record even if unchanged (fsck) */
+#define MS_QUOTA_SET_REWRITE	0x100u
+
+/* A change of one usage record that a batch makes. */
+struct ms_qchange {
+	uint8_t type;
+	uint32_t set;			/* MS_QUOTA_SET_*: limits (or the grace) set; 0: a delta */
+	uint32_t id;
+	int64_t blocks, inodes;		/* deltas */
+	uint64_t block_soft, block_hard, inode_soft, inode_hard, grace_s;
+};
+
+/* Usage an inode record moved in a batch not yet written: undone if it never is. */
+struct ms_charge_undo {
+	struct ms_inode *in;
+	struct ms_charge old;
+};
+
+/* Room a batch reserved under the limits of one id until it is written. */
+struct ms_qres {
+	int on;
+	uint32_t id;
+	uint64_t blocks, inodes;
+};
+
+/*
+ * One mutation's write: its LevelDB records (b) and what they change in quota
+ * usage. ns_inode_put() and ns_inode_purge() note the usage an inode record
+ * moves, so no path can forget it; ns_write() hands both to group commit,
+ * whose leader puts the usage records into the same LevelDB write, and
+ * applies the changes to the table in memory only for a write that is made
+ * (rolled back if it fails). A batch that is never written gives its inodes'
+ * charges and its reservation back at ms_batch_destroy().
+ */
+struct ms_batch {
+	leveldb_writebatch_t *b;
+	struct ms_qchange *q;
+	size_t nq, capq;
+	struct ms_charge_undo *undo;
+	size_t nundo, capundo;
+	struct ms_qres res[MS_QUOTA_TYPES];
+	int err;			/* -ENOMEM noting a change: it must not be written */
+};
+
+void ms_batch_init(struct ms_batch *mb);
+/* Any thread; with the inodes noted in @mb still alive (their charges may go back). */
+void ms_batch_destroy(struct ms *ms, struct ms_batch *mb);
+
+void quotas_init(struct ms_quotas *qs);
+void quotas_destroy(struct ms_quotas *qs);
+/*
+ * Startup, before orphans are reclaimed: load the usage records, or on a
+ * database without them compute them from every inode and write them.
+ */
+int quota_load(struct ms *ms);
+/* Put the marker that usage records count every inode into @b (a new database). */
+void quota_put_format(leveldb_writebatch_t *b);
+/* The ids @in is charged to now. */
+void quota_ids_of(const struct ms_inode *in, struct ms_qids *ids);
+/*
+ * @in's record goes into @mb (@gone: it is deleted): note the usage that
+ * moves from in->charge, and make that the charge.
+ */
+void quota_note_inode(struct ms_batch *mb, struct ms_inode *in, int gone);
+/*
+ * ns_write() of @mb ended with @ret: written, its inodes are charged as put;
+ * not, as the database has them. Either way its changes are done.
+ */
+void quota_batch_written(struct ms_batch *mb, int ret);
+/* Note a change of limits or of the grace period (ms_quota_set), or an fsck correction. */
+int quota_note_change(struct ms_batch *mb, const struct ms_qchange *c);
+
+#define MS_QRES_CLAMP	1	/* blocks: grant what fits (*granted), not all or nothing */
+/*
+ * Reserve @blocks and @inodes under the limits of @ids in @mb until it is
+ * written (or destroyed): -EDQUOT where a hard limit, or a soft one whose
+ * grace is over, would be passed. With MS_QRES_CLAMP the blocks are granted
+ * as far as they fit (*@granted, 0 included). @cr uid 0 is never refused
+ * (CAP_SYS_RESOURCE); the usage still counts. One reservation per id.
+ */
+int quota_reserve(struct ms *ms, struct ms_batch *mb, const struct ms_cred *cr,
+		  const struct ms_qids *ids, uint64_t blocks, uint64_t inodes, int flags,
+		  uint64_t *granted);
+
+/* The group commit leader's part (group_commit.c). */
+struct quota_commit {
+	uint64_t stamp;
+	struct ms_qent **touched;
+	struct ms_quota *old;		/* each touched entry before: a failed write restores */
+	size_t n, cap;
+	uint64_t grace_old[MS_QUOTA_TYPES];
+	unsigned int grace_set;		/* types whose grace changed */
+	int any;
+};
+void quota_commit_begin(struct ms *ms, struct quota_commit *qc);
+/* Apply @mb's changes and release its reservation. 0 or -ENOMEM. */
+int quota_commit_add(struct ms *ms, struct quota_commit *qc, struct ms_batch *mb);
+/* Put every usage record the group changed into @all; releases ms->quotas.mu. */
+void quota_commit_put(struct ms *ms, struct quota_commit *qc, leveldb_writebatch_t *all);
+/* After the write (@ret): a failed one restores the table. */
+void quota_commit_end(struct ms *ms, struct quota_commit *qc, int ret);
 
 struct ms {
 	leveldb_t *db;
@@ -381,6 +520,7 @@ struct ms {
 	struct ms_opentab opentab;
 	struct ms_core_metrics metrics;
 	struct ms_group_commit gc;
+	struct ms_quotas quotas;
 
 	/* the rebuilder (rebuild.c) */
 	pthread_mutex_t rebuild_mu;	/* the fields below */
@@ -433,14 +573,21 @@ static inline uint32_t ms_copies(const struct ms *ms, const struct ms_inode *in)
 }
 
 int ns_inode_lock_get(struct ms *ms, struct ms_lockset *ls, uint64_t ino, struct ms_inode *in);
-void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in);
+/* Put @in's record into @mb, noting the quota usage it moves (in->charge). */
+void ns_inode_put(struct ms_batch *mb, struct ms_inode *in);
 int ns_dirent_get(struct ms *ms, uint64_t parent, const char *name, uint64_t *ino,
 		  uint32_t *type);
 void ns_dirent_put(leveldb_writebatch_t *b, uint64_t parent, const char *name, uint64_t ino,
 		   uint32_t type);
 void ns_dirent_del(leveldb_writebatch_t *b, uint64_t parent, const char *name);
-/* Write @b synced; 0 or -EIO (logged). */
-int ns_write(struct ms *ms, leveldb_writebatch_t *b);
+/*
+ * Write @mb synced, with the usage records it moves; 0, -EIO (logged) or
+ * -ENOMEM. On failure the charges of its inodes go back to what the database
+ * holds. @mb stays the caller's to destroy.
+ */
+int ns_write(struct ms *ms, struct ms_batch *mb);
+/* Write @b synced: records of no inode (servers, nodes, marks, counters). */
+int ns_write_plain(struct ms *ms, leveldb_writebatch_t *b);
 int ns_alloc_ino(struct ms *ms, uint64_t *ino);
 void ns_attr_from_inode(const struct ms_inode *in, struct ms_attr *out);
 /* 0 when @name is a valid single component; -ENAMETOOLONG, -EINVAL, -ENOENT (empty). */
@@ -481,15 +628,18 @@ void freelist_release(struct ms *ms, struct ms_freelist *f, int commit);
  * freelist_release() they are in no durable layout yet still in the maps, so
  * fsck must not look in between (ms->blocks_rw).
  */
-int ns_write_freeing(struct ms *ms, leveldb_writebatch_t *b, struct ms_freelist *f);
+int ns_write_freeing(struct ms *ms, struct ms_batch *mb, struct ms_freelist *f);
 
+#define NS_PURGE_ORPHAN	1	/* it has an orphan key: delete that too */
+#define NS_PURGE_SCAN	2	/* search every layout record, whatever in->blocks says */
 /*
  * Drop inode @ino, whose last link is gone: delete its record, layout and
- * xattrs into @b, with @orphan its orphan key too (it has one: it waited for
- * its last release), and collect its blocks into @f. @in is its record, or
- * NULL when that is unreadable; a record without blocks has no layout
- * records (in->blocks counts their blocks in the same batches), so none are
- * searched for.
+ * xattrs into @mb, with NS_PURGE_ORPHAN its orphan key too (it has one: it
+ * waited for its last release), and collect its blocks into @f. @in is its
+ * record (its usage leaves the quotas), or NULL when that is unreadable; a
+ * record without blocks has no layout records (in->blocks counts their
+ * blocks in the same batches), so none are searched for unless NULL or
+ * NS_PURGE_SCAN.
  *
  * Why not just delete and scan everything: every delete of a LevelDB key
  * leaves a tombstone until compaction reaches the bottom level, and a prefix
@@ -497,13 +647,13 @@ int ns_write_freeing(struct ms *ms, leveldb_writebatch_t *b, struct ms_freelist 
  * so deleting keys that were never written (an orphan key per unlink) made
  * each later create and remove slower than the one before.
  */
-int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino,
-		   const struct ms_inode *in, int orphan, struct ms_freelist *f);
+int ns_inode_purge(struct ms *ms, struct ms_batch *mb, uint64_t ino, struct ms_inode *in,
+		   int flags, struct ms_freelist *f);
 /*
  * The last link of @in went away (nlink already 0): purge it now, or keep it
  * as an orphan while open handles exist.
  */
-int ns_inode_unlinked(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
+int ns_inode_unlinked(struct ms *ms, struct ms_batch *mb, struct ms_inode *in,
 		      struct ms_freelist *f);
 /* Remove the blocks of @in past byte @size into @b/@f, updating in->blocks. */
 int layout_truncate(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in, uint64_t size,

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "ms.h"
 #include "ms_keys.h"
 
 void put_be64(uint8_t *p, uint64_t v)
@@ -103,9 +104,28 @@ size_t key_high_water(uint8_t *buf, uint32_t id)
 	return 5;
 }
 
+size_t key_quota(uint8_t *buf, uint32_t type, uint32_t id)
+{
+	buf[0] = MS_TAG_QUOTA;
+	buf[1] = (uint8_t)type;
+	buf[2] = (uint8_t)(id >> 24);
+	buf[3] = (uint8_t)(id >> 16);
+	buf[4] = (uint8_t)(id >> 8);
+	buf[5] = (uint8_t)id;
+	return MS_QUOTA_KEY;
+}
+
+size_t key_grace(uint8_t *buf, uint32_t type)
+{
+	buf[0] = MS_TAG_GRACE;
+	buf[1] = (uint8_t)type;
+	return 2;
+}
+
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 {
-	int version = in->stripe_count ? 4 : in->flags ? 3 : 2;
+	/* the oldest version that holds it: older metaservers read what they can */
+	int version = in->stripe_count || in->project ? 4 : in->flags ? 3 : 2;
 	size_t fixed = version == 4 ? MS_INODE_FIXED_V4 :
 		       version == 3 ? MS_INODE_FIXED_V3 :
 				      MS_INODE_FIXED;
@@ -129,6 +149,8 @@ size_t inode_encode(const struct ms_inode *in, uint8_t *buf)
 		buf[78] = in->flags;
 	if (version >= 4)
 		put_le32(buf + 79, in->stripe_count);
+	if (version >= 4)
+		put_le32(buf + 83, in->project);
 	memcpy(buf + fixed, in->target, in->target_len);
 	return fixed + in->target_len;
 }
@@ -162,10 +184,46 @@ int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out
 	out->copies = p[0] == 1 ? 0 : p[77];
 	out->flags = p[0] >= 3 ? p[78] : 0;
 	out->stripe_count = p[0] >= 4 ? get_le32(p + 79) : 0;
+	out->project = p[0] >= 4 ? get_le32(p + 83) : 0;
+	out->charge = (struct ms_charge){ .uid = out->uid,
+					  .gid = out->gid,
+					  .project = out->project,
+					  .blocks = out->blocks,
+					  .counted = 1 };
 	out->acl.n = 0;
 	out->target_len = (uint32_t)(len - fixed);
 	memcpy(out->target, p + fixed, out->target_len);
 	out->target[out->target_len] = '\0';
+	return 0;
+}
+
+void quota_encode(const struct ms_quota *q, uint8_t *buf)
+{
+	buf[0] = 1;
+	put_le64(buf + 1, q->blocks);
+	put_le64(buf + 9, q->inodes);
+	put_le64(buf + 17, q->block_soft);
+	put_le64(buf + 25, q->block_hard);
+	put_le64(buf + 33, q->inode_soft);
+	put_le64(buf + 41, q->inode_hard);
+	put_le64(buf + 49, (uint64_t)q->block_grace_ns);
+	put_le64(buf + 57, (uint64_t)q->inode_grace_ns);
+}
+
+int quota_decode(const void *val, size_t len, struct ms_quota *out)
+{
+	const uint8_t *p = val;
+
+	if (len != MS_QUOTA_REC || p[0] != 1)
+		return -EIO;
+	out->blocks = get_le64(p + 1);
+	out->inodes = get_le64(p + 9);
+	out->block_soft = get_le64(p + 17);
+	out->block_hard = get_le64(p + 25);
+	out->inode_soft = get_le64(p + 33);
+	out->inode_hard = get_le64(p + 41);
+	out->block_grace_ns = (int64_t)get_le64(p + 49);
+	out->inode_grace_ns = (int64_t)get_le64(p + 57);
 	return 0;
 }
 

@@ -35,19 +35,23 @@
  * copies) are read as copies 0 and written back as version 2.
  * Version 3 (MS_INODE_FIXED_V3 bytes) adds 78 u8 flags, the target then
  * starting at 79: MS_INO_ACL (an 'X' system.posix_acl_access record exists),
- * MS_INO_DEFACL (system.posix_acl_default does). A record is written as
- * version 3 only when a flag is set, so a database that never had an ACL
+ * MS_INO_DEFACL (system.posix_acl_default does), MS_INO_PROJINHERIT (a
+ * directory: what is created in it takes its project id). A record is written
+ * as version 3 only when a flag is set, so a database that never had an ACL
  * stays readable by metaservers from before ACLs, and one without the flags
  * needs no extra read to know it has no ACL.
- * Version 4 (MS_INODE_FIXED_V4 bytes) adds 79 u32 stripe_count, the target
- * then starting at 83: how many I/O servers the chunks of a file (a
- * directory's: of what is created in it) spread over; 0 is all of them, as
- * every older record reads. A record is written as version 4 only when
- * stripe_count is not 0, so a database that never had one stays readable by
- * older metaservers. Flag MS_INO_STRIPE_ID (any version from 3) says
- * stripe_start is an I/O server id chunk 0 goes to (rdfs setstripe -i), not
- * a position in the list of servers; older metaservers ignore the flag and
- * read it as a position, which places chunks elsewhere but nowhere wrong.
+ * Version 4 (MS_INODE_FIXED_V4 bytes) adds 79 u32 stripe_count and 83 u32
+ * project, the target then starting at 87. stripe_count: how many I/O servers
+ * the chunks of a file (a directory's: of what is created in it) spread over;
+ * 0 is all of them, as every older record reads. project: the quota project
+ * id (rdfs.project), 0 for none, as older records read. A record is written
+ * as version 4 only when one of them is not 0, so a database that never had
+ * one stays readable by older metaservers. Flag MS_INO_STRIPE_ID (any version
+ * from 3) says stripe_start is an I/O server id chunk 0 goes to (rdfs
+ * setstripe -i), not a position in the list of servers; older metaservers
+ * ignore the flag and read it as a position, which places chunks elsewhere
+ * but nowhere wrong. Flag MS_INO_PROJINHERIT: a directory's project id goes
+ * to what is created in it.
  *
  * Extent record (MS_EXTENT_REC bytes); a chunk record lists its extents sorted
  * by offset, non-overlapping; blocks of the chunk not covered are holes:
@@ -76,6 +80,24 @@
  * A server record without one (a database older than the mark) counts as
  * fully used: its mark is its capacity.
  *
+ * Quota usage (quota.c), kept in the same batch as the inode records that
+ * move it:
+ *   'F' "quota"                           u32 MS_QUOTA_FORMAT: the 'Q' records
+ *                                         count every inode (missing: they are
+ *                                         computed from the inodes at startup)
+ *   'Q' type:u8 id:be32                   usage record (below); type
+ *                                         MS_QUOTA_USER, _GROUP, _PROJECT
+ *   'G' type:u8                           u64 grace period of the type, seconds
+ *
+ * Usage record (MS_QUOTA_REC bytes):
+ *   0 u8  version (1)       1 u64 blocks     9 u64 inodes
+ *  17 u64 block_soft       25 u64 block_hard 33 u64 inode_soft
+ *  41 u64 inode_hard       49 i64 block_grace_ns  57 i64 inode_grace_ns
+ * blocks: the sum of the blocks (every copy) of the inodes the id owns; the
+ * limits are 0 for none; a grace_ns is the CLOCK_REALTIME time the soft limit
+ * starts to refuse (0: usage is not above it). A record without usage and
+ * limits is deleted.
+ *
  * Nothing else is persisted: allocation bitmaps are rebuilt from the 'L'
  * records at startup, the file count from the 'I' records.
  */
@@ -102,16 +124,23 @@
 #define MS_TAG_NODE		'N'	/* + node name: its generation and policy (nodes.c) */
 #define MS_TAG_DRAIN		'E'	/* + server_id:be32: being drained */
 #define MS_TAG_REBALANCE	'B'	/* alone: a rebalance is under way */
+#define MS_TAG_QUOTA		'Q'	/* + type:u8 id:be32: usage and limits (quota.c) */
+#define MS_TAG_GRACE		'G'	/* + type:u8: the type's grace period */
 
 #define MS_INODE_FIXED_V1	77
 #define MS_INODE_FIXED		78
 #define MS_INODE_FIXED_V3	79
-#define MS_INODE_FIXED_V4	83
+#define MS_INODE_FIXED_V4	87
 /* The longest fixed part: a value buffer holds this + 4096 (a symlink's target). */
 #define MS_INODE_FIXED_MAX	MS_INODE_FIXED_V4
+#define MS_INODE_MAX		(MS_INODE_FIXED_V4 + 4096)	/* a record's largest size */
 #define MS_INO_ACL		1u	/* inode flags (version 3 records) */
 #define MS_INO_DEFACL		2u
 #define MS_INO_STRIPE_ID	4u	/* stripe_start is a server id (rdfs setstripe -i) */
+#define MS_INO_PROJINHERIT	8u	/* a directory's project id goes to what is created in it */
+#define MS_QUOTA_FORMAT		1u
+#define MS_QUOTA_REC		65
+#define MS_QUOTA_KEY		6
 #define MS_DIRENT_VAL		9
 #define MS_EXTENT_REC		21
 #define MS_EXT_UNWRITTEN	1u
@@ -140,6 +169,19 @@ struct ms_inode {
 	int64_t ctime_ns;
 	uint8_t copies;			/* 0: the cluster default (ms_copies()) */
 	uint8_t flags;			/* MS_INO_* */
+	uint32_t project;		/* quota project id; 0: none */
+	/*
+	 * What quota usage counts of this inode now: owner, group, project and
+	 * blocks as its record holds them (inode_decode), or as the last
+	 * ns_inode_put() of it into a batch. counted 0: no record counts it
+	 * (a new inode). Not encoded: the usage moved by a put or a purge is
+	 * the difference (quota.c).
+	 */
+	struct ms_charge {
+		uint32_t uid, gid, project;
+		uint64_t blocks;
+		uint8_t counted;
+	} charge;
 	/* MS_INO_ACL: the access ACL, loaded by ns_inode_get() (not by inode_decode()) */
 	struct ms_acl acl;
 	uint32_t target_len;		/* symlinks */
@@ -169,14 +211,21 @@ size_t key_layout(uint8_t *buf, uint64_t ino, uint64_t chunk);
 size_t key_orphan(uint8_t *buf, uint64_t ino);
 size_t key_server(uint8_t *buf, uint32_t id);
 size_t key_high_water(uint8_t *buf, uint32_t id);
+size_t key_quota(uint8_t *buf, uint32_t type, uint32_t id);
+size_t key_grace(uint8_t *buf, uint32_t type);
 size_t key_prefix(uint8_t *buf, char tag, uint64_t id);	/* tag + be64 */
 
-/* Inode records. Encode returns the value length; @buf holds MS_INODE_FIXED_MAX + 4096. */
+/* Inode records. Encode returns the value length; @buf holds MS_INODE_MAX. */
 size_t inode_encode(const struct ms_inode *in, uint8_t *buf);
 int inode_decode(uint64_t ino, const void *val, size_t len, struct ms_inode *out);
 
 void dirent_encode(uint64_t ino, uint32_t type, uint8_t *buf);
 int dirent_decode(const void *val, size_t len, uint64_t *ino, uint32_t *type);
+
+/* Usage records ('Q'): the values of struct ms_quota (ms.h) but type and id. */
+struct ms_quota;
+void quota_encode(const struct ms_quota *q, uint8_t *buf);
+int quota_decode(const void *val, size_t len, struct ms_quota *out);
 
 /* Chunk records. Decode returns the extent count or -EIO for a corrupt record. */
 void extent_encode(const struct ms_ext *e, uint8_t *buf);

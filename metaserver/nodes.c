@@ -161,7 +161,7 @@ static int node_store(struct ms *ms, const struct ms_node *n)
 	int ret;
 
 	leveldb_writebatch_put(b, (char *)k, node_key(k, n->name), (char *)v, vl);
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	return ret;
 }

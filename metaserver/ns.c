@@ -78,13 +78,14 @@ int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out)
 	return ret;
 }
 
-void ns_inode_put(leveldb_writebatch_t *b, const struct ms_inode *in)
+void ns_inode_put(struct ms_batch *mb, struct ms_inode *in)
 {
-	uint8_t k[MS_KEY_MAX], v[MS_INODE_FIXED_MAX + 4096];
+	uint8_t k[MS_KEY_MAX], v[MS_INODE_MAX];
 	size_t klen = key_inode(k, in->ino);
 	size_t vlen = inode_encode(in, v);
 
-	leveldb_writebatch_put(b, (char *)k, klen, (char *)v, vlen);
+	quota_note_inode(mb, in, 0);
+	leveldb_writebatch_put(mb->b, (char *)k, klen, (char *)v, vlen);
 }
 
 int ns_dirent_get(struct ms *ms, uint64_t parent, const char *name, uint64_t *ino,
@@ -120,9 +121,19 @@ void ns_dirent_del(leveldb_writebatch_t *b, uint64_t parent, const char *name)
 	leveldb_writebatch_delete(b, (char *)k, key_dirent(k, parent, name, strlen(name)));
 }
 
-int ns_write(struct ms *ms, leveldb_writebatch_t *b)
+int ns_write(struct ms *ms, struct ms_batch *mb)
 {
-	return group_commit_write(ms, b);
+	int ret = mb->err ? mb->err : group_commit_write(ms, mb);
+
+	quota_batch_written(mb, ret);
+	return ret;
+}
+
+int ns_write_plain(struct ms *ms, leveldb_writebatch_t *b)
+{
+	struct ms_batch mb = { .b = b };
+
+	return group_commit_write(ms, &mb);
 }
 
 static int put_sync(struct ms *ms, const uint8_t *k, size_t klen, const void *v, size_t vlen)
@@ -131,7 +142,7 @@ static int put_sync(struct ms *ms, const uint8_t *k, size_t klen, const void *v,
 	int ret;
 
 	leveldb_writebatch_put(b, (const char *)k, klen, v, vlen);
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	return ret;
 }
@@ -225,13 +236,13 @@ void freelist_add(struct ms_freelist *f, uint32_t server, uint64_t block, uint64
 	f->n++;
 }
 
-int ns_write_freeing(struct ms *ms, leveldb_writebatch_t *b, struct ms_freelist *f)
+int ns_write_freeing(struct ms *ms, struct ms_batch *mb, struct ms_freelist *f)
 {
 	if (f->n && !f->busy) {
 		pthread_rwlock_rdlock(&ms->blocks_rw);
 		f->busy = 1;
 	}
-	return ns_write(ms, b);
+	return ns_write(ms, mb);
 }
 
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
@@ -296,47 +307,54 @@ static int delete_prefixed(struct ms *ms, leveldb_writebatch_t *b, char tag, uin
 	return ret;
 }
 
-int ns_inode_purge(struct ms *ms, leveldb_writebatch_t *b, uint64_t ino,
-		   const struct ms_inode *in, int orphan, struct ms_freelist *f)
+int ns_inode_purge(struct ms *ms, struct ms_batch *mb, uint64_t ino, struct ms_inode *in,
+		   int flags, struct ms_freelist *f)
 {
+	leveldb_writebatch_t *b = mb->b;
 	uint8_t k[MS_KEY_MAX];
 	int ret = 0;
 
 	leveldb_writebatch_delete(b, (char *)k, key_inode(k, ino));
+	if (in)
+		quota_note_inode(mb, in, 1);
 	/* not otherwise: a tombstone of a key never written only slows later scans */
-	if (orphan)
+	if (flags & NS_PURGE_ORPHAN)
 		leveldb_writebatch_delete(b, (char *)k, key_orphan(k, ino));
 	f->ino = ino;
 	f->inodes++;
-	if (!in || in->blocks)
+	if (!in || in->blocks || (flags & NS_PURGE_SCAN))
 		ret = delete_prefixed(ms, b, MS_TAG_LAYOUT, ino, f);
 	if (!ret)
 		ret = delete_prefixed(ms, b, MS_TAG_XATTR, ino, NULL);
 	return ret;
 }
 
-int ns_inode_unlinked(struct ms *ms, leveldb_writebatch_t *b, struct ms_inode *in,
+int ns_inode_unlinked(struct ms *ms, struct ms_batch *mb, struct ms_inode *in,
 		      struct ms_freelist *f)
 {
 	uint8_t k[MS_KEY_MAX];
 
 	if (opentab_count(&ms->opentab, in->ino) > 0) {
-		ns_inode_put(b, in);
-		leveldb_writebatch_put(b, (char *)k, key_orphan(k, in->ino), "", 0);
+		ns_inode_put(mb, in);
+		leveldb_writebatch_put(mb->b, (char *)k, key_orphan(k, in->ino), "", 0);
 		return 0;
 	}
-	return ns_inode_purge(ms, b, in->ino, in, 0, f);
+	return ns_inode_purge(ms, mb, in->ino, in, 0, f);
 }
 
 /* ---------------------------------------------------------------- open / close */
 
 static int ms_init_new(struct ms *ms)
 {
-	leveldb_writebatch_t *b = leveldb_writebatch_create();
+	struct ms_batch mb;
+	leveldb_writebatch_t *b;
 	struct ms_inode root;
 	uint8_t v[8];
 	int64_t now = ns_now();
 	int ret;
+
+	ms_batch_init(&mb);
+	b = mb.b;
 
 	memset(&root, 0, sizeof(root));
 	root.ino = MS_ROOT_INO;
@@ -345,14 +363,16 @@ static int ms_init_new(struct ms *ms)
 	root.parent = MS_ROOT_INO;
 	root.chunk_size = ms->chunk_size;
 	root.atime_ns = root.mtime_ns = root.ctime_ns = now;
-	ns_inode_put(b, &root);
+	ns_inode_put(&mb, &root);
 	put_le32(v, MS_FORMAT_VERSION);
 	leveldb_writebatch_put(b, (const char *)key_format, sizeof(key_format), (char *)v, 4);
 	put_le64(v, 2);
 	leveldb_writebatch_put(b, (const char *)key_ino_counter, sizeof(key_ino_counter),
 			       (char *)v, 8);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+	/* usage records count every inode from the first one on */
+	quota_put_format(b);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 	return ret;
 }
 
@@ -378,25 +398,28 @@ static int ms_scan_inodes(struct ms *ms)
 	for (leveldb_iter_seek(it, (char *)&tag, 1); leveldb_iter_valid(it); leveldb_iter_next(it)) {
 		size_t l;
 		const uint8_t *key = (const uint8_t *)leveldb_iter_key(it, &l);
-		leveldb_writebatch_t *b;
+		struct ms_batch mb;
 		struct ms_freelist f = { 0 };
 		struct ms_inode in;
 		uint64_t ino;
+		int got;
 
 		if (l != 9 || key[0] != MS_TAG_ORPHAN)
 			break;
 		ino = get_be64(key + 1);
-		b = leveldb_writebatch_create();
-		if (ns_inode_get(ms, ino, &in) == 0 && in.nlink > 0) {
+		ms_batch_init(&mb);
+		got = ns_inode_get(ms, ino, &in) == 0;
+		if (got && in.nlink > 0) {
 			/* relinked before the crash? cannot happen, but never drop a linked inode */
-			leveldb_writebatch_delete(b, (const char *)key, l);
+			leveldb_writebatch_delete(mb.b, (const char *)key, l);
 		} else {
 			/* the record may be gone or unreadable: search every prefix */
-			ns_inode_purge(ms, b, ino, NULL, 1, &f);
+			ns_inode_purge(ms, &mb, ino, got ? &in : NULL,
+				       NS_PURGE_ORPHAN | NS_PURGE_SCAN, &f);
 			log_info("reclaimed orphan inode %llu", (unsigned long long)ino);
 		}
-		ret = ns_write_freeing(ms, b, &f);
-		leveldb_writebatch_destroy(b);
+		ret = ns_write_freeing(ms, &mb, &f);
+		ms_batch_destroy(ms, &mb);
 		freelist_release(ms, &f, ret == 0);
 		if (ret)
 			break;
@@ -426,6 +449,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	pthread_mutex_init(&ms->rename_mu, NULL);
 	pthread_mutex_init(&ms->ino_mu, NULL);
 	group_commit_init(&ms->gc);
+	quotas_init(&ms->quotas);
 	pthread_mutex_init(&ms->reg.mu, NULL);
 	pthread_mutex_init(&ms->nodes.mu, NULL);
 	gens_init(&ms->gens);
@@ -516,6 +540,9 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 		ret = layout_rebuild_bitmaps(ms);
 	if (!ret)
 		ret = high_water_settle(ms);
+	/* before the orphans go: their usage leaves the loaded records */
+	if (!ret)
+		ret = quota_load(ms);
 	if (!ret)
 		ret = ms_scan_inodes(ms);
 	if (!ret)
@@ -557,6 +584,7 @@ void ms_close(struct ms *ms)
 	pthread_mutex_destroy(&ms->rename_mu);
 	pthread_mutex_destroy(&ms->ino_mu);
 	group_commit_destroy(&ms->gc);
+	quotas_destroy(&ms->quotas);
 	free(ms);
 }
 

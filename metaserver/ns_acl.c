@@ -136,7 +136,7 @@ int ns_acl_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const c
 	struct ms_lockset ls;
 	struct ms_inode *in = NULL;
 	struct ms_acl *a;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	int ret, had;
 
 	/* XATTR_CREATE / REPLACE mean nothing to an ACL (Linux ignores them) */
@@ -186,13 +186,13 @@ int ns_acl_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const c
 		acl_set_access(in, cr, a);
 	}
 	in->ctime_ns = ns_now();
-	b = leveldb_writebatch_create();
+	ms_batch_init(&mb);
 	/* an ACL equivalent to the mode where none was: only the mode changes */
 	if (a->n || had)
-		ns_acl_put(b, ino, name, a);
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+		ns_acl_put(mb.b, ino, name, a);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 	/* named users may have lost rights their capabilities still carry */
 	if (!ret && !def && S_ISREG(in->mode) && in->blocks)
 		fence_file(ms, ino);

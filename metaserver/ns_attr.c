@@ -55,19 +55,44 @@ static int setattr_check(const struct ms_inode *in, struct ms_session *s,
 	return 0;
 }
 
+/*
+ * A chown or chgrp moves the inode's usage to its new owner or group: within
+ * their limits (EDQUOT), unless root asks (as Linux's dquot_transfer()).
+ */
+static int chown_reserve(struct ms *ms, struct ms_batch *mb, const struct ms_cred *cr,
+			 const struct ms_inode *in, const struct ms_setattr *sa)
+{
+	struct ms_qids ids = { .mask = 0 };
+
+	if ((sa->valid & MS_SET_UID) && sa->uid != in->uid) {
+		ids.id[MS_QUOTA_USER] = sa->uid;
+		ids.mask |= 1u << MS_QUOTA_USER;
+	}
+	if ((sa->valid & MS_SET_GID) && sa->gid != in->gid) {
+		ids.id[MS_QUOTA_GROUP] = sa->gid;
+		ids.mask |= 1u << MS_QUOTA_GROUP;
+	}
+	if (!ids.mask)
+		return 0;
+	return quota_reserve(ms, mb, cr, &ids, in->blocks, 1, 0, NULL);
+}
+
 int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	       const struct ms_setattr *sa, struct ms_attr *out)
 {
 	struct ms_freelist f = { 0 };
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
-	leveldb_writebatch_t *b = NULL;
+	struct ms_batch mb;
 	uint32_t v = sa->valid, old_mode = 0, old_uid = 0, old_gid = 0;
 	int64_t now = ns_now();
 	int ret;
 
-	if (!in)
+	ms_batch_init(&mb);
+	if (!in) {
+		ms_batch_destroy(ms, &mb);
 		return -ENOMEM;
+	}
 	ret = ns_inode_lock_get(ms, &ls, ino, in);
 	if (ret)
 		goto out;
@@ -77,11 +102,13 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 	old_mode = in->mode;
 	old_uid = in->uid;
 	old_gid = in->gid;
+	ret = chown_reserve(ms, &mb, cr, in, sa);
+	if (ret)
+		goto out;
 
-	b = leveldb_writebatch_create();
 	if (v & MS_SET_SIZE) {
 		if (sa->size < in->size || in->blocks) {
-			ret = layout_truncate(ms, b, in, sa->size, &f);
+			ret = layout_truncate(ms, mb.b, in, sa->size, &f);
 			if (ret)
 				goto out;
 		}
@@ -108,7 +135,7 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 		if (cr->uid != 0 && !perm_in_group(cr, in->gid))
 			in->mode &= ~(uint32_t)S_ISGID;
 		/* the ACL's owner, group class and other entries follow the mode */
-		ns_acl_chmod(b, in);
+		ns_acl_chmod(mb.b, in);
 	}
 	if (v & MS_SET_ATIME_NOW)
 		in->atime_ns = now;
@@ -119,13 +146,12 @@ int ms_setattr(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, ui
 	else if (v & MS_SET_MTIME)
 		in->mtime_ns = sa->mtime_ns;
 	in->ctime_ns = (v & MS_SET_CTIME) ? sa->ctime_ns : now;
-	ns_inode_put(b, in);
-	ret = ns_write_freeing(ms, b, &f);
+	ns_inode_put(&mb, in);
+	ret = ns_write_freeing(ms, &mb, &f);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:
-	if (b)
-		leveldb_writebatch_destroy(b);
+	ms_batch_destroy(ms, &mb);
 	freelist_release(ms, &f, ret == 0);
 	/*
 	 * Rights may have been taken away: capabilities granted under the old

@@ -150,7 +150,8 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 {
 	struct ms_lockset ls;
 	struct ms_inode dir;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
+	struct ms_qids ids;
 	uint64_t ino;
 	int64_t now;
 	int ret;
@@ -201,15 +202,22 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	tmpl->stripe_start = pick_stripe_start(ms, ino);
 	tmpl->copies = dir.copies;
 	tmpl->atime_ns = tmpl->mtime_ns = tmpl->ctime_ns = now;
+	/* project quotas as ext4's: a directory marked to inherit passes its id on */
+	if (dir.flags & MS_INO_PROJINHERIT)
+		tmpl->project = dir.project;
 
 	dir.mtime_ns = dir.ctime_ns = now;
 	if (S_ISDIR(tmpl->mode))
 		dir.nlink++;
 
-	b = leveldb_writebatch_create();
-	ret = ns_acl_inherit(ms, &dir, tmpl, umask, b);
+	ms_batch_init(&mb);
+	/* one inode more for its owner, group and project: within their limits? */
+	quota_ids_of(tmpl, &ids);
+	ret = quota_reserve(ms, &mb, cr, &ids, 0, 1, 0, NULL);
+	if (!ret)
+		ret = ns_acl_inherit(ms, &dir, tmpl, umask, mb.b);
 	if (ret) {
-		leveldb_writebatch_destroy(b);
+		ms_batch_destroy(ms, &mb);
 		goto out;
 	}
 	/* the directory's stripe defaults (rdfs setstripe), after the ACL's flags are set */
@@ -220,11 +228,14 @@ static int create_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 			tmpl->flags |= MS_INO_STRIPE_ID;
 		}
 	}
-	ns_inode_put(b, tmpl);
-	ns_dirent_put(b, parent, name, ino, tmpl->mode >> 12);
-	ns_inode_put(b, &dir);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+	/* after ns_acl_inherit(), which sets the flags: and so does a subdirectory */
+	if ((dir.flags & MS_INO_PROJINHERIT) && S_ISDIR(tmpl->mode))
+		tmpl->flags |= MS_INO_PROJINHERIT;
+	ns_inode_put(&mb, tmpl);
+	ns_dirent_put(mb.b, parent, name, ino, tmpl->mode >> 12);
+	ns_inode_put(&mb, &dir);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 	if (ret)
 		goto out;
 	atomic_fetch_add(&ms->nfiles, 1);
@@ -340,7 +351,7 @@ int ms_link(struct ms *ms, const struct ms_cred *cr, uint64_t ino, uint64_t newp
 {
 	struct ms_lockset ls;
 	struct ms_inode *in = NULL, dir;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	uint64_t other;
 	int64_t now;
 	int ret;
@@ -376,16 +387,21 @@ int ms_link(struct ms *ms, const struct ms_cred *cr, uint64_t ino, uint64_t newp
 		ret = -EMLINK;
 		goto out;
 	}
+	/* as ext4: no link into a project tree from outside its project */
+	if ((dir.flags & MS_INO_PROJINHERIT) && dir.project != in->project) {
+		ret = -EXDEV;
+		goto out;
+	}
 	now = ns_now();
 	in->nlink++;
 	in->ctime_ns = now;
 	dir.mtime_ns = dir.ctime_ns = now;
-	b = leveldb_writebatch_create();
-	ns_inode_put(b, in);
-	ns_inode_put(b, &dir);
-	ns_dirent_put(b, newparent, newname, ino, in->mode >> 12);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+	ms_batch_init(&mb);
+	ns_inode_put(&mb, in);
+	ns_inode_put(&mb, &dir);
+	ns_dirent_put(mb.b, newparent, newname, ino, in->mode >> 12);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 	if (!ret)
 		ns_attr_from_inode(in, out);
 out:
@@ -400,7 +416,7 @@ static int remove_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	struct ms_lockset ls;
 	struct ms_inode dir, *in;
 	struct ms_freelist f = { 0 };
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	uint64_t child;
 	int64_t now;
 	int ret;
@@ -454,25 +470,25 @@ static int remove_entry(struct ms *ms, const struct ms_cred *cr, uint64_t parent
 	}
 
 	now = ns_now();
-	b = leveldb_writebatch_create();
-	ns_dirent_del(b, parent, name);
+	ms_batch_init(&mb);
+	ns_dirent_del(mb.b, parent, name);
 	dir.mtime_ns = dir.ctime_ns = now;
 	if (rmdir) {
 		dir.nlink--;
 		in->nlink = 0;
-		ret = ns_inode_purge(ms, b, child, in, 0, &f);
+		ret = ns_inode_purge(ms, &mb, child, in, 0, &f);
 	} else {
 		in->nlink--;
 		in->ctime_ns = now;
 		if (in->nlink == 0)
-			ret = ns_inode_unlinked(ms, b, in, &f);
+			ret = ns_inode_unlinked(ms, &mb, in, &f);
 		else
-			ns_inode_put(b, in);
+			ns_inode_put(&mb, in);
 	}
-	ns_inode_put(b, &dir);
+	ns_inode_put(&mb, &dir);
 	if (!ret)
-		ret = ns_write_freeing(ms, b, &f);
-	leveldb_writebatch_destroy(b);
+		ret = ns_write_freeing(ms, &mb, &f);
+	ms_batch_destroy(ms, &mb);
 	freelist_release(ms, &f, ret == 0);
 out:
 	lockset_unlock(&ms->locks, &ls);

@@ -77,6 +77,7 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 {
 	struct ms_inode *od = &st->od, *nd = &st->nd, *src = &st->src, *dst = &st->dst;
 	struct ms_freelist f = { 0 };
+	struct ms_batch mb;
 	leveldb_writebatch_t *b;
 	int same_dir = parent == newparent;
 	int src_dir, dst_dir = 0;
@@ -140,6 +141,15 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 		if ((flags & MS_RENAME_EXCHANGE) && dst_dir && (ret = perm_check(dst, cr, MAY_WRITE)))
 			return ret;
 	}
+	/*
+	 * As ext4: nothing moves into a project tree but from its project, so
+	 * usage never changes projects by a rename (mv copies instead); what
+	 * leaves a tree keeps its id.
+	 */
+	if (((nd->flags & MS_INO_PROJINHERIT) && nd->project != src->project) ||
+	    ((flags & MS_RENAME_EXCHANGE) && (od->flags & MS_INO_PROJINHERIT) &&
+	     od->project != dst->project))
+		return -EXDEV;
 	if (dst_dir && !(flags & MS_RENAME_EXCHANGE)) {
 		ret = ns_dir_has_entries(ms, d_ino);
 		if (ret)
@@ -147,7 +157,8 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 	}
 
 	now = ns_now();
-	b = leveldb_writebatch_create();
+	ms_batch_init(&mb);
+	b = mb.b;
 	src->ctime_ns = now;
 	od->mtime_ns = od->ctime_ns = now;
 	nd->mtime_ns = nd->ctime_ns = now;
@@ -167,7 +178,7 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 				od_delta++;
 			}
 		}
-		ns_inode_put(b, dst);
+		ns_inode_put(&mb, dst);
 	} else {
 		ns_dirent_del(b, parent, name);
 		ns_dirent_put(b, newparent, newname, s_ino, src->mode >> 12);
@@ -181,29 +192,29 @@ static int rename_locked(struct ms *ms, const struct ms_cred *cr, uint64_t paren
 			if (dst_dir) {
 				nd_delta--;
 				dst->nlink = 0;
-				ret = ns_inode_purge(ms, b, d_ino, dst, 0, &f);
+				ret = ns_inode_purge(ms, &mb, d_ino, dst, 0, &f);
 			} else {
 				dst->nlink--;
 				if (dst->nlink == 0)
-					ret = ns_inode_unlinked(ms, b, dst, &f);
+					ret = ns_inode_unlinked(ms, &mb, dst, &f);
 				else
-					ns_inode_put(b, dst);
+					ns_inode_put(&mb, dst);
 			}
 		}
 	}
-	ns_inode_put(b, src);
+	ns_inode_put(&mb, src);
 	if (same_dir) {
 		od->nlink += od_delta + nd_delta;
-		ns_inode_put(b, od);
+		ns_inode_put(&mb, od);
 	} else {
 		od->nlink += od_delta;
 		nd->nlink += nd_delta;
-		ns_inode_put(b, od);
-		ns_inode_put(b, nd);
+		ns_inode_put(&mb, od);
+		ns_inode_put(&mb, nd);
 	}
 	if (!ret)
-		ret = ns_write_freeing(ms, b, &f);
-	leveldb_writebatch_destroy(b);
+		ret = ns_write_freeing(ms, &mb, &f);
+	ms_batch_destroy(ms, &mb);
 	freelist_release(ms, &f, ret == 0);
 	return ret;
 }

@@ -18,6 +18,11 @@
  * files and directories created in it start with. Removing it goes back to
  * the cluster's chunk size, all servers and no fixed first server.
  *
+ * rdfs.project is the inode's quota project id (as ext4's and XFS's, which
+ * set it with an ioctl), readable by all, set or removed (0) by root only;
+ * set on a directory, it also marks the directory so that what is created in
+ * it takes the id. Its usage moves to the new project in the same batch.
+ *
  * system.posix_acl_access and system.posix_acl_default are POSIX ACLs,
  * validated and enforced: ns_acl.c serves them.
  */
@@ -94,7 +99,7 @@ static int copies_get(struct ms *ms, uint64_t ino, void **value)
 }
 
 /* Parse a copies value: "1".."8", an optional trailing newline (echo). */
-static int copies_parse(const void *value, size_t len, uint8_t *out)
+static int copies_parse(const void *value, size_t len, uint32_t *out)
 {
 	const char *v = value;
 
@@ -102,49 +107,60 @@ static int copies_parse(const void *value, size_t len, uint8_t *out)
 		len--;
 	if (len != 1 || v[0] < '1' || v[0] > '0' + RDFS_MAX_COPIES)
 		return -EINVAL;
-	*out = (uint8_t)(v[0] - '0');
+	*out = (uint32_t)(v[0] - '0');
 	return 0;
 }
 
-/* Set (@value) or remove rdfs.copies of @ino. */
-static int copies_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const void *value,
-			 size_t len, uint32_t flags)
+/*
+ * Set (@value, which @parse reads) or remove (0) a virtual attribute of @ino,
+ * rdfs.copies or rdfs.project: it always exists, so there is nothing to
+ * create; under the inode lock @apply checks @cr and sets it in the inode,
+ * which one batch writes.
+ */
+static int inode_attr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino,
+			     const void *value, size_t len, uint32_t flags,
+			     int (*parse)(const void *value, size_t len, uint32_t *out),
+			     int (*apply)(struct ms_inode *in, const struct ms_cred *cr,
+					  uint32_t v))
 {
 	struct ms_lockset ls;
 	struct ms_inode *in;
-	leveldb_writebatch_t *b;
-	uint8_t copies = 0;
+	struct ms_batch mb;
+	uint32_t v = 0;
 	int ret;
 
 	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
 		return -EINVAL;
-	/* it always exists: there is nothing to create */
 	if (value && (flags & MS_XATTR_CREATE))
 		return -EEXIST;
-	if (value && copies_parse(value, len, &copies))
+	if (value && parse(value, len, &v))
 		return -EINVAL;
 	in = malloc(sizeof(*in));
 	if (!in)
 		return -ENOMEM;
 	ret = ns_inode_lock_get(ms, &ls, ino, in);
+	if (!ret)
+		ret = apply(in, cr, v);
 	if (ret)
 		goto out;
-	if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
-		ret = -EPERM;
-	else if (!perm_is_owner(in, cr))
-		ret = -EPERM;
-	if (ret)
-		goto out;
-	in->copies = copies;
 	in->ctime_ns = ns_now();
-	b = leveldb_writebatch_create();
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+	ms_batch_init(&mb);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 out:
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret;
+}
+
+/* rdfs.copies: the owner's (or root's), of files and directories. */
+static int copies_apply(struct ms_inode *in, const struct ms_cred *cr, uint32_t copies)
+{
+	if ((!S_ISREG(in->mode) && !S_ISDIR(in->mode)) || !perm_is_owner(in, cr))
+		return -EPERM;
+	in->copies = (uint8_t)copies;
+	return 0;
 }
 
 /* rdfs.stripe of @ino as text. */
@@ -225,7 +241,7 @@ static int stripe_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, 
 	struct stripe_val v = { ms->chunk_size, 0, -1 };
 	struct ms_lockset ls;
 	struct ms_inode *in;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	uint32_t chunk, count, start;
 	uint8_t iflags;
 	int ret;
@@ -279,14 +295,66 @@ static int stripe_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, 
 	in->stripe_start = start;
 	in->flags = iflags;
 	in->ctime_ns = ns_now();
-	b = leveldb_writebatch_create();
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+	ms_batch_init(&mb);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 out:
 	lockset_unlock(&ms->locks, &ls);
 	free(in);
 	return ret;
+}
+
+/* rdfs.project of @ino in decimal. */
+static int project_get(struct ms *ms, uint64_t ino, void **value)
+{
+	struct ms_inode *in = malloc(sizeof(*in));
+	int ret;
+
+	if (!in)
+		return -ENOMEM;
+	ret = ns_inode_get(ms, ino, in);
+	if (!ret) {
+		*value = malloc(12);
+		ret = *value ? snprintf(*value, 12, "%u", in->project) : -ENOMEM;
+	}
+	free(in);
+	return ret;
+}
+
+/* Parse a project id: decimal, 0 to 2^32 - 2, an optional trailing newline. */
+static int project_parse(const void *value, size_t len, uint32_t *out)
+{
+	const char *v = value;
+	uint64_t n = 0;
+
+	if (len > 0 && v[len - 1] == '\n')
+		len--;
+	if (len == 0 || len > 10)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EINVAL;
+		n = n * 10 + (uint64_t)(v[i] - '0');
+	}
+	if (n >= UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+/* rdfs.project: root's alone; a directory's is also what is created in it. */
+static int project_apply(struct ms_inode *in, const struct ms_cred *cr, uint32_t project)
+{
+	/* the project decides whose limits bind: not the owner's to choose */
+	if (cr->uid != 0)
+		return -EPERM;
+	in->project = project;
+	if (S_ISDIR(in->mode) && project)
+		in->flags |= MS_INO_PROJINHERIT;
+	else
+		in->flags &= ~MS_INO_PROJINHERIT;
+	return 0;
 }
 
 int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const char *name,
@@ -308,6 +376,10 @@ int ms_getxattr(struct ms *ms, const struct ms_cred *cr, uint64_t ino, const cha
 	if (!strcmp(name, RDFS_STRIPE_XATTR)) {
 		free(in);
 		return stripe_get(ms, ino, value);
+	}
+	if (!strcmp(name, RDFS_PROJECT_XATTR)) {
+		free(in);
+		return project_get(ms, ino, value);
 	}
 	if (ns_acl_is_name(name)) {
 		free(in);
@@ -345,7 +417,7 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 	uint8_t k[MS_KEY_MAX];
 	size_t kl;
 	enum xattr_ns ns;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	char *v;
 	size_t vl;
 	int ret, exists;
@@ -353,9 +425,12 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 	if (flags & ~(MS_XATTR_CREATE | MS_XATTR_REPLACE))
 		return -EINVAL;
 	if (!strcmp(name, RDFS_COPIES_XATTR))
-		return copies_change(ms, cr, ino, value, len, flags);
+		return inode_attr_change(ms, cr, ino, value, len, flags, copies_parse, copies_apply);
 	if (!strcmp(name, RDFS_STRIPE_XATTR))
 		return stripe_change(ms, cr, ino, value, len, flags);
+	if (!strcmp(name, RDFS_PROJECT_XATTR))
+		return inode_attr_change(ms, cr, ino, value, len, flags, project_parse,
+					 project_apply);
 	if (ns_acl_is_name(name))
 		return ns_acl_change(ms, cr, ino, name, value, len, flags);
 	ret = xattr_ns_of(name, &ns);
@@ -388,14 +463,14 @@ static int xattr_change(struct ms *ms, const struct ms_cred *cr, uint64_t ino, c
 		goto out;
 	}
 	in->ctime_ns = ns_now();
-	b = leveldb_writebatch_create();
+	ms_batch_init(&mb);
 	if (value)
-		leveldb_writebatch_put(b, (char *)k, kl, value, len);
+		leveldb_writebatch_put(mb.b, (char *)k, kl, value, len);
 	else
-		leveldb_writebatch_delete(b, (char *)k, kl);
-	ns_inode_put(b, in);
-	ret = ns_write(ms, b);
-	leveldb_writebatch_destroy(b);
+		leveldb_writebatch_delete(mb.b, (char *)k, kl);
+	ns_inode_put(&mb, in);
+	ret = ns_write(ms, &mb);
+	ms_batch_destroy(ms, &mb);
 out:
 	lockset_unlock(&ms->locks, &ls);
 	free(in);

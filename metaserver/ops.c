@@ -723,6 +723,96 @@ static void op_rebalance(struct op_call *c)
 	FREE(rdfs__rebalance_req);
 }
 
+/* A QuotaReply of @n records, with every type's grace period. */
+static void reply_quotas(struct op_call *c, int status, const struct ms_quota *q, size_t n,
+			 int more)
+{
+	Rdfs__QuotaReply r = RDFS__QUOTA_REPLY__INIT;
+	Rdfs__Quota *pq = NULL, **pp = NULL;
+	uint64_t grace[MS_QUOTA_TYPES];
+
+	if (status) {
+		if (status == -EPERM)
+			rpc_server_reply_error(c->req, status,
+					       "only root or the server key may see or set that "
+					       "quota");
+		else
+			reply(c, status, NULL);
+		return;
+	}
+	pq = calloc(n ? n : 1, sizeof(*pq));
+	pp = calloc(n ? n : 1, sizeof(*pp));
+	if (!pq || !pp) {
+		reply(c, -ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rdfs__quota__init(&pq[i]);
+		pq[i].type = q[i].type;
+		pq[i].id = q[i].id;
+		pq[i].blocks = q[i].blocks;
+		pq[i].inodes = q[i].inodes;
+		pq[i].block_soft = q[i].block_soft;
+		pq[i].block_hard = q[i].block_hard;
+		pq[i].inode_soft = q[i].inode_soft;
+		pq[i].inode_hard = q[i].inode_hard;
+		pq[i].block_grace_ns = q[i].block_grace_ns;
+		pq[i].inode_grace_ns = q[i].inode_grace_ns;
+		pp[i] = &pq[i];
+	}
+	for (uint32_t t = 0; t < MS_QUOTA_TYPES; t++)
+		grace[t] = ms_quota_grace(c->ctx->ms, t);
+	r.quotas = pp;
+	r.n_quotas = n;
+	r.grace_s = grace;
+	r.n_grace_s = MS_QUOTA_TYPES;
+	r.more = more;
+	reply(c, 0, &r.base);
+out:
+	free(pq);
+	free(pp);
+}
+
+static void op_quota_get(struct op_call *c)
+{
+	UNPACK(Rdfs__QuotaReq, rdfs__quota_req, "QuotaReq");
+	struct ms_cred cr;
+	struct ms_quota q;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_quotas(c, ms_quota_get(c->ctx->ms, c->s, &cr, m->type, m->id, &q), &q, 1, 0);
+	FREE(rdfs__quota_req);
+}
+
+static void op_quota_set(struct op_call *c)
+{
+	UNPACK(Rdfs__QuotaSetReq, rdfs__quota_set_req, "QuotaSetReq");
+	struct ms_quota q = { .type = m->type, .id = m->id, .block_soft = m->block_soft,
+			      .block_hard = m->block_hard, .inode_soft = m->inode_soft,
+			      .inode_hard = m->inode_hard };
+	struct ms_cred cr;
+
+	if (!cred_of(c, m->cred, &cr))
+		reply_quotas(c, ms_quota_set(c->ctx->ms, c->s, &cr, &q, m->valid, m->grace_s), &q,
+			     1, 0);
+	FREE(rdfs__quota_set_req);
+}
+
+static void op_quota_list(struct op_call *c)
+{
+	UNPACK(Rdfs__QuotaListReq, rdfs__quota_list_req, "QuotaListReq");
+	struct ms_quota *q = NULL;
+	struct ms_cred cr;
+	int n, more = 0;
+
+	if (!cred_of(c, m->cred, &cr)) {
+		n = ms_quota_list(c->ctx->ms, c->s, &cr, m->type, m->start_id, m->max, &q, &more);
+		reply_quotas(c, n < 0 ? n : 0, q, n < 0 ? 0 : (size_t)n, more);
+		free(q);
+	}
+	FREE(rdfs__quota_list_req);
+}
+
 #define FSCK_MAX_PROBLEMS	100000u
 
 static void op_fsck(struct op_call *c)
@@ -1098,6 +1188,9 @@ static const op_fn op_table[RDFS_OP_MAX] = {
 	[RDFS_OP_REBALANCE] = op_rebalance,
 	[RDFS_OP_WALK] = op_walk,
 	[RDFS_OP_SERVER_SET] = op_server_set,
+	[RDFS_OP_QUOTA_GET] = op_quota_get,
+	[RDFS_OP_QUOTA_SET] = op_quota_set,
+	[RDFS_OP_QUOTA_LIST] = op_quota_list,
 };
 
 int ops_is_admin(uint16_t op)
@@ -1115,6 +1208,7 @@ int ops_is_quick_read(uint16_t op)
 	case RDFS_OP_GETXATTR:
 	case RDFS_OP_STATFS:
 	case RDFS_OP_SERVER_LIST:
+	case RDFS_OP_QUOTA_GET:
 		return 1;
 	default:
 		return 0;

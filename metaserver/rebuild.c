@@ -185,7 +185,7 @@ static int chunk_drop(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 		      uint8_t flags)
 {
 	struct ms_freelist f = { 0 };
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	int j = 0, ret;
 
 	f.ino = in->ino;
@@ -204,11 +204,12 @@ static int chunk_drop(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 		return 0;
 	}
 	c->n = j;
-	b = leveldb_writebatch_create();
-	chunk_store(b, in->ino, c);
-	ns_inode_put(b, in);
-	ret = ns_write_freeing(ms, b, &f);
-	leveldb_writebatch_destroy(b);
+	ms_batch_init(&mb);
+	chunk_store(mb.b, in->ino, c);
+	/* the copies dropped leave the owner's usage with the blocks */
+	ns_inode_put(&mb, in);
+	ret = ns_write_freeing(ms, &mb, &f);
+	ms_batch_destroy(ms, &mb);
 	freelist_release(ms, &f, ret == 0);
 	return ret;
 }
@@ -344,7 +345,7 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 	struct ms_ext *runs = NULL;
 	size_t nruns = 0, cap = 0;
 	uint64_t goal = UINT64_MAX, total = 0;
-	leveldb_writebatch_t *b;
+	struct ms_batch mb;
 	int ret = 0;
 
 	for (uint64_t blk = 0; blk < cpb && !ret;) {
@@ -412,14 +413,15 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 	if (!ret) {
 		chunk_normalize(c);
 		in->blocks += total;
-		b = leveldb_writebatch_create();
-		chunk_store(b, in->ino, c);
-		ns_inode_put(b, in);
+		ms_batch_init(&mb);
+		chunk_store(mb.b, in->ino, c);
+		/* a new copy counts to its owner at once, over a limit or not */
+		ns_inode_put(&mb, in);
 		/* from the maps to a durable layout: fsck waits (ms->blocks_rw) */
 		pthread_rwlock_rdlock(&ms->blocks_rw);
-		ret = high_water_write(ms, b, runs, nruns);
+		ret = high_water_write(ms, &mb, runs, nruns);
 		pthread_rwlock_unlock(&ms->blocks_rw);
-		leveldb_writebatch_destroy(b);
+		ms_batch_destroy(ms, &mb);
 		if (ret)
 			in->blocks -= total;
 	}
@@ -469,7 +471,7 @@ static int finish_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, u
 	chunk_normalize(c);
 	b = leveldb_writebatch_create();
 	chunk_store(b, in->ino, c);
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	return ret;
 }
@@ -1020,7 +1022,7 @@ static int rebalance_store(struct ms *ms, int on, uint32_t pct)
 				       (char *)v, sizeof(v));
 	else
 		leveldb_writebatch_delete(b, (const char *)key_rebalance, sizeof(key_rebalance));
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (!ret)
 		ms->rebalance_on = on;

@@ -432,7 +432,7 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		if (!s)
 			high_water_put(b, tmp.id, mark);
 	}
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (ret) {
 		if (s && capacity_blocks < s->capacity)
@@ -630,7 +630,7 @@ int ms_drain(struct ms *ms, struct ms_session *sess, uint32_t id, int on)
 		leveldb_writebatch_put(b, (char *)k, sizeof(k), "", 0);
 	else
 		leveldb_writebatch_delete(b, (char *)k, sizeof(k));
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (ret)
 		return ret;
@@ -678,7 +678,7 @@ int ms_server_set(struct ms *ms, struct ms_session *sess, uint32_t id, const cha
 		tmp.read_only = read_only != 0;
 	b = leveldb_writebatch_create();
 	leveldb_writebatch_put(b, (char *)k, key_server(k, id), (char *)v, server_encode(&tmp, v));
-	ret = ns_write(ms, b);
+	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (ret)
 		goto out;

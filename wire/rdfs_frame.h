@@ -71,6 +71,8 @@
 #define RDFS_STRIPE_XATTR	"rdfs.stripe"
 #define RDFS_MAX_CHUNK		(64u << 20)
 #define RDFS_MAX_STRIPE_COUNT	256
+/* A file's quota project id; set on a directory, what is created in it inherits it. */
+#define RDFS_PROJECT_XATTR	"rdfs.project"
 
 #define RDFS_CAP_READ		1u
 #define RDFS_CAP_WRITE		2u
@@ -116,6 +118,9 @@ enum rdfs_op {
 	RDFS_OP_WALK		= 47,	/* one batch of a subtree walk (rdfs du, find) */
 	RDFS_OP_SERVER_SET	= 48,	/* servers only: an I/O server's label, read-only */
 	RDFS_OP_SHIFT		= 49,	/* fallocate COLLAPSE_RANGE / INSERT_RANGE */
+	RDFS_OP_QUOTA_GET	= 50,	/* usage and limits of a user, group or project */
+	RDFS_OP_QUOTA_SET	= 51,	/* root or servers: set limits, grace periods */
+	RDFS_OP_QUOTA_LIST	= 52,	/* root or servers: every usage record of a type */
 
 	/* I/O server */
 	RDFS_OP_READ		= 64,

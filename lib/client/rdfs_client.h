@@ -75,7 +75,8 @@ struct rdfs_client_opts {
 	 * Write-behind per file: rdfs_pwrite() copies the data, gathers writes
 	 * that continue each other into chunk-sized WRITEs and returns before the
 	 * I/O servers answer (before blocks are even allocated); at most this
-	 * many KiB are in flight unanswered. Errors (-EIO, -ENOSPC) are reported
+	 * many KiB are in flight unanswered. Errors (-EIO, -ENOSPC, -EDQUOT, the
+	 * last when the metaserver refuses the blocks over a quota) are reported
 	 * by the next write and by the next flush, fsync or release (as NFS
 	 * does). The data is durable (or, with write_stable 0, committable) once
 	 * rdfs_flush()/rdfs_fsync()/rdfs_release() returns. O_DIRECT and O_SYNC
@@ -449,6 +450,51 @@ struct rdfs_fsck_report {
 int rdfs_fsck(struct rdfs_client *c, int repair, uint32_t max_problems, int timeout_ms,
 	      struct rdfs_fsck_report *out);
 void rdfs_fsck_report_free(struct rdfs_fsck_report *r);
+
+/*
+ * Quotas (docs/DESIGN.md, "Quotas"): usage and limits of a user (type 0,
+ * RDFS_QUOTA_USER), group (1) or project (2). Blocks are 4 KiB blocks, every
+ * copy counted; limits 0 are none; a grace_ns is the CLOCK_REALTIME time from
+ * which usage above the soft limit is refused (0: not above it).
+ */
+#define RDFS_QUOTA_USER		0
+#define RDFS_QUOTA_GROUP	1
+#define RDFS_QUOTA_PROJECT	2
+#define RDFS_QUOTA_TYPES	3
+struct rdfs_quota {
+	uint32_t type, id;
+	uint64_t blocks, inodes;
+	uint64_t block_soft, block_hard, inode_soft, inode_hard;
+	int64_t block_grace_ns, inode_grace_ns;
+};
+/* rdfs_quota_set()'s @valid */
+#define RDFS_QUOTA_SET_BLOCK_SOFT	1u
+#define RDFS_QUOTA_SET_BLOCK_HARD	2u
+#define RDFS_QUOTA_SET_INODE_SOFT	4u
+#define RDFS_QUOTA_SET_INODE_HARD	8u
+#define RDFS_QUOTA_SET_GRACE		16u
+/*
+ * One id's quota into *@out, and each type's grace period (seconds) into
+ * @grace_s (NULL: not wanted). A client sees its own uid and groups; root
+ * and the server key any (-EPERM).
+ */
+int rdfs_quota_get(struct rdfs_client *c, const struct rdfs_cred *cr, uint32_t type, uint32_t id,
+		   struct rdfs_quota *out, uint64_t grace_s[RDFS_QUOTA_TYPES]);
+/*
+ * Set the limits @valid names of @q->type/@q->id from @q, and with
+ * RDFS_QUOTA_SET_GRACE the type's grace period to @grace_s seconds. Root or
+ * the server key only (-EPERM). *@out (may be @q): the quota after.
+ */
+int rdfs_quota_set(struct rdfs_client *c, const struct rdfs_cred *cr, const struct rdfs_quota *q,
+		   uint32_t valid, uint64_t grace_s, struct rdfs_quota *out);
+/*
+ * Every id of @type with usage or limits, by id, from @start on: fills at
+ * most @max (paging through the metaserver's replies) and returns how many it
+ * filled; *@more: there are more past the last. Root or the server key only.
+ */
+int rdfs_quota_list(struct rdfs_client *c, const struct rdfs_cred *cr, uint32_t type,
+		    uint32_t start, struct rdfs_quota *out, int max, int *more,
+		    uint64_t grace_s[RDFS_QUOTA_TYPES]);
 
 struct rdfs_extent_info {
 	uint64_t file_offset;

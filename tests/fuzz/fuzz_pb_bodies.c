@@ -38,6 +38,8 @@ static const ProtobufCMessageDescriptor *const kinds[] = {
 	&rdfs__io_reply__descriptor, &rdfs__volume_info_reply__descriptor,
 	/* last: a seed's first byte keeps meaning the message it was made for */
 	&rdfs__rebalance_req__descriptor, &rdfs__dir_change_reply__descriptor,
+	&rdfs__quota_req__descriptor, &rdfs__quota_set_req__descriptor,
+	&rdfs__quota_list_req__descriptor, &rdfs__quota_reply__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -15,6 +15,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 import rdfswire as w  # noqa: E402
 
 VERBS_MAGIC = 0x42564452
+# metaserver opcodes rdfswire does not name (wire/rdfs_frame.h)
+SHIFT, QUOTA_GET, QUOTA_SET, QUOTA_LIST = 49, 50, 51, 52
 EAGER, RNDV, DONE, CREDIT, SINK, PLACED = 1, 2, 3, 4, 5, 6
 
 
@@ -97,8 +99,8 @@ def ms_seeds():
         "node-revoke": ms_req(40, b(1, "fuzz"), SERVER),
         "node-list": ms_req(41, b"", SERVER),
         "punch": ms_req(42, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
-        "shift-collapse": ms_req(49, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
-        "shift-insert": ms_req(49, root + v(2, BIG) + v(3, 4096) + v(4, 4096) + v(6, 1)),
+        "shift-collapse": ms_req(SHIFT, root + v(2, BIG) + v(3, 4096) + v(4, 8192)),
+        "shift-insert": ms_req(SHIFT, root + v(2, BIG) + v(3, 4096) + v(4, 4096) + v(6, 1)),
         # uids 1000.. are 51000.., gids 100.. are 5100.., unmapped ids squashed
         "node-set-maps": ms_req(39, b(1, "n3") + v(3, 1) + v(4, 1) + v(5, 99) + v(6, 99)
                                 + v(7, 1) + b(8, v(2, 1000) + v(3, 51000) + v(4, 100))
@@ -107,6 +109,20 @@ def ms_seeds():
         "stale": ms_req(44, root + v(2, BIG) + v(4, 1) + rng(0, 4096)),
         "drain": ms_req(45, v(1, 2), SERVER),
         "rebalance": ms_req(46, v(2, 10), SERVER),
+        # quotas: a user's limits (by root and by the server key), one's own
+        # usage, the list; a project on d that a create inherits and a rename
+        # into it from outside refuses (EXDEV); a create refused at the limit
+        "quota-set": ms_req(QUOTA_SET, root + v(2, 0) + v(3, 1000) + v(4, 15) + v(5, 8) + v(6, 16)
+                            + v(7, 2) + v(8, 3))
+        + ms_req(QUOTA_SET, user + v(2, 2) + v(3, 7) + v(4, 16) + v(9, 60), SERVER),
+        "quota-get": ms_req(QUOTA_GET, user + v(2, 0) + v(3, 1000))
+        + ms_req(QUOTA_GET, user + v(2, 1) + v(3, 100), SQUASHED),
+        "quota-list": ms_req(QUOTA_LIST, root + v(2, 0) + v(3, 0) + v(4, 2)),
+        "project": ms_req(w.OP_SETXATTR, root + v(2, DIR_D) + b(3, "rdfs.project") + b(4, "7"))
+        + ms_req(w.OP_MKNOD, user + v(2, DIR_D) + b(3, "inproj") + v(4, 0o100644))
+        + ms_req(w.OP_RENAME, root + v(2, 1) + b(3, "f1") + v(4, DIR_D) + b(5, "moved"))
+        + ms_req(QUOTA_SET, root + v(2, 2) + v(3, 7) + v(4, 8) + v(8, 1))
+        + ms_req(w.OP_MKDIR, user + v(2, DIR_D) + b(3, "over") + v(4, 0o755)),
         # POSIX ACLs: u::rw- u:2000:rw- g::r-- m::rw- o::--- on f1, as its
         # default on d, then a create in d whose umask the default replaces
         "setxattr-acl": ms_req(w.OP_SETXATTR, root + v(2, F1)
@@ -214,6 +230,17 @@ def main():
                                # RebalanceReq {cancel, threshold_pct}
                                "rebalance": bytes([pb_kind("rebalance_req")])
                                + w.field_varint(1, 0) + w.field_varint(2, 10),
+                               # QuotaSetReq {cred, type, id, valid, block_soft}
+                               "quota-set": bytes([pb_kind("quota_set_req")])
+                               + w.field_bytes(1, w.cred(0, 0)) + w.field_varint(2, 0)
+                               + w.field_varint(3, 1000) + w.field_varint(4, 1)
+                               + w.field_varint(5, 256),
+                               # QuotaReply {quotas [{type, id, blocks}], grace_s, more}
+                               "quota-reply": bytes([pb_kind("quota_reply")])
+                               + w.field_bytes(1, w.field_varint(1, 2) + w.field_varint(2, 7)
+                                               + w.field_varint(3, 9))
+                               + w.field_bytes(2, w.varint(604800) * 3)
+                               + w.field_varint(3, 1),
                                # DirChangeReply {parent_attr {ino, mode}, newparent_attr}
                                "dir-change": bytes([pb_kind("dir_change_reply")])
                                + w.field_bytes(1, w.field_varint(1, 2) + w.field_varint(2, 0o40755))

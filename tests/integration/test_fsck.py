@@ -16,10 +16,10 @@ What these tests prove, on real clusters:
     kill -9 of an I/O server while files are removed (its blocks, which no fence
     could reach, are "held", not leaked) and after its restart held is 0;
   - it is not vacuous: faults written into a stopped metaserver's database
-    (a layout of no file, a wrong block count) are found (exit 4), left alone by
-    a client's FSCK, and repaired by `rdfs fsck --repair`; a layout record copied
-    to a second file (two owners of one run of blocks) is found as doubly owned
-    and left alone by the repair;
+    (a layout of no file, a wrong block count, a wrong quota usage record) are
+    found (exit 4), left alone by a client's FSCK, and repaired by `rdfs fsck
+    --repair`; a layout record copied to a second file (two owners of one run
+    of blocks) is found as doubly owned and left alone by the repair;
   - authority: FSCK over a connection that proved only the cluster secret gets
     -EPERM whatever role it claims (claiming "server" fails at the handshake),
     starts no check and repairs nothing, and the server keeps serving (that
@@ -60,7 +60,8 @@ FALLOC_FL_ZERO_RANGE = 0x10
 
 KINDS = {"leaked", "doubly-owned", "out-of-range", "above-high-water", "unmapped",
          "layout-without-inode", "leaked-orphan", "unlinked-without-orphan", "stale-orphan",
-         "block-count", "dangling-entry", "link-count", "corrupt-record"}
+         "block-count", "dangling-entry", "link-count", "corrupt-record", "quota-blocks",
+         "quota-inodes", "quota-corrupt"}
 
 
 # ------------------------------------------------------------------ helpers
@@ -648,6 +649,16 @@ def be64(v):
     return struct.pack(">Q", v)
 
 
+def bump_usage(db, typ, ident, blocks=0, inodes=0):
+    """Add to the quota usage record of user (0) or group (1) @ident: blocks at
+    offset 1, inodes at 9 of its value (metaserver/ms_keys.h)."""
+    key = b"Q" + bytes([typ]) + struct.pack(">I", ident)
+    rec = bytearray(db.get(key))
+    for off, add in ((1, blocks), (9, inodes)):
+        struct.pack_into("<Q", rec, off, struct.unpack_from("<Q", rec, off)[0] + add)
+    db.put(key, bytes(rec))
+
+
 def fsck_wire(conn, body=b""):
     """FSCK on @conn: (status, {field: [values]} of the FsckReply)."""
     status, rbody = w.call(conn, OP_FSCK, body, timeout=120)
@@ -671,7 +682,9 @@ def test_injected_faults_are_found_and_only_the_server_key_repairs_them(fresh_cl
     assert_clean(*fsck(c)[:2], "before the faults")
 
     # with the metaserver down: a layout record of an inode that does not exist,
-    # on the freed blocks, and a block count 8 too high on "keep"
+    # on the freed blocks; a block count 8 too high on "keep" (its owner's usage
+    # with it, as the batch of a wrong count would have); and group 0's usage
+    # record 3 inodes off
     saved = c.kill9(c.port)
     db = LevelDB(c.dir / "meta")
     try:
@@ -683,17 +696,20 @@ def test_injected_faults_are_found_and_only_the_server_key_repairs_them(fresh_cl
         blocks = struct.unpack_from("<Q", inode, 37)[0]
         struct.pack_into("<Q", inode, 37, blocks + 8)
         db.put(ikey, bytes(inode))
+        bump_usage(db, 0, 0, blocks=8)
+        bump_usage(db, 1, 0, blocks=8, inodes=3)
     finally:
         db.close()
     c.restart(saved)
     c.wait_servers_up()
 
     rc, rep, _ = fsck(c)
-    want = {"layout-without-inode": 1, "block-count": 1}
-    assert rc == 4 and rep["counts"] == want and rep["problems"] == 2 and rep["repaired"] == 0, \
+    want = {"layout-without-inode": 1, "block-count": 1, "quota-inodes": 1}
+    assert rc == 4 and rep["counts"] == want and rep["problems"] == 3 and rep["repaired"] == 0, \
         json.dumps(rep)
     kinds = {(p["kind"], p["ino"]) for p in rep["list"]}
-    assert kinds == {("layout-without-inode", ghost), ("block-count", keep_ino)}, json.dumps(rep)
+    assert kinds == {("layout-without-inode", ghost), ("block-count", keep_ino),
+                     ("quota-inodes", 0)}, json.dumps(rep)
     # a client asks for the repair: refused, and nothing is touched
     runs = fsck_runs_logged(c)
     for claim in ("client", "ioserver", "metaserver"):
@@ -708,9 +724,9 @@ def test_injected_faults_are_found_and_only_the_server_key_repairs_them(fresh_cl
     wait_until(lambda: fsck_runs_logged(c) == runs + 1, "the metaserver's log of the fsck")
     assert fsck_runs_logged(c) == runs + 1, "a client's FSCK started a check"
 
-    # the server key repairs both
+    # the server key repairs them all
     rc, fixed, _ = fsck(c, "--repair")
-    assert rc == 0 and fixed["problems"] == 2 and fixed["repaired"] == 2, json.dumps(fixed)
+    assert rc == 0 and fixed["problems"] == 3 and fixed["repaired"] == 3, json.dumps(fixed)
     assert all(p["repaired"] for p in fixed["list"]), json.dumps(fixed)
     rep = clean_fsck(c, "after the repair")
     assert rep["blocks_owned"] == rep["blocks_in_use"], json.dumps(rep)

@@ -61,10 +61,11 @@ class MsShiftTest : public MsTest
 		EXPECT_EQ(ms_mknod(ms, sess, &root, 1, name, S_IFREG | 0644, 0, 0, 1, 1, O_RDWR, &a,
 				   &h),
 			  0);
-		if (copies)
+		if (copies) {
 			EXPECT_EQ(ms_setxattr(ms, &root, a.ino, RDFS_COPIES_XATTR, copies,
 					      strlen(copies), 0),
 				  0);
+		}
 		EXPECT_EQ(ms_layout(ms, sess, &root, a.ino, 0, nblocks * BLK, 1, h, &l), 0);
 		ms_layout_free(&l);
 		struct ms_range r = { 0, nblocks * BLK };

@@ -30,6 +30,9 @@ static const char *const kind_names[] = {
 	[11] = "dangling-entry",
 	[12] = "link-count",
 	[13] = "corrupt-record",
+	[14] = "quota-blocks",
+	[15] = "quota-inodes",
+	[16] = "quota-corrupt",
 };
 #define NKINDS	(sizeof(kind_names) / sizeof(kind_names[0]))
 
@@ -132,6 +135,17 @@ static void print_problem(const struct rdfs_fsck_problem *p)
 		break;
 	case 13:
 		printf("%-9s corrupt record of inode %llu\n", state, ino);
+		break;
+	case 14:
+	case 15:
+		printf("%-9s quota usage: %s %llu is recorded with %llu %s, its inodes hold %llu\n",
+		       state, p->server_id == 0 ? "user" : p->server_id == 1 ? "group" : "project",
+		       ino, b, p->kind == 14 ? "blocks" : "inodes", n);
+		break;
+	case 16:
+		printf("%-9s corrupt quota usage record of %s %llu%s\n", state,
+		       p->server_id == 0 ? "user" : p->server_id == 1 ? "group" : "project", ino,
+		       p->repaired ? " (counted again from its inodes; its limits are lost)" : "");
 		break;
 	default:
 		printf("%-9s problem %u: inode %llu, server %u, %llu+%llu\n", state, p->kind,

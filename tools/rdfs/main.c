@@ -23,8 +23,9 @@
 static const struct tool_cmd *const commands[] = {
 	&tool_cmd_status, &tool_cmd_df, &tool_cmd_ls, &tool_cmd_stat, &tool_cmd_layout,
 	&tool_cmd_getcopies, &tool_cmd_setcopies, &tool_cmd_drain, &tool_cmd_rebalance,
-	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_metrics, &tool_cmd_top, &tool_cmd_getstripe,
-	&tool_cmd_setstripe, &tool_cmd_du, &tool_cmd_find, &tool_cmd_servers, NULL,
+	&tool_cmd_node, &tool_cmd_fsck, &tool_cmd_quota, &tool_cmd_project, &tool_cmd_metrics,
+	&tool_cmd_top, &tool_cmd_getstripe, &tool_cmd_setstripe, &tool_cmd_du, &tool_cmd_find,
+	&tool_cmd_servers, NULL,
 };
 
 static void usage(FILE *out)
@@ -37,7 +38,7 @@ static void usage(FILE *out)
 "\n"
 "SYNOPSIS\n"
 "    rdfs [--config FILE] [--metaserver URL] [--secret-file FILE]\n"
-"         [--cap-key-file FILE] [--timeout MS] [--log-level LEVEL]\n"
+"         [--cap-key-file FILE] [--admin] [--timeout MS] [--log-level LEVEL]\n"
 "         COMMAND [ARGS...]\n"
 "    rdfs COMMAND --help\n"
 "    rdfs help [COMMAND]\n"
@@ -73,6 +74,10 @@ static void usage(FILE *out)
 "    --cap-key-file FILE\n"
 "        The capability key, for `node` and `fsck` (default: [cluster] cap_key_file,\n"
 "        else " DEFAULT_CAP_KEY "): server hosts only.\n"
+"    --admin\n"
+"        Connect with the server key (from the capability key) whatever the\n"
+"        command: the metaserver's administrator, never squashed, for\n"
+"        `quota set`, `quota report` and `project set` where root is squashed.\n"
 "    --timeout MS\n"
 "        Give up on a metaserver request after MS milliseconds (default:\n"
 "        [rdfs] timeout, else %d).\n"
@@ -97,6 +102,7 @@ static void usage(FILE *out)
 "    rdfs ls -l /data\n"
 "    rdfs layout /data/big.bin\n"
 "    rdfs setcopies 2 /data/results\n"
+"    rdfs quota set -u alice --block-hard 1T\n"
 "\n"
 "EXIT STATUS\n"
 "    0  success\n"
@@ -180,6 +186,7 @@ int main(int argc, char **argv)
 		{ "cap-key-file", required_argument, NULL, 'k' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "log-level", required_argument, NULL, 'L' },
+		{ "admin", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -189,7 +196,7 @@ int main(int argc, char **argv)
 	struct rdfs_config *cfg;
 	struct tool t = { 0 };
 	int64_t timeout;
-	int opt, ret, errline = 0, level, server_key;
+	int opt, ret, errline = 0, level, server_key, admin = 0;
 
 	cfg = config_new();
 	if (!cfg) {
@@ -216,6 +223,9 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			config_set(cfg, "rdfs", "log_level", optarg);
+			break;
+		case 'A':
+			admin = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -317,7 +327,7 @@ int main(int argc, char **argv)
 	}
 	secret_path = config_get(cfg, "rdfs", "secret_file", DEFAULT_SECRET);
 	copts.role = "tool";
-	server_key = cmd->server_key ||
+	server_key = admin || cmd->server_key ||
 		     (cmd->server_key_for && cmd->server_key_for(argc - optind, argv + optind));
 	if (server_key) {
 		struct auth_identity id;

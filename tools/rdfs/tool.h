@@ -61,6 +61,8 @@ extern const struct tool_cmd tool_cmd_setstripe;
 extern const struct tool_cmd tool_cmd_servers;
 extern const struct tool_cmd tool_cmd_du;
 extern const struct tool_cmd tool_cmd_find;
+extern const struct tool_cmd tool_cmd_quota;
+extern const struct tool_cmd tool_cmd_project;
 
 /* metrics_fetch.c: for `rdfs metrics` and `rdfs top` */
 #include <curl/curl.h>
