@@ -261,10 +261,10 @@ void rpc_conn_set_idle_timeout(struct xport_conn *conn, int ms);
 /* Drop peers that have not authenticated within @ms (default 10000). */
 void rpc_server_set_handshake_timeout(struct rpc_server *s, int ms);
 /*
- * Close an authenticated peer whose queued replies have not shrunk for @ms (it
- * does not read them, or reads a byte now and then): its memory and whatever
- * it holds of the server's are returned. 0: RPC_STALL_CLOSE_DEFAULT_MS. Call
- * before serving.
+ * Close an authenticated peer that, with replies queued for it, took less than
+ * 64 KiB/s of them over @ms (it does not read them, or reads a trickle): its
+ * memory and whatever it holds of the server's are returned. 0:
+ * RPC_STALL_CLOSE_DEFAULT_MS. Call before serving.
  */
 void rpc_server_set_stall_close(struct rpc_server *s, int ms);
 /*

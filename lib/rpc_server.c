@@ -31,14 +31,16 @@
 /* What an unauthenticated peer may have delivered at once: its AuthResponse. */
 #define RPC_PREAUTH_REQS	2
 /*
- * A peer whose queued replies have not shrunk for RPC_STALL_CLOSE_DEFAULT_MS
- * (rpc.h; rpc_server_set_stall_close()) is not reading them (or reads a byte
- * now and then): closed, its memory and whatever it holds of the server's
- * (buffers, range locks) returned. A peer that reads at all shrinks its queue
- * within a second now and then. Checked this often, or twice per stall time
- * when that is shorter.
+ * A peer that, with replies queued for it, takes less than RPC_STALL_MIN_RATE
+ * bytes a second of them over the stall time (RPC_STALL_CLOSE_DEFAULT_MS,
+ * rpc.h; rpc_server_set_stall_close()) is not reading them, or reads a trickle
+ * to look alive while it holds the server's buffers: closed, its memory and
+ * whatever it holds of the server's (buffers, range locks) returned. 64 KiB/s
+ * is half a megabit: a client that reads at all takes far more. Checked this
+ * often, or twice per stall time when that is shorter.
  */
 #define RPC_STALL_CHECK_MS	1000
+#define RPC_STALL_MIN_RATE	(64u << 10)
 /*
  * How often idle timeouts (rpc_conn_set_idle_timeout) are checked, and how
  * long the application may keep the main loop away (between two
@@ -63,8 +65,8 @@ struct rpc_session {
 	int on_hs_list;
 
 	/* main loop: a peer not reading its replies (see close_stalled()) */
-	size_t stall_queued;
-	int64_t stall_since_ms;		/* 0: not stalled */
+	uint64_t stall_sent;		/* bytes it had taken when the window began */
+	int64_t stall_since_ms;		/* 0: nothing queued for it */
 	int64_t last_rx_ms;		/* main loop: the last frame from the peer */
 	atomic_int idle_timeout_ms;	/* 0: none (rpc_conn_set_idle_timeout) */
 	atomic_llong app_counter;	/* rpc_conn_counter_add() */
@@ -347,24 +349,29 @@ static void close_stalled(struct rpc_server *s, int64_t now)
 	if (now < s->next_stall_check_ms)
 		return;
 	s->next_stall_check_ms = now + check_ms;
+	uint64_t min_drain = (uint64_t)RPC_STALL_MIN_RATE * (uint64_t)s->stall_close_ms / 1000;
+
 	for (ss = s->sessions; ss; ss = ss->next) {
+		uint64_t sent;
 		size_t q;
 
 		if (!ss->authed || ss->rejected)
 			continue;
 		q = xport_conn_queued_bytes(ss->conn);
-		if (q == 0 || q < ss->stall_queued) {
-			ss->stall_since_ms = 0;	/* it reads: nothing to hold against it */
-		} else if (!ss->stall_since_ms) {
+		sent = xport_conn_sent_bytes(ss->conn);
+		if (q == 0) {
+			ss->stall_since_ms = 0;	/* nothing waits for it: nothing to hold against it */
+		} else if (!ss->stall_since_ms || sent - ss->stall_sent >= min_drain) {
+			/* a new window: it took its fill of the last one (or had none) */
 			ss->stall_since_ms = now;
+			ss->stall_sent = sent;
 		} else if (now - ss->stall_since_ms >= s->stall_close_ms) {
-			log_warn("%s: %s has not read its replies (%zu bytes queued) for %d ms; "
-				 "closing", xport_conn_peer(ss->conn), ss->peer.id, q,
-				 s->stall_close_ms);
+			log_warn("%s: %s took %llu bytes of its replies in %d ms (%zu bytes queued); "
+				 "closing", xport_conn_peer(ss->conn), ss->peer.id,
+				 (unsigned long long)(sent - ss->stall_sent), s->stall_close_ms, q);
 			ss->rejected = 1;
 			xport_conn_close(ss->conn);
 		}
-		ss->stall_queued = q;
 	}
 }
 

@@ -742,6 +742,11 @@ size_t xport_conn_queued_bytes(struct xport_conn *conn)
 	return conn->ops->conn_queued_bytes(conn);
 }
 
+uint64_t xport_conn_sent_bytes(struct xport_conn *conn)
+{
+	return atomic_load(&conn->tx_sent);
+}
+
 void xport_conn_get(struct xport_conn *conn)
 {
 	atomic_fetch_add(&conn->refcnt, 1);

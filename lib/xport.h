@@ -193,6 +193,8 @@ void xport_conn_pause_rx(struct xport_conn *conn, int paused);
 void xport_conn_set_tx_limit(struct xport_conn *conn, size_t max);
 /* Bytes posted on @conn that the network has not taken yet. Any thread. */
 size_t xport_conn_queued_bytes(struct xport_conn *conn);
+/* Bytes posted on @conn that the network took, since it opened. Any thread. */
+uint64_t xport_conn_sent_bytes(struct xport_conn *conn);
 /* "tcp://1.2.3.4:5678" of the peer, for logs. */
 const char *xport_conn_peer(const struct xport_conn *conn);
 

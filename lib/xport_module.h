@@ -93,6 +93,8 @@ struct xport_conn {
 	atomic_int rx_starved;			/* the module stopped for the budget */
 	struct xport_conn *resume_next;		/* under the ctx lock */
 	int on_resume_list;
+	/* bytes of posted sends the network took: the module adds, anyone reads */
+	atomic_uint_fast64_t tx_sent;
 };
 
 /* Common head of every module's listener. */

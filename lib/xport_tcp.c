@@ -362,6 +362,7 @@ static int tcp_flush_locked(struct tcp_conn *c)
 		if (n < 0)
 			return (int)n;
 		c->tx_queued -= (size_t)n;
+		atomic_fetch_add(&c->base.tx_sent, (uint64_t)n);
 		while ((tx = c->txq_head)) {
 			size_t left = iov_total(tx->iov + tx->cur, tx->niov - tx->cur);
 

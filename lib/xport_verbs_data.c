@@ -60,6 +60,7 @@ static void tx_free(struct verbs_conn *c, struct verbs_tx *tx)
 static void tx_complete(struct verbs_conn *c, struct verbs_tx *tx, int status)
 {
 	c->tx_queued -= tx->bytes;
+	atomic_fetch_add(&c->base.tx_sent, (uint64_t)tx->bytes);
 	if (tx->user) {
 		struct xport_event ev = {
 			.type = XPORT_EV_SEND, .status = status, .conn = &c->base, .user = tx->user,

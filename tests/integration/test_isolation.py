@@ -616,7 +616,7 @@ def test_stall_close_ms_closes_peers_that_do_not_read(fresh_cluster):
         ("I/O server RSS %d KiB after a second round of hostile clients, %d KiB after the "
          "first: their memory is not returned" % (rss2, rss1))
     logs = "".join(f.read_text(errors="replace") for f in c.logs.glob("restart-*.log"))
-    assert "has not read its replies" in logs, "no server logged a stalled peer it closed"
+    assert "bytes of its replies in" in logs, "no server logged a stalled peer it closed"
     assert listener_pid(port) == pid, "the I/O server restarted"
     normal_client_works(c, p, data, "after the hostile clients were closed")
     print("stall close: %s | %s; I/O server RSS KiB: baseline %d, peak %d, after %d, "
@@ -624,6 +624,64 @@ def test_stall_close_ms_closes_peers_that_do_not_read(fresh_cluster):
               ", ".join("%s %.1f s" % kv for kv in closed1.items()),
               ", ".join("%s %.1f s" % kv for kv in closed2.items()),
               baseline, peak1, rss1, peak2, rss2))
+
+
+def test_a_reader_that_takes_a_trickle_is_closed(fresh_cluster):
+    """With stall_close_ms = 2000 at the I/O servers: a client with 64 pipelined
+    1 MiB READs that takes 16 KiB of its replies every second (a quarter of the
+    64 KiB/s the servers ask of a peer they keep buffers for) is closed within
+    30 s; a client reading 64 pipelined READs at full speed beside it gets every
+    reply."""
+    c = fresh_cluster
+    for i in range(c.n_io):
+        restart_with_conf(c, c.ioserver_port(i), c.dir / ("ioserver-%d.conf" % i), "ioserver")
+    c.wait_servers_up()
+    p, data = striped_file(c)
+    port, req, want = read_setup(c, p, data)
+    key = client_secret(c)
+    trickle = slow_reader(port, key, req, 64)
+    fast = w.Conn(port, timeout=30)
+    assert w.authenticate(fast, key) == "accepted"
+    fast.send(b"".join(w.frame(w.OP_READ, req, tag=i + 1) for i in range(64)))
+    replies = []
+
+    def read_fast():
+        fast.sock.settimeout(30)
+        parts = {}
+        while len(replies) < 64:
+            hdr, _, d = fast.recv_frame()
+            parts[hdr["tag"]] = parts.get(hdr["tag"], b"") + d
+            if not hdr["flags"] & w.FLAG_MORE:
+                replies.append((hdr["status"], parts.pop(hdr["tag"]) == want))
+    reader = threading.Thread(target=read_fast, daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    took, closed_after = 0, None
+    try:
+        while closed_after is None and time.monotonic() - t0 < 30:
+            t_read = time.monotonic()
+            if not still_open(trickle.sock, port):
+                closed_after = t_read - t0
+                break
+            got = 0
+            while got < (16 << 10) and time.monotonic() - t_read < 0.5:
+                try:
+                    trickle.sock.settimeout(0.1)
+                    got += len(trickle.sock.recv((16 << 10) - got))
+                except (socket.timeout, OSError):
+                    pass
+            took += got
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - t_read)))
+        reader.join(timeout=60)
+    finally:
+        _hang_up(trickle)
+        _hang_up(fast)
+    assert closed_after is not None, \
+        "a reader taking 16 KiB/s (%d bytes in 30 s) is still connected" % took
+    assert closed_after >= STALL_MS / 1000 - 0.2, closed_after
+    assert took > 0, "the trickle reader took nothing: not the case this test is about"
+    assert replies == [(0, True)] * 64, "the full-speed reader's replies: %r" % replies[:5]
+    normal_client_works(c, p, data, "after the trickle reader was closed")
 
 
 def test_stall_close_ms_is_validated_and_documented(tmp_path):
