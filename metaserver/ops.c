@@ -724,6 +724,22 @@ static void op_rebalance(struct op_call *c)
 }
 
 /* A QuotaReply of @n records, with every type's grace period. */
+/* A quota id of a request as the file system numbers it: users and groups are mapped. */
+static uint32_t quota_id_in(const struct op_call *c, uint32_t type, uint32_t id)
+{
+	return type == MS_QUOTA_USER || type == MS_QUOTA_GROUP
+		       ? ms_idmap_in(&c->sq, type == MS_QUOTA_GROUP, id)
+		       : id;
+}
+
+/* ... and back as the caller's node numbers it. */
+static uint32_t quota_id_out(const struct op_call *c, uint32_t type, uint32_t id)
+{
+	return type == MS_QUOTA_USER || type == MS_QUOTA_GROUP
+		       ? ms_idmap_out(&c->sq, type == MS_QUOTA_GROUP, id)
+		       : id;
+}
+
 static void reply_quotas(struct op_call *c, int status, const struct ms_quota *q, size_t n,
 			 int more)
 {
@@ -749,7 +765,7 @@ static void reply_quotas(struct op_call *c, int status, const struct ms_quota *q
 	for (size_t i = 0; i < n; i++) {
 		rdfs__quota__init(&pq[i]);
 		pq[i].type = q[i].type;
-		pq[i].id = q[i].id;
+		pq[i].id = quota_id_out(c, q[i].type, q[i].id);
 		pq[i].blocks = q[i].blocks;
 		pq[i].inodes = q[i].inodes;
 		pq[i].block_soft = q[i].block_soft;
@@ -780,14 +796,17 @@ static void op_quota_get(struct op_call *c)
 	struct ms_quota q;
 
 	if (!cred_of(c, m->cred, &cr))
-		reply_quotas(c, ms_quota_get(c->ctx->ms, c->s, &cr, m->type, m->id, &q), &q, 1, 0);
+		reply_quotas(c, ms_quota_get(c->ctx->ms, c->s, &cr, m->type,
+					     quota_id_in(c, m->type, m->id), &q),
+			     &q, 1, 0);
 	FREE(rdfs__quota_req);
 }
 
 static void op_quota_set(struct op_call *c)
 {
 	UNPACK(Rdfs__QuotaSetReq, rdfs__quota_set_req, "QuotaSetReq");
-	struct ms_quota q = { .type = m->type, .id = m->id, .block_soft = m->block_soft,
+	struct ms_quota q = { .type = m->type, .id = quota_id_in(c, m->type, m->id),
+			      .block_soft = m->block_soft,
 			      .block_hard = m->block_hard, .inode_soft = m->inode_soft,
 			      .inode_hard = m->inode_hard };
 	struct ms_cred cr;
