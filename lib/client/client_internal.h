@@ -118,6 +118,12 @@ struct layout_cache {
 	struct layout_seg *seg;
 	size_t n;
 	size_t cap;
+	/*
+	 * Bumped by every layout_cache_forget() and every allocating fetch: a
+	 * reply that was on its way meanwhile may describe blocks as they were
+	 * before (a hole now written, data now punched), and is not stored.
+	 */
+	uint64_t changes;
 };
 
 void layout_piece_put(struct layout_piece *p);
@@ -126,7 +132,7 @@ void layout_segs_put(struct layout_seg *segs, size_t n);
 
 void layout_cache_init(struct layout_cache *lc);
 void layout_cache_free(struct layout_cache *lc);
-/* Forget blocks [start, end) (UINT64_MAX end: everything from start). */
+/* Forget blocks [start, end) (UINT64_MAX end: everything from start); counts as a change. */
 void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end);
 /* Store @reply (ownership passes to the cache). */
 int layout_cache_insert(struct layout_cache *lc, Rdfs__LayoutReply *reply);

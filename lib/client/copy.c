@@ -72,6 +72,28 @@ static int copy_piece_add(const struct layout_seg *ds, int k, uint64_t d0,
 	return 0;
 }
 
+/* Keep @segs (@n of them) referenced until the COPYs naming them are done. */
+static int hold_segs(struct layout_seg *segs, int n, struct layout_seg ***held, int **nsegs,
+		     size_t *nheld)
+{
+	struct layout_seg **h = realloc(*held, (*nheld + 1) * sizeof(*h));
+	int *ns;
+
+	if (h)
+		*held = h;
+	ns = h ? realloc(*nsegs, (*nheld + 1) * sizeof(*ns)) : NULL;
+	if (ns)
+		*nsegs = ns;
+	if (!h || !ns) {
+		layout_segs_put(segs, n);
+		return -ENOMEM;
+	}
+	(*held)[*nheld] = segs;
+	(*nsegs)[*nheld] = n;
+	(*nheld)++;
+	return 0;
+}
+
 /*
  * Queue the COPYs of source bytes [a, a + n) (one extent @ss of the source)
  * to destination bytes [b, b + n), allocating the destination.
@@ -81,27 +103,14 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 		       struct layout_seg ***held, size_t *nheld, int **nsegs)
 {
 	struct layout_seg *ds;
-	int nd, ks = seg_pick_copy(dst->c, ss);
+	int nd, ret, ks = seg_pick_copy(dst->c, ss);
 
 	nd = layout_get(dst->c, dst->in, dst, NULL, BLK_DOWN(b), BLK_UP(b + n), BLK_UP(b + n), 1, &ds);
 	if (nd < 0)
 		return nd;
-	{
-		struct layout_seg **h = realloc(*held, (*nheld + 1) * sizeof(*h));
-		int *ns = realloc(*nsegs, (*nheld + 1) * sizeof(*ns));
-
-		if (h)
-			*held = h;
-		if (ns)
-			*nsegs = ns;
-		if (!h || !ns) {
-			layout_segs_put(ds, nd);
-			return -ENOMEM;
-		}
-		(*held)[*nheld] = ds;
-		(*nsegs)[*nheld] = nd;
-		(*nheld)++;
-	}
+	ret = hold_segs(ds, nd, held, nsegs, nheld);
+	if (ret)
+		return ret;
 	for (int i = 0; i < nd; i++) {
 		uint64_t d0 = ds[i].start * BLK > b ? ds[i].start * BLK : b;
 		uint64_t d1 = ds[i].end * BLK < b + n ? ds[i].end * BLK : b + n;
@@ -113,9 +122,8 @@ static int copy_extent(struct rdfs_file *dst, const struct layout_seg *ss, uint6
 				return -EIO;
 			/* every copy of the destination fetches the bytes itself */
 			for (int k = 0; k < ds[i].ncopies; k++) {
-				int ret = copy_piece_add(&ds[i], k, d0, ss, ks, a + (d0 - b), len,
-							 pieces, np, cap);
-
+				ret = copy_piece_add(&ds[i], k, d0, ss, ks, a + (d0 - b), len,
+						     pieces, np, cap);
 				if (ret)
 					return ret;
 			}
@@ -142,65 +150,130 @@ static int source_zeros(struct rdfs_file *src, const struct layout_seg *s, uint6
 }
 
 /*
- * Punch the destination where the source reads as zeros. First, and all of
- * them: each punch fences the destination (its generation moves on), so a
- * capability fetched before one would be refused.
+ * What the source holds in the copied range, decided once from one layout:
+ * pieces that read as zeros and pieces with data, in source bytes. Deciding
+ * twice (once to punch, once to copy) could see the source change between
+ * (a stale cached layout replaced by a fresh one, a COMMIT of ours) and leave
+ * a range neither punched nor copied: the destination's old bytes.
  */
-static int copy_holes(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *dst,
-		      uint64_t off_out, uint64_t len)
+struct copy_plan {
+	struct {
+		uint64_t a0, a1;	/* source bytes [a0, a1) */
+		int zeros;
+	} *p;
+	size_t n;
+};
+
+static int plan_add(struct copy_plan *pl, uint64_t a0, uint64_t a1, int zeros)
+{
+	void *q;
+
+	if (pl->n && pl->p[pl->n - 1].a1 == a0 && pl->p[pl->n - 1].zeros == zeros) {
+		pl->p[pl->n - 1].a1 = a1;
+		return 0;
+	}
+	q = realloc(pl->p, (pl->n + 1) * sizeof(*pl->p));
+	if (!q)
+		return -ENOMEM;
+	pl->p = q;
+	pl->p[pl->n].a0 = a0;
+	pl->p[pl->n].a1 = a1;
+	pl->p[pl->n].zeros = zeros;
+	pl->n++;
+	return 0;
+}
+
+static int copy_plan_make(struct rdfs_file *src, uint64_t off_in, uint64_t len,
+			  struct copy_plan *pl)
 {
 	struct layout_seg *ss;
-	uint64_t dst_size;
-	int nss, ret;
+	int nss, ret = 0;
 
 	nss = layout_get(src->c, src->in, src, NULL, BLK_DOWN(off_in), BLK_UP(off_in + len),
 			 BLK_UP(off_in + len), 0, &ss);
 	if (nss < 0)
 		return nss;
-	ret = inode_current_size(dst->c, &dst->cred, dst->in, &dst_size);
 	for (int i = 0; i < nss && !ret; i++) {
 		uint64_t a0 = ss[i].start * BLK > off_in ? ss[i].start * BLK : off_in;
 		uint64_t a1 = ss[i].end * BLK < off_in + len ? ss[i].end * BLK : off_in + len;
-		uint64_t b0 = off_out + (a0 - off_in);
 
-		/* past the destination's end there is nothing to take away */
-		if (a0 >= a1 || b0 >= dst_size || !source_zeros(src, &ss[i], a0, a1))
-			continue;
-		ret = rdfs_fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, b0, a1 - a0);
+		if (a0 < a1)
+			ret = plan_add(pl, a0, a1, source_zeros(src, &ss[i], a0, a1));
 	}
 	layout_segs_put(ss, nss);
 	return ret;
 }
 
 /*
- * One attempt at copying the source's data in [off_in, off_in + len) to
- * @off_out (its holes are punched already): 0, or the I/O servers' error in
- * *@io_err, or another error.
+ * Punch the destination where the plan says the source reads as zeros
+ * (@zeros 1), or where a copy found holes it did not plan for (@late).
+ * Each punch fences the destination (its generation moves on), so the
+ * planned ones come first, before any capability for the COPYs is fetched.
  */
-static int copy_once(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *dst,
-		     uint64_t off_out, uint64_t len, int *io_err)
+static int copy_holes(const struct copy_plan *pl, uint64_t off_in, struct rdfs_file *dst,
+		      uint64_t off_out, uint64_t dst_size)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < pl->n && !ret; i++) {
+		uint64_t b0 = off_out + (pl->p[i].a0 - off_in);
+
+		/* past the destination's end there is nothing to take away */
+		if (!pl->p[i].zeros || b0 >= dst_size)
+			continue;
+		ret = rdfs_fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, b0,
+				     pl->p[i].a1 - pl->p[i].a0);
+	}
+	return ret;
+}
+
+/*
+ * One attempt at copying the plan's data pieces to @off_out (its zero pieces
+ * are punched already): 0, or the I/O servers' error in *@io_err, or another
+ * error. A data piece the source no longer has blocks for (another client
+ * punched or truncated it meanwhile) goes into @late, to be punched: it reads
+ * as zeros now. Unwritten blocks are copied as they are: zeros, or our own
+ * uncommitted bytes.
+ */
+static int copy_once(const struct copy_plan *pl, struct rdfs_file *src, uint64_t off_in,
+		     struct rdfs_file *dst, uint64_t off_out, uint64_t len, struct copy_plan *late,
+		     int *io_err)
 {
 	struct rdfs_client *c = src->c;
-	struct layout_seg *ss = NULL, **held = NULL;
+	struct layout_seg **held = NULL;
 	struct copy_piece *pieces = NULL;
 	struct io_req *reqs = NULL;
 	size_t np = 0, cap = 0, nheld = 0;
-	int *nsegs = NULL, nss, ret = 0;
+	int *nsegs = NULL, ret = 0;
 
 	*io_err = 0;
-	nss = layout_get(c, src->in, src, NULL, BLK_DOWN(off_in), BLK_UP(off_in + len),
-			 BLK_UP(off_in + len), 0, &ss);
-	if (nss < 0)
-		return nss;
-	for (int i = 0; i < nss && !ret; i++) {
-		uint64_t a0 = ss[i].start * BLK > off_in ? ss[i].start * BLK : off_in;
-		uint64_t a1 = ss[i].end * BLK < off_in + len ? ss[i].end * BLK : off_in + len;
-		uint64_t b0 = off_out + (a0 - off_in);
+	late->n = 0;
+	for (size_t j = 0; j < pl->n && !ret; j++) {
+		struct layout_seg *ss;
+		int nss;
 
-		if (a0 >= a1 || source_zeros(src, &ss[i], a0, a1))
+		if (pl->p[j].zeros)
 			continue;
-		ret = copy_extent(dst, &ss[i], a0, b0, a1 - a0, &pieces, &np, &cap, &held, &nheld,
-				  &nsegs);
+		nss = layout_get(c, src->in, src, NULL, BLK_DOWN(pl->p[j].a0),
+				 BLK_UP(pl->p[j].a1), BLK_UP(pl->p[j].a1), 0, &ss);
+		if (nss < 0) {
+			ret = nss;
+			break;
+		}
+		ret = hold_segs(ss, nss, &held, &nsegs, &nheld);
+		for (int i = 0; i < nss && !ret; i++) {
+			uint64_t a0 = ss[i].start * BLK > pl->p[j].a0 ? ss[i].start * BLK
+								       : pl->p[j].a0;
+			uint64_t a1 = ss[i].end * BLK < pl->p[j].a1 ? ss[i].end * BLK : pl->p[j].a1;
+
+			if (a0 >= a1)
+				continue;
+			if (ss[i].hole || !ss[i].copy[seg_pick_copy(c, &ss[i])].cap)
+				ret = plan_add(late, a0, a1, 1);
+			else
+				ret = copy_extent(dst, &ss[i], a0, off_out + (a0 - off_in), a1 - a0,
+						  &pieces, &np, &cap, &held, &nheld, &nsegs);
+		}
 	}
 	if (!ret && np) {
 		reqs = calloc(np, sizeof(*reqs));
@@ -234,7 +307,6 @@ static int copy_once(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *d
 	}
 	for (size_t i = 0; i < nheld; i++)
 		layout_segs_put(held[i], nsegs[i]);
-	layout_segs_put(ss, nss);
 	free(held);
 	free(nsegs);
 	free(pieces);
@@ -245,8 +317,9 @@ static int copy_once(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *d
 int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file *dst,
 			uint64_t off_out, uint64_t len)
 {
-	uint64_t size;
-	int ret, io_err = 0;
+	struct copy_plan plan = { 0 }, late = { 0 };
+	uint64_t size, dst_size;
+	int ret, plan_ok, io_err = 0;
 
 	if ((src->flags & O_ACCMODE) == O_WRONLY || (dst->flags & O_ACCMODE) == O_RDONLY ||
 	    (dst->flags & O_APPEND))
@@ -273,17 +346,24 @@ int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file
 	if (src->in == dst->in && off_in < off_out + len && off_out < off_in + len)
 		return -EINVAL;
 
-	ret = copy_holes(src, off_in, dst, off_out, len);
-	if (ret)
-		return ret;
-	for (int attempt = 0; attempt < IO_TRIES; attempt++) {
-		ret = copy_once(src, off_in, dst, off_out, len, &io_err);
+	ret = inode_current_size(dst->c, &dst->cred, dst->in, &dst_size);
+	if (!ret)
+		ret = copy_plan_make(src, off_in, len, &plan);
+	if (!ret)
+		ret = copy_holes(&plan, off_in, dst, off_out, dst_size);
+	plan_ok = !ret;
+	for (int attempt = 0; attempt < IO_TRIES && plan_ok; attempt++) {
+		ret = copy_once(&plan, src, off_in, dst, off_out, len, &late, &io_err);
 		if (ret != io_err || !io_cap_error(ret))
 			break;
 		/* a refused capability: both layouts may have moved on */
 		layout_refused(src->in, ret, BLK_DOWN(off_in), BLK_UP(off_in + len));
 		layout_refused(dst->in, ret, BLK_DOWN(off_out), BLK_UP(off_out + len));
 	}
+	if (!ret)
+		ret = copy_holes(&late, off_in, dst, off_out, dst_size);
+	free(plan.p);
+	free(late.p);
 	if (ret)
 		return io_cap_error(ret) ? -EIO : ret;
 	/* the size and the written blocks reach the metaserver now */

@@ -11,6 +11,13 @@
  * With copies, a reply's extents overlap (one per copy of a range, each on
  * another server): the cache cuts them at every extent boundary, so each
  * segment is a run where every copy is one contiguous extent.
+ *
+ * A reply is stored only if this client changed nothing of the file's layout
+ * while it was on its way (layout_cache.changes): a read-ahead thread's LAYOUT
+ * answered before a punch and stored after it would name freed blocks as data,
+ * or one answered before an allocation would name written blocks as a hole,
+ * and holes and unwritten extents are read as zeros without an I/O server, so
+ * no fence would catch it. Such a reply is asked for again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +26,9 @@
 #include "cap.h"
 #include "client_internal.h"
 #include "frame.h"
+
+/* Fetches of one range thrown away as stale before the next is stored anyway. */
+#define LAYOUT_STALE_TRIES	4
 
 void layout_piece_put(struct layout_piece *p)
 {
@@ -153,7 +163,7 @@ int seg_pick_copy(struct rdfs_client *c, const struct layout_seg *s)
 	return best >= 0 ? best : 0;
 }
 
-void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end)
+static void cache_drop(struct layout_cache *lc, uint64_t start, uint64_t end)
 {
 	size_t i = layout_cache_find(lc, start);
 
@@ -192,6 +202,12 @@ void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end)
 			lc->n--;
 		}
 	}
+}
+
+void layout_cache_forget(struct layout_cache *lc, uint64_t start, uint64_t end)
+{
+	lc->changes++;
+	cache_drop(lc, start, end);
 }
 
 static const Rdfs__Capability *reply_cap(const Rdfs__LayoutReply *r, uint32_t server_id)
@@ -351,7 +367,7 @@ int layout_cache_insert(struct layout_cache *lc, Rdfs__LayoutReply *reply)
 		segs[i].piece = piece;
 	piece->refs = (int)n;
 
-	layout_cache_forget(lc, start, end);
+	cache_drop(lc, start, end);
 	ret = layout_cache_reserve(lc, lc->n + n);
 	if (ret) {
 		layout_segs_put(segs, n);
@@ -405,20 +421,25 @@ int layout_cache_lookup(struct layout_cache *lc, uint64_t start, uint64_t end, i
 	return (int)n;
 }
 
-/* Ask the metaserver for blocks [start, end); store the reply. Returns its end block. */
+/*
+ * Ask the metaserver for blocks [start, end); store the reply. Returns its end
+ * block in *@reply_end, or -EAGAIN (nothing stored) when this client changed
+ * the file's layout while the reply was on its way, unless @store_stale.
+ */
 static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
 			const struct rdfs_cred *cr, uint64_t start, uint64_t end, int allocate,
-			uint64_t *reply_end)
+			int store_stale, uint64_t *reply_end)
 {
 	Rdfs__LayoutReq req = RDFS__LAYOUT_REQ__INIT;
 	Rdfs__LayoutReply *rep = NULL;
 	Rdfs__Cred cred;
-	uint64_t commits;
+	uint64_t commits, changes;
 	size_t i;
 	int ret;
 
 	pthread_mutex_lock(&in->lock);
 	commits = in->commits;
+	changes = in->layout.changes;
 	pthread_mutex_unlock(&in->lock);
 	cred_to_pb(f ? &f->cred : cr, &cred);
 	req.cred = &cred;
@@ -447,6 +468,19 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	}
 
 	pthread_mutex_lock(&in->lock);
+	/*
+	 * A punch, truncate or refused capability here (or another allocation)
+	 * since we asked: the reply may name as a hole what is written now, or
+	 * as data what was freed. Reads trust holes and unwritten extents
+	 * without asking an I/O server, so such a reply is asked for again.
+	 */
+	if (in->layout.changes != changes && !store_stale) {
+		pthread_mutex_unlock(&in->lock);
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
+		return -EAGAIN;
+	}
+	if (allocate)
+		in->layout.changes++;
 	in->ms_size = rep->size;
 	if (!in->dirty)
 		in->pending_size = rep->size;
@@ -498,8 +532,14 @@ int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f
 
 	if (fetch_end < end)
 		fetch_end = end;
-	while (pos < end) {
-		ret = layout_fetch(c, in, f, cr, pos, fetch_end, allocate, &got);
+	for (int stale = 0; pos < end;) {
+		/* after a few changes in a row, stored anyway: fences guard its I/O */
+		ret = layout_fetch(c, in, f, cr, pos, fetch_end, allocate,
+				   stale >= LAYOUT_STALE_TRIES, &got);
+		if (ret == -EAGAIN) {
+			stale++;
+			continue;
+		}
 		if (ret)
 			return ret;
 		pos = got;

@@ -301,6 +301,11 @@ int rdfs_fallocate(struct rdfs_file *f, int mode, uint64_t off, uint64_t len)
 		protobuf_c_message_free_unpacked(&rep->base, NULL);
 		pthread_mutex_lock(&in->lock);
 		layout_cache_forget(&in->layout, 0, UINT64_MAX);
+		/* the whole blocks are holes now: what we wrote to them is gone */
+		if (BLK_DOWN(end) > BLK_UP(off)) {
+			range_set_remove(&in->uncommitted, BLK_UP(off), BLK_DOWN(end));
+			range_set_remove(&in->committed, BLK_UP(off), BLK_DOWN(end));
+		}
 		inode_data_changed(in);
 		pthread_mutex_unlock(&in->lock);
 		/* ZERO_RANGE leaves the range allocated (later writes find room): unwritten again */

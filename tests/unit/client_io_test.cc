@@ -669,6 +669,45 @@ TEST_F(ClientIo, RandomOperationsMatchALocalModel)
 // bytes move too, the bytes read back moved through the writer and through
 // another client, and ext4's refusals are EINVAL (the kernel client's path;
 // Linux's FUSE refuses these modes before rdfs-fuse sees them).
+// copy_file_range decides once what of the source is data and what reads as
+// zeros: here its cached layout still says data where another client punched
+// a hole, the COPY is refused (fenced), and the fresh layout says hole. The
+// destination must end up with the source as it is now (zeros), never with
+// its own old bytes (fsx found that once, as "old data after a copied hole").
+TEST_F(ClientIo, CopyOfARangeAnotherClientPunchedGivesZeros)
+{
+	std::string name = unique("copy-punched");
+	struct rdfs_file *f = create(c, name);
+	const size_t size = 256 << 10, src = 128 << 10, len = 64 << 10;
+	std::vector<uint8_t> want = pattern(size, 11);
+
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, want.data(), size, 0), (ssize_t)size);
+	ASSERT_EQ(rdfs_fsync(f, 0), 0);
+	// this client caches the source's layout: data
+	std::vector<uint8_t> buf(len);
+	ASSERT_EQ(rdfs_pread(f, buf.data(), len, src), (ssize_t)len);
+
+	struct rdfs_client *c2 = cluster->client();
+	ASSERT_NE(c2, nullptr);
+	struct rdfs_file *g = open_by_name(c2, name);
+	ASSERT_NE(g, nullptr);
+	ASSERT_EQ(rdfs_fallocate(g, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, src, len), 0);
+	ASSERT_EQ(rdfs_release(g), 0);
+	std::fill(want.begin() + src, want.begin() + src + len, 0);
+
+	ASSERT_EQ(rdfs_copy_range(f, src, f, 0, len), (int64_t)len);
+	std::fill(want.begin(), want.begin() + len, 0);
+	EXPECT_EQ(read_all(f, size, 1 << 20), want) << "through the copying client";
+	ASSERT_EQ(rdfs_release(f), 0);
+
+	g = open_by_name(c2, name, O_RDONLY);
+	ASSERT_NE(g, nullptr);
+	EXPECT_EQ(read_all(g, size, 1 << 20), want) << "through another client";
+	EXPECT_EQ(rdfs_release(g), 0);
+	rdfs_client_close(c2);
+}
+
 TEST_F(ClientIo, CollapseAndInsertMoveTheBytes)
 {
 	std::string name = unique("shift");
