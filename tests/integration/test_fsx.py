@@ -5,10 +5,10 @@ fallocate modes, copy_file_range, fsync and close/reopen.
 
 Runs (ops each, by default):
   - seeds 1, 2, 3, 7: 8000 ops each on a file of up to 256 KiB, with mmap
-    (20000 found a data race once in about ten seed runs, at op 19342 of
-    seed 2: a range copied from a hole read back with the file's old bytes
-    after a later write; until it is found, make test stays at what passes
-    and `make soak` runs the long ones);
+    (`make soak` runs them at 20000 and more: 20000 once found, in about one
+    run in ten, a range copied from a hole that kept the file's old bytes,
+    because copy_file_range judged the source twice from two layouts; see
+    ClientIo.CopyOfARangeAnotherClientPunchedGivesZeros);
   - seed 11 with --second: 6000 ops, the same file read whole through a
     second mount (other_mount) after every reopen (close-to-open);
   - seed 12 with --no-mmap and --max-size 4m: 6000 ops over a file of four
