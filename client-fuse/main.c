@@ -25,7 +25,10 @@
 
 #include "auth.h"
 #include "config.h"
+#include "fuse_metrics.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "rdfs_fuse.h"
 #include "readahead.h"
 #include "session_loop.h"
@@ -55,6 +58,7 @@ struct cmdline {
 	char *readahead;
 	char *write_behind;
 	char *rdma_mode;
+	char *metrics_listen;
 	int writeback_cache;
 	int no_writeback_cache;
 	int splice;
@@ -92,6 +96,7 @@ static const struct fuse_opt cmdline_spec[] = {
 	{ "readahead=%s", offsetof(struct cmdline, readahead), 0 },
 	{ "write_behind=%s", offsetof(struct cmdline, write_behind), 0 },
 	{ "rdma_mode=%s", offsetof(struct cmdline, rdma_mode), 0 },
+	{ "metrics_listen=%s", offsetof(struct cmdline, metrics_listen), 0 },
 	CMD_OPT("writeback_cache", writeback_cache),
 	CMD_OPT("no_writeback_cache", no_writeback_cache),
 	CMD_OPT("splice", splice),
@@ -213,6 +218,20 @@ static void help(void)
 "    readahead=SIZE        kernel read-ahead window of the mount (default 8m; 0\n"
 "                          keeps the kernel's 128k). Needs root: it is set in\n"
 "                          /sys/class/bdi/MAJOR:MINOR/read_ahead_kb\n"
+"    metrics_listen=HOST:PORT\n"
+"                          serve Prometheus metrics at http://HOST:PORT/metrics\n"
+"                          (\":PORT\" for every address, port 0 picks a free one,\n"
+"                          logged at level info as \"metrics at URL\"): FUSE\n"
+"                          requests, errors by errno and latency by operation,\n"
+"                          requests in flight, bytes read and written, and the\n"
+"                          client core's counters (metaserver requests by\n"
+"                          operation, layout cache hits and misses, capability\n"
+"                          refusals, write-behind and read-ahead bytes); see\n"
+"                          docs/DESIGN.md, \"Metrics\". Default: [fuse]\n"
+"                          metrics_listen, else [metrics] listen, else off. An\n"
+"                          address of its own that cannot be served fails the\n"
+"                          mount; the shared [metrics] listen only warns (a\n"
+"                          server or another mount on the host may hold it)\n"
 "    log_level=LEVEL       error, warn, info or debug (default warn)\n"
 "    log_file=FILE         append log lines to FILE (default stderr; discarded\n"
 "                          once daemonized unless set)\n"
@@ -245,7 +264,9 @@ static void help(void)
 "      [fuse]     attr_timeout, entry_timeout, direct_io, direct_writes,\n"
 "                 unstable_writes, writeback_cache (true/false), timeout,\n"
 "                 max_threads, readahead, write_behind, rdma_mode,\n"
-"                 log_level, log_file\n"
+"                 metrics_listen, log_level, log_file\n"
+"      [metrics]  listen (HOST:PORT, shared with the servers reading the\n"
+"                 file; [fuse] metrics_listen wins)\n"
 "\n"
 "EXAMPLES\n"
 "    " PROG " mds1:7000 /mnt/rdfs\n"
@@ -267,7 +288,7 @@ static void cmdline_free(struct cmdline *cl)
 	char **strs[] = {
 		&cl->attr_timeout, &cl->entry_timeout, &cl->secret_file, &cl->config,
 		&cl->log_level, &cl->log_file, &cl->timeout, &cl->max_threads, &cl->readahead,
-		&cl->write_behind, &cl->rdma_mode, &cl->spec, &cl->mountpoint,
+		&cl->write_behind, &cl->rdma_mode, &cl->metrics_listen, &cl->spec, &cl->mountpoint,
 	};
 	size_t i;
 
@@ -373,6 +394,7 @@ static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
 		{ "readahead", cl->readahead },
 		{ "write_behind", cl->write_behind },
 		{ "rdma_mode", cl->rdma_mode },
+		{ "metrics_listen", cl->metrics_listen },
 		{ "writeback_cache", cl->writeback_cache ? "true" :
 				     cl->no_writeback_cache ? "false" : NULL },
 		{ "direct_io", cl->direct_io ? "true" : NULL },
@@ -633,6 +655,41 @@ static const char *connect_error(int err)
 	}
 }
 
+/*
+ * Serve metrics (fuse_metrics.h) when an address is set: [fuse] metrics_listen
+ * (or -o metrics_listen=), else the [metrics] listen the servers share. After
+ * the fork (the HTTP server is a thread) and before the parent is released,
+ * so a failure reaches the terminal. 0; -EINVAL for an address of our own
+ * that does not parse, another -errno when it cannot be served. The shared
+ * address may be held by a server or another mount on this host: that only
+ * costs the metrics.
+ */
+static int metrics_start(const struct rdfs_config *cfg, struct rdfs_client *c,
+			 struct metrics **metrics, struct metrics_http **http)
+{
+	const char *own = config_get(cfg, "fuse", "metrics_listen", NULL);
+	const char *listen = own && *own ? own : config_get(cfg, "metrics", "listen", NULL);
+	int ret;
+
+	if (!listen || !*listen)
+		return 0;
+	*metrics = metrics_new();
+	if (!*metrics || fuse_metrics_register(*metrics, c)) {
+		fprintf(stderr, PROG ": cannot set up metrics: out of memory\n");
+		return -ENOMEM;
+	}
+	ret = metrics_http_start(*metrics, listen, http);	/* logged there */
+	if (ret && !(own && *own)) {
+		log_warn("no metrics: [metrics] listen %s cannot be served; give this mount "
+			 "its own metrics_listen", listen);
+		return 0;
+	}
+	if (ret)
+		return ret;
+	log_info("metrics at %s", metrics_http_url(*http));
+	return 0;
+}
+
 static int run_session(struct fuse_session *se, const struct cmdline *cl,
 		       const struct settings *s)
 {
@@ -647,6 +704,8 @@ int main(int argc, char *argv[])
 	struct settings s;
 	struct rdfs_config *cfg;
 	struct fuse_session *se = NULL;
+	struct metrics *metrics = NULL;
+	struct metrics_http *http = NULL;
 	char mountpoint[PATH_MAX];
 	char *url = NULL, *fsname = NULL;
 	const char *spec = NULL;
@@ -772,6 +831,12 @@ int main(int argc, char *argv[])
 		goto out_session;
 	}
 
+	ret = metrics_start(cfg, s.fs.client, &metrics, &http);
+	if (ret < 0) {
+		if (ret == -EINVAL)
+			status = EXIT_USAGE;
+		goto out_client;
+	}
 	if (fuse_set_signal_handlers(se) < 0) {
 		fprintf(stderr, PROG ": cannot install signal handlers\n");
 		goto out_client;
@@ -797,12 +862,15 @@ int main(int argc, char *argv[])
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_client:
+	/* the endpoint's collectors read the client: it goes first */
+	metrics_http_stop(http);
 	rdfs_client_close(s.fs.client);
 out_session:
 	fuse_session_destroy(se);
 out_config:
 	/* The waiting parent takes a closed pipe as failure and reports our status. */
 	config_free(cfg);
+	metrics_free(metrics);
 	fuse_opt_free_args(&args);
 	cmdline_free(&cl);
 	free(url);

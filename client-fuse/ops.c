@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "fuse_metrics.h"
 #include "log.h"
 #include "rdfs_fuse.h"
 #include "session_loop.h"
@@ -98,9 +99,16 @@ static void merge_pending_size(struct rdfs_fuse *fs, struct stat *st)
 		st->st_blksize = fs->max_io;
 }
 
+/* Every error reply goes through here, to be counted by its errno (fuse_metrics.h). */
+static int reply_err(fuse_req_t req, int err)
+{
+	fuse_metrics_error(err);
+	return fuse_reply_err(req, err);
+}
+
 static void reply_status(fuse_req_t req, int ret)
 {
-	fuse_reply_err(req, ret < 0 ? -ret : 0);
+	reply_err(req, ret < 0 ? -ret : 0);
 }
 
 static void reply_entry(fuse_req_t req, int ret, struct stat *st)
@@ -109,7 +117,7 @@ static void reply_entry(fuse_req_t req, int ret, struct stat *st)
 	struct fuse_entry_param e;
 
 	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	merge_pending_size(fs, st);
@@ -126,7 +134,7 @@ static void reply_attr(fuse_req_t req, int ret, struct stat *st)
 	struct rdfs_fuse *fs = req_fs(req);
 
 	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	merge_pending_size(fs, st);
@@ -359,7 +367,7 @@ static void rdfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	req_cred(req, &cr);
 	ret = rdfs_readlink(req_fs(req)->client, &cr, ino, target, sizeof(target));
 	if (ret < 0)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		fuse_reply_readlink(req, target);
 }
@@ -422,7 +430,7 @@ static void rdfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	/* RENAME_WHITEOUT is for overlay file systems' upper layers only. */
 	if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
-		fuse_reply_err(req, EINVAL);
+		reply_err(req, EINVAL);
 		return;
 	}
 	req_cred(req, &cr);
@@ -451,7 +459,7 @@ static void rdfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	req_cred(req, &cr);
 	ret = rdfs_statfs(req_fs(req)->client, &cr, &st);
 	if (ret < 0)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		fuse_reply_statfs(req, &st);
 }
@@ -484,7 +492,7 @@ static void rdfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct rdfs_cred cr;
 
 	if (!xattr_supported(req_fs(req), name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		reply_err(req, EOPNOTSUPP);
 		return;
 	}
 
@@ -496,7 +504,7 @@ static void rdfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void reply_xattr(fuse_req_t req, int ret, const void *buf, size_t size)
 {
 	if (ret < 0)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else if (size == 0)
 		fuse_reply_xattr(req, ret);
 	else
@@ -510,11 +518,11 @@ static void rdfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, s
 	int ret;
 
 	if (!xattr_supported(req_fs(req), name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	if (size && !(buf = malloc(size))) {
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, ENOMEM);
 		return;
 	}
 	req_cred(req, &cr);
@@ -530,7 +538,7 @@ static void rdfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	int ret;
 
 	if (size && !(buf = malloc(size))) {
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, ENOMEM);
 		return;
 	}
 	req_cred(req, &cr);
@@ -544,7 +552,7 @@ static void rdfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name
 	struct rdfs_cred cr;
 
 	if (!xattr_supported(req_fs(req), name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		reply_err(req, EOPNOTSUPP);
 		return;
 	}
 
@@ -564,7 +572,7 @@ static void rdfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 	ret = rdfs_opendir_flags(req_fs(req)->client, &cr, ino,
 				 req_fs(req)->readdirplus ? RDFS_DIR_PLUS : 0, &d);
 	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	fi->fh = (uintptr_t)d;
@@ -591,7 +599,7 @@ static void dir_list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	buf = malloc(size);
 	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, ENOMEM);
 		return;
 	}
 	rdfs_dir_set_plus(d, plus);
@@ -632,7 +640,7 @@ static void dir_list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	/* An error after some entries: return those; the next call meets it again. */
 	if (ret < 0 && used == 0)
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 	else
 		fuse_reply_buf(req, buf, used);
 	free(buf);
@@ -653,14 +661,14 @@ static void rdfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off
 static void rdfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	rdfs_closedir(fi_dir(fi));
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 /* Every metaserver mutation is durable before it is acknowledged. */
 static void rdfs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			     struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, 0);
+	reply_err(req, 0);
 }
 
 /* ---------------------------------------------------------------- files */
@@ -727,7 +735,7 @@ static void rdfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		ret = rdfs_create(fs->client, &cr, parent, name, mode, fi->flags & ~O_APPEND,
 				  &st, &f);
 	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	set_open_flags(fs, fi, f, &st);
@@ -754,7 +762,7 @@ static void rdfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	if (ret == -EACCES && open_flags(fs, fi->flags) != fi->flags)
 		ret = rdfs_open(fs->client, &cr, ino, fi->flags & ~O_APPEND, &st, &f);
 	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+		reply_err(req, -ret);
 		return;
 	}
 	set_open_flags(fs, fi, f, &st);
@@ -815,8 +823,10 @@ static void rdfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ssize_t n;
 
 	n = rdfs_pread_iov(fi_file(fi), size, off, &rb, &iov, &niov);
+	if (n > 0)
+		fuse_metrics_read_bytes((uint64_t)n);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		reply_err(req, (int)-n);
 	else if (n == 0)
 		fuse_reply_buf(req, NULL, 0);
 	else if (req_fs(req)->splice)
@@ -861,10 +871,12 @@ static void rdfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 	if ((fi->fh & FH_DIRECT_WRITES) && !fi->writepage)
 		fuse_lowlevel_notify_inval_inode(req_fs(req)->se, ino, off, (off_t)size);
 	n = write_from_request(fi_file(fi), buf, size, off);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
+	if (n < 0) {
+		reply_err(req, (int)-n);
+	} else {
+		fuse_metrics_write_bytes((uint64_t)n);
 		fuse_reply_write(req, n);
+	}
 }
 
 /*

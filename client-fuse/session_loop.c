@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse_metrics.h"
 #include "log.h"
 #include "session_loop.h"
 
@@ -141,7 +142,9 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&l->lock);
 
 		w->buffer_given = false;
+		fuse_metrics_begin(&w->buf);
 		fuse_session_process_buf(l->se, &w->buf);
+		fuse_metrics_end();
 		if (w->buffer_given)
 			w->buf.mem = NULL;
 

@@ -23,6 +23,7 @@ static const uint64_t batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
 enum server_value {
 	SV_UP,
 	SV_DRAINING,
+	SV_READ_ONLY,
 	SV_CAPACITY,
 	SV_FREE
 };
@@ -34,7 +35,7 @@ static void collect_servers(struct ms *ms, enum server_value what, struct metric
 	int n = ms_server_list(ms, &a);
 
 	for (int i = 0; i < n; i++) {
-		const char *labels[] = { id, a[i].name };
+		const char *labels[] = { id, a[i].name, a[i].label };
 		double v = 0;
 
 		snprintf(id, sizeof(id), "%u", a[i].id);
@@ -44,6 +45,9 @@ static void collect_servers(struct ms *ms, enum server_value what, struct metric
 			break;
 		case SV_DRAINING:
 			v = a[i].draining;
+			break;
+		case SV_READ_ONLY:
+			v = a[i].read_only;
 			break;
 		case SV_CAPACITY:
 			v = (double)a[i].capacity_blocks * RDFS_BLOCK_SIZE;
@@ -65,6 +69,11 @@ static void collect_up(void *arg, struct metrics_emitter *e)
 static void collect_draining(void *arg, struct metrics_emitter *e)
 {
 	collect_servers(arg, SV_DRAINING, e);
+}
+
+static void collect_read_only(void *arg, struct metrics_emitter *e)
+{
+	collect_servers(arg, SV_READ_ONLY, e);
 }
 
 static void collect_capacity(void *arg, struct metrics_emitter *e)
@@ -133,7 +142,8 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 {
 	static const char *const server_labels[] = { "server", "name" };
 	static const char *const state_label[] = { "state" };
-	struct metric *ok[12];
+	static const char *const labelled[] = { "server", "name", "label" };
+	struct metric *ok[13];
 	int n = 0;
 
 	ms->metrics.sync_seconds = metrics_histogram(
@@ -154,6 +164,11 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 	ok[n++] = metrics_collector(r, "rdfs_ms_ioserver_draining",
 				    "1 if the I/O server is drained (rdfs drain), else 0.",
 				    METRICS_GAUGE, server_labels, 2, collect_draining, ms);
+	ok[n++] = metrics_collector(
+		r, "rdfs_ms_ioserver_read_only",
+		"1 if the I/O server is read-only (rdfs servers set --read-only: "
+		"no new blocks go there), else 0; label is the admin's label.",
+		METRICS_GAUGE, labelled, 3, collect_read_only, ms);
 	ok[n++] = metrics_collector(r, "rdfs_ms_ioserver_capacity_bytes",
 				    "Size of the I/O server's volume.", METRICS_GAUGE,
 				    server_labels, 2, collect_capacity, ms);

@@ -291,6 +291,7 @@ static int ms_call_core(struct rdfs_client *c, uint16_t op, const ProtobufCMessa
 			return ret;
 		if (gen)
 			*gen = cn->gen;
+		ms_count(c, op);
 		ret = rpc_call(cn->rpc, op, req, desc, (ProtobufCMessage **)resp, timeout_ms);
 		peer_put(&c->ms, cn);
 		if (ms_retry_not_ready(c, ret, &deadline, &delay)) {
@@ -348,6 +349,7 @@ static int file_reopen(struct rdfs_file *f, struct rdfs_conn *cn)
 	req.cred = &cred;
 	req.ino = f->in->ino;
 	req.flags = f->flags & ~(O_TRUNC | O_CREAT | O_EXCL);
+	ms_count(f->c, RDFS_OP_OPEN);
 	ret = rpc_call(cn->rpc, RDFS_OP_OPEN, &req.base, &rdfs__open_reply__descriptor,
 		       (ProtobufCMessage **)&rep, f->c->opts.timeout_ms);
 	if (ret)
@@ -381,9 +383,11 @@ int ms_file_call(struct rdfs_file *f, uint16_t op, const ProtobufCMessage *req,
 		}
 		*handle_field = f->handle;
 		pthread_mutex_unlock(&f->lock);
-		if (ret == 0)
+		if (ret == 0) {
+			ms_count(c, op);
 			ret = rpc_call(cn->rpc, op, req, desc, (ProtobufCMessage **)resp,
 				       c->opts.timeout_ms);
+		}
 		peer_put(&c->ms, cn);
 		if (ms_retry_not_ready(c, ret, &deadline, &delay)) {
 			attempt--;

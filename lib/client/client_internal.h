@@ -330,6 +330,13 @@ int rpc_errno(int ret);
 /* Metaserver call flags */
 #define MS_IDEMPOTENT	1	/* may be sent again on a new connection */
 
+/* One request @op is sent to the metaserver (rdfs_client_stats.ms_requests). */
+static inline void ms_count(struct rdfs_client *c, uint16_t op)
+{
+	if (op < RDFS_OP_MAX)
+		__atomic_add_fetch(&c->stats.ms_requests[op], 1, __ATOMIC_RELAXED);
+}
+
 /*
  * Call the metaserver: @resp is decoded with @desc when the status is 0.
  * Returns 0 or -errno.

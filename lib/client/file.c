@@ -435,6 +435,7 @@ int rdfs_release(struct rdfs_file *f)
 	if (peer_get(c, &c->ms, c->opts.timeout_ms, 0, &cn) == 0) {
 		if (cn->gen == f->handle_gen) {
 			req.handle = f->handle;
+			ms_count(c, RDFS_OP_RELEASE);
 			r = rpc_call(cn->rpc, RDFS_OP_RELEASE, &req.base, NULL, NULL,
 				     c->opts.timeout_ms);
 			if (r && r != -ENOTCONN)

@@ -140,6 +140,16 @@ static int io_finish(uint16_t op, struct io_req *r)
 	return ret;
 }
 
+/* An I/O server refused a request's capability (rdfs_client_stats). */
+static void cap_refused_count(struct rdfs_client *c, int err)
+{
+	uint64_t *n = err == -ESTALE	  ? &c->stats.cap_refused_fenced :
+		      err == -EKEYEXPIRED ? &c->stats.cap_refused_expired :
+					    &c->stats.cap_refused_other;
+
+	__atomic_add_fetch(n, 1, __ATOMIC_RELAXED);
+}
+
 /* Start requests while the window has room; at least one is always in flight. */
 static void io_batch_fill(struct io_batch *b)
 {
@@ -194,6 +204,8 @@ int io_batch_end(struct io_batch *b)
 			b->inflight_bytes -= r->length;
 			r->status = io_finish(b->op, r);
 			__atomic_sub_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+			if (io_cap_error(r->status))
+				cap_refused_count(b->c, r->status);
 		}
 		/* a server that failed is passed over by reads while another copy has the blocks */
 		if (r->status && !io_cap_error(r->status) && r->peer)

@@ -512,6 +512,14 @@ void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out)
 	out->write_behind_lent_bytes = __atomic_load_n(&c->stats.write_behind_lent_bytes,
 						       __ATOMIC_RELAXED);
 	out->dir_attr_hits = __atomic_load_n(&c->stats.dir_attr_hits, __ATOMIC_RELAXED);
+	out->layout_hits = __atomic_load_n(&c->stats.layout_hits, __ATOMIC_RELAXED);
+	out->layout_misses = __atomic_load_n(&c->stats.layout_misses, __ATOMIC_RELAXED);
+	out->cap_refused_fenced = __atomic_load_n(&c->stats.cap_refused_fenced, __ATOMIC_RELAXED);
+	out->cap_refused_expired = __atomic_load_n(&c->stats.cap_refused_expired,
+						   __ATOMIC_RELAXED);
+	out->cap_refused_other = __atomic_load_n(&c->stats.cap_refused_other, __ATOMIC_RELAXED);
+	for (int op = 0; op < RDFS_OP_MAX; op++)
+		out->ms_requests[op] = __atomic_load_n(&c->stats.ms_requests[op], __ATOMIC_RELAXED);
 }
 
 int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f,
@@ -526,9 +534,12 @@ int layout_get(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file *f
 		pthread_mutex_lock(&in->lock);
 		n = layout_cache_lookup(&in->layout, start, end, allocate, cap_now_ns(), out);
 		pthread_mutex_unlock(&in->lock);
+		if (n >= 0)
+			__atomic_add_fetch(&c->stats.layout_hits, 1, __ATOMIC_RELAXED);
 		if (n != -ENOENT)
 			return n;
 	}
+	__atomic_add_fetch(&c->stats.layout_misses, 1, __ATOMIC_RELAXED);
 
 	if (fetch_end < end)
 		fetch_end = end;

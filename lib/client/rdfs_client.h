@@ -32,6 +32,7 @@
 #include <sys/uio.h>
 
 #include "auth.h"
+#include "rdfs_frame.h"
 
 #define RDFS_ROOT_INO	1
 #define RDFS_MAX_GROUPS	64
@@ -525,6 +526,12 @@ struct rdfs_client_stats {
 	uint64_t write_behind_bytes;	/* bytes written through write-behind */
 	uint64_t write_behind_lent_bytes; /* of them sent from the writer's buffer, uncopied */
 	uint64_t dir_attr_hits;		/* rdfs_getattr() answered from a change's reply */
+	uint64_t layout_hits;		/* layouts found whole in the cache */
+	uint64_t layout_misses;		/* layouts fetched (in one LAYOUT or more) */
+	uint64_t cap_refused_fenced;	/* I/O requests refused ESTALE: fenced, layout refetched */
+	uint64_t cap_refused_expired;	/* refused EKEYEXPIRED: the capability had expired */
+	uint64_t cap_refused_other;	/* refused EACCES or EBADMSG: not valid for the request */
+	uint64_t ms_requests[RDFS_OP_MAX]; /* requests sent to the metaserver, by opcode */
 };
 void rdfs_client_stats(struct rdfs_client *c, struct rdfs_client_stats *out);
 

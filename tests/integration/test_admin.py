@@ -11,7 +11,10 @@ What these tests prove:
   - `rdfs du` and `rdfs find` (the metaserver walks the tree) print exactly
     what du --apparent-size, du -k and find print through the mount, for a tree
     of a few hundred files (with a hard link, symbolic links, empty
-    directories), compared as sets of lines;
+    directories), compared as sets of lines; find's expressions with -o, ! and
+    -not, ( ) and -print/-print0 as GNU find parses and evaluates them, compared
+    record by record (each ending in its newline or NUL), byte for byte; bad
+    expressions are usage errors;
   - `rdfs servers label` and `set --read-only` round-trip through `servers
     list --json`, and a read-only server gets no block of a file written after,
     while what it holds still reads back;
@@ -205,6 +208,31 @@ def test_du_and_find_agree_with_coreutils_on_the_mount(c3):
                  ["-mindepth", "2", "-maxdepth", "2", "-type", "d"]):
         got = lines(c3.rdfs("find", r, *expr).stdout, r, mnt)
         assert got == lines(find(*expr), mnt, mnt), expr
+    # operators, grouping and actions: find(1)'s precedence (( ) > ! > -a > -o),
+    # short-circuit evaluation, and output only where an action is reached
+    def records(out, old, new):
+        """The records of @out, each with its newline or NUL, prefix @old made @new, sorted."""
+        assert not out or out[-1] in "\n\0", repr(out[-20:])
+        return sorted(rec.replace(old, new, 1) for rec in re.findall(r"[^\0\n]*[\0\n]", out))
+
+    for expr in (["-name", "*.txt", "-o", "-type", "d"], ["!", "-name", "*.dat"],
+                 ["-not", "-type", "f"], ["-type", "f", "!", "-name", "*.dat", "-size", "+1"],
+                 ["(", "-name", "*.txt", "-o", "-type", "l", ")", "-a", "-size", "-2"],
+                 ["-type", "f", "-name", "f00*", "-o", "-type", "d", "-name", "nested*"],
+                 ["-type", "f", "-and", "(", "-name", "f01*", "-or", "-size", "5k", ")"],
+                 ["!", "(", "-type", "d", "-o", "-name", "*.dat", ")"], ["!", "!", "-type", "l"],
+                 ["-print0"], ["-name", "*.txt", "-print0"],
+                 ["-name", "*.txt", "-print0", "-o", "-type", "d", "-print"],
+                 ["-type", "d", "-o", "-print0"], ["-name", "*.txt", "-o", "-name", "*.dat", "-print"],
+                 ["(", "-type", "l", "-print", ")", "-o", "-size", "+100", "-print0"],
+                 ["-mindepth", "2", "-maxdepth", "2", "!", "-type", "d", "-print0"],
+                 ["-print", "-print0"]):
+        got = records(c3.rdfs("find", r, *expr).stdout, r, mnt)
+        assert got == records(find(*expr), mnt, mnt), expr
+    for bad in (["-o"], ["-name", "x", "-o"], ["(", ")"], ["(", "-type", "f"], ["-type", "f", ")"],
+                ["!"], ["-name"], ["-frob"]):
+        p = c3.rdfs("find", r, *bad, check=False)
+        assert p.returncode == 2 and p.stdout == "", (bad, p)
     # a path as given, with a trailing slash, is printed as given
     out = c3.rdfs("find", r + "/", "-name", "empty").stdout
     assert out == r + "/empty\n", out

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Prometheus metrics of a real cluster (local-cluster --metrics): every
-endpoint serves text a strict parser of format 0.0.4 accepts; a known
-workload through the FUSE mount moves the counters it must (exactly where one
-request per operation is certain); other paths are 404, other methods 405;
-and scrapers that hold every connection, send garbage or never read do not
-stop the file system or the other servers' endpoints."""
+endpoint (the servers' and rdfs-fuse's) serves text a strict parser of format
+0.0.4 accepts; a known workload through the FUSE mount moves the counters it
+must, at the servers and at rdfs-fuse (exactly where one request per
+operation is certain, and every request's duration observed once); `rdfs
+servers set --read-only` flips the metaserver's read-only gauge of that
+server; other paths are 404, other methods 405; and scrapers that hold every
+connection, send garbage or never read do not stop the file system or the
+other servers' endpoints."""
+import errno
 import http.client
 import json
 import math
@@ -15,8 +19,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import (BIN, LOCAL_CLUSTER, Cluster, _cluster_root, _remove, _stop, drop_cache,
-                      run, wait_until)
+from conftest import (BIN, CLIENT, LOCAL_CLUSTER, Cluster, _cluster_root, _remove, _stop,
+                      drop_cache, run, wait_until)
 
 N_FILES = 20
 FILE_BYTES = 3 * 4096 + 100           # four blocks, the last one partial
@@ -194,7 +198,8 @@ def scrape(url):
 
 
 def test_every_server_has_an_endpoint_that_parses(mc):
-    assert sorted(mc.urls) == ["io0", "io1", "metaserver"]
+    # rdfs-fuse serves metrics too; the kernel client does not
+    assert sorted(mc.urls) == (["fuse"] if CLIENT == "fuse" else []) + ["io0", "io1", "metaserver"]
     ms = scrape(mc.urls["metaserver"])
     for fam in ("rdfs_ms_requests_total", "rdfs_ms_request_errors_total",
                 "rdfs_ms_request_duration_seconds", "rdfs_ms_requests_in_flight",
@@ -224,11 +229,9 @@ def _quiet(mc):
                "the metaserver's requests in flight to drain")
 
 
-def test_counters_follow_a_known_workload(mc):
-    _quiet(mc)
-    before_ms = scrape(mc.urls["metaserver"])
-    before_io = [scrape(mc.urls[io]) for io in ("io0", "io1")]
-    d = mc.mnt / "workload"
+def _write_and_read(d):
+    """The known workload: mkdir @d, N_FILES files of FILE_BYTES each created,
+    written and fsync'ed, then read back past the page cache. Returns @d."""
     d.mkdir()
     data = os.urandom(FILE_BYTES)
     for i in range(N_FILES):
@@ -241,6 +244,14 @@ def test_counters_follow_a_known_workload(mc):
         drop_cache(p)
         with open(p, "rb") as f:
             assert f.read() == data
+    return d
+
+
+def test_counters_follow_a_known_workload(mc):
+    _quiet(mc)
+    before_ms = scrape(mc.urls["metaserver"])
+    before_io = [scrape(mc.urls[io]) for io in ("io0", "io1")]
+    d = _write_and_read(mc.mnt / "workload")
     with pytest.raises(FileNotFoundError):
         os.stat(d / "absent")
     _quiet(mc)
@@ -286,6 +297,115 @@ def test_counters_follow_a_known_workload(mc):
         io_delta("rdfs_ios_read_units_cache_total") >= N_FILES
     for a in after_io:
         assert total(a, "rdfs_ios_request_errors_total") == 0
+
+
+needs_fuse = pytest.mark.skipif(CLIENT != "fuse", reason="rdfs-fuse's metrics: a FUSE mount")
+
+
+def _fuse_quiet(mc):
+    """Wait for rdfs-fuse's requests in flight to end (the kernel sends RELEASE
+    after close(2) has returned); the scrape that saw none."""
+    got = []
+
+    def quiet():
+        got.append(scrape(mc.urls["fuse"]))
+        return value(got[-1], "rdfs_fuse_requests_in_flight") == 0
+    wait_until(quiet, "rdfs-fuse's requests in flight to end")
+    return got[-1]
+
+
+@needs_fuse
+def test_fuse_counters_follow_a_known_workload(mc):
+    """rdfs-fuse counts what the kernel asked of it: a create, fsync and unlink
+    per file, the bytes written and read, an error reply by its errno; each
+    request's duration is observed once; the client core counts its metaserver
+    requests as the metaserver does, and a layout fetched for each new file."""
+    _quiet(mc)
+    before = _fuse_quiet(mc)
+    before_ms = scrape(mc.urls["metaserver"])
+    d = _write_and_read(mc.mnt / "fuse-workload")
+    with pytest.raises(OSError) as e:
+        os.rmdir(d)
+    assert e.value.errno == errno.ENOTEMPTY
+    for i in range(N_FILES):
+        os.unlink(d / ("f%d" % i))
+    os.rmdir(d)
+    after = _fuse_quiet(mc)
+    _quiet(mc)
+    after_ms = scrape(mc.urls["metaserver"])
+
+    def delta(metric, **labels):
+        return value(after, metric, **labels) - value(before, metric, **labels)
+
+    def tdelta(metric, **match):
+        return total(after, metric, **match) - total(before, metric, **match)
+
+    # each file: created, fsync'ed by its writer and by drop_cache, unlinked; opened 3 times
+    for op, n in (("create", N_FILES), ("fsync", 2 * N_FILES), ("unlink", N_FILES),
+                  ("mkdir", 1), ("rmdir", 2), ("open", 2 * N_FILES), ("release", 3 * N_FILES)):
+        assert delta("rdfs_fuse_requests_total", op=op) == n, op
+    assert delta("rdfs_fuse_requests_total", op="write") >= N_FILES
+    assert delta("rdfs_fuse_requests_total", op="read") >= N_FILES
+    # every request handled was timed once: per op and in all
+    for (name, labels), v in after["rdfs_fuse_requests_total"]["samples"].items():
+        op = dict(labels)["op"]
+        assert value(after, "rdfs_fuse_request_duration_seconds_count", op=op) == v, op
+    assert tdelta("rdfs_fuse_request_duration_seconds_count") == \
+        tdelta("rdfs_fuse_requests_total") >= 6 * N_FILES
+    assert tdelta("rdfs_fuse_request_duration_seconds_sum") > 0
+    # the one error: rmdir of a directory that held the files
+    assert delta("rdfs_fuse_request_errors_total", op="rmdir", errno="ENOTEMPTY") == 1
+    assert tdelta("rdfs_fuse_request_errors_total", op="rmdir") == 1
+    assert tdelta("rdfs_fuse_request_errors_total", op="create") == 0
+    assert tdelta("rdfs_fuse_request_errors_total", op="write") == 0
+    # every byte came through the mount, both ways
+    assert delta("rdfs_fuse_write_bytes_total") >= N_FILES * FILE_BYTES
+    assert delta("rdfs_fuse_read_bytes_total") >= N_FILES * FILE_BYTES
+    # the client core: a MKNOD per file at the metaserver, sent and served
+    ms_mknod = value(after_ms, "rdfs_ms_requests_total", op="mknod") - \
+        value(before_ms, "rdfs_ms_requests_total", op="mknod")
+    assert delta("rdfs_client_metaserver_requests_total", op="mknod") == ms_mknod == N_FILES
+    assert delta("rdfs_client_metaserver_requests_total", op="layout") >= 1
+    assert delta("rdfs_client_layout_allocations_total") >= N_FILES
+    # rdfs-fuse's default write-behind takes every write(2); each open refetches the layout
+    assert delta("rdfs_client_write_behind_bytes_total") >= N_FILES * FILE_BYTES
+    assert delta("rdfs_client_layout_cache_misses_total") >= 2 * N_FILES
+    for reason in ("fenced", "expired", "refused"):
+        assert delta("rdfs_client_capability_refusals_total", reason=reason) == 0, reason
+    assert value(after, "rdfs_fuse_requests_in_flight") == 0
+
+
+@needs_fuse
+def test_rdfs_metrics_dumps_the_fuse_endpoint(mc):
+    p = mc.rdfs("metrics", "--url", mc.urls["fuse"])
+    fams = parse(p.stdout)
+    assert fams["rdfs_fuse_requests_total"]["type"] == "counter"
+    assert fams["rdfs_fuse_request_duration_seconds"]["type"] == "histogram"
+    assert value(fams, "rdfs_fuse_requests_total", op="init") == 1
+    assert "rdfs_client_layout_cache_hits_total" in fams
+
+
+def test_read_only_gauge_follows_rdfs_servers_set(mc):
+    """rdfs_ms_ioserver_read_only{server, name, label} is 1 exactly while
+    `rdfs servers set --read-only on` holds, with the label the admin gave."""
+    def gauge():
+        fam = scrape(mc.urls["metaserver"])["rdfs_ms_ioserver_read_only"]
+        assert fam["type"] == "gauge"
+        return {dict(labels)["name"]: (dict(labels)["server"], dict(labels)["label"], v)
+                for (_, labels), v in fam["samples"].items()}
+
+    g = gauge()
+    assert sorted(g) == ["io0", "io1"] and all(v == 0 for _, _, v in g.values()), g
+    sid = g["io1"][0]
+    mc.rdfs("servers", "label", sid, "rack 7")
+    mc.rdfs("servers", "set", sid, "--read-only", "on")
+    try:
+        g = gauge()
+        assert g["io1"] == (sid, "rack 7", 1) and g["io0"][2] == 0, g
+    finally:
+        mc.rdfs("servers", "set", sid, "--read-only", "off")
+        mc.rdfs("servers", "label", sid, "")
+    assert gauge()["io1"] == (sid, "", 0)
 
 
 def test_other_paths_are_404_and_other_methods_405(mc):
@@ -365,6 +485,9 @@ def test_grafana_dashboard_names_only_metrics_the_servers_serve(mc):
             if fam["type"] == "histogram":
                 served.update(name + s for s in ("_bucket", "_sum", "_count"))
     used = {n for e in exprs for n in re.findall(r"\brdfs_[a-z_]+", e)}
+    if CLIENT != "fuse":
+        # rdfs-fuse's and its client core's: the kernel client serves none
+        used = {n for n in used if not n.startswith(("rdfs_fuse_", "rdfs_client_"))}
     assert used and used <= served, "not served: %s" % sorted(used - served)
 
 

@@ -23,7 +23,9 @@ What these tests prove, every file checked byte for byte:
   (f) an I/O server cut off from the metaserver and the writer but not from a
       reader that holds its old capabilities: once the metaserver has dropped
       it and its copies went stale, it serves the reader nothing (the read
-      fails over or fails, it never returns the old bytes).
+      fails over or fails, it never returns the old bytes);
+  (g) every host, each client's rdfs-fuse included, serves its metrics at the
+      URL `status --json` names, and `rdfs metrics` reaches it from another host.
 `rdfs fsck` is clean at the end.
 """
 import os
@@ -270,3 +272,18 @@ def test_f_server_cut_from_metaserver_serves_no_stale_copy(healed):
     nc.heal("io1")
     nc.wait_all_up()
     assert_bytes_equal(new, read_fresh(mnt(nc, "client1") / "f"), "after the heal")
+
+
+def test_g_every_host_serves_its_metrics(healed):
+    """status --json names a metrics endpoint for every host, the clients' rdfs-fuse
+    included, and `rdfs metrics` on the metaserver's host dumps each across the
+    bridge: the servers' families, and each client's FUSE requests."""
+    nc = healed
+    hosts = nc.status_json()["hosts"]
+    assert {h["role"] for h in hosts} == {"metaserver", "ioserver", "client"}
+    prefix = {"metaserver": "rdfs_ms_requests_total", "ioserver": "rdfs_ios_requests_total",
+              "client": 'rdfs_fuse_requests_total{op="init"} 1\n'}
+    for h in hosts:
+        assert h["metrics_url"] == "http://%s:9100/metrics" % h["address"], h
+        out = nc.rdfs("metrics", "--url", h["metrics_url"], timeout=30).stdout
+        assert prefix[h["role"]] in out, (h["name"], out[:2000])

@@ -118,6 +118,43 @@ TEST_F(ClientFastpath, SequentialReadIsServedFromReadAheadAcrossChunksAndServers
 	rdfs_client_close(r);
 }
 
+// What rdfs-fuse's metrics show of the core (rdfs_client_stats): every request
+// to the metaserver by opcode, LAYOUT among them once per fetch, and the layout
+// cache missed by a new file's first write, then hit by reads of what it holds.
+TEST_F(ClientFastpath, StatsCountMetaserverRequestsAndLayoutCacheHits)
+{
+	struct rdfs_client *r = client_with(cluster, 0, 0);
+	auto data = pattern(3 * MiB + 5, 7);
+	struct rdfs_client_stats before, mid, after;
+	uint64_t sent = 0;
+
+	ASSERT_NE(r, nullptr);
+	rdfs_client_stats(r, &before);
+	struct rdfs_file *f = create(r, unique("stats"));
+	ASSERT_NE(f, nullptr);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	rdfs_client_stats(r, &mid);
+	EXPECT_EQ(mid.ms_requests[RDFS_OP_MKNOD] - before.ms_requests[RDFS_OP_MKNOD], 1u);
+	EXPECT_GE(mid.layout_misses - before.layout_misses, 1u);
+	EXPECT_EQ(mid.ms_requests[RDFS_OP_LAYOUT] - before.ms_requests[RDFS_OP_LAYOUT],
+		  mid.layout_fetches - before.layout_fetches);
+	for (int i = 0; i < 3; i++)
+		expect_read(f, data, 0, data.size());
+	rdfs_client_stats(r, &after);
+	EXPECT_GE(after.layout_hits - mid.layout_hits, 3u);
+	EXPECT_EQ(after.layout_misses, mid.layout_misses);
+	EXPECT_EQ(after.ms_requests[RDFS_OP_LAYOUT], mid.ms_requests[RDFS_OP_LAYOUT]);
+	EXPECT_EQ(after.cap_refused_fenced + after.cap_refused_expired + after.cap_refused_other,
+		  0u);
+	ASSERT_EQ(rdfs_release(f), 0);
+	rdfs_client_stats(r, &after);
+	for (int op = 0; op < RDFS_OP_MAX; op++)
+		sent += after.ms_requests[op] - before.ms_requests[op];
+	EXPECT_GE(sent, 3u);	// MKNOD, LAYOUT, RELEASE at least
+	EXPECT_GE(after.ms_requests[RDFS_OP_RELEASE] - before.ms_requests[RDFS_OP_RELEASE], 1u);
+	rdfs_client_close(r);
+}
+
 TEST_F(ClientFastpath, RandomAndBackwardReadsGetTheRightBytes)
 {
 	struct rdfs_client *r = client_with(cluster, 2048, 0);

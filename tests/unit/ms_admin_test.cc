@@ -4,7 +4,8 @@
  * commands: the rdfs.stripe attribute (chunk size, stripe count, first
  * server; honoured by allocation, inherited by files and directories,
  * refused on a file with blocks), read-only I/O servers (no new blocks,
- * persisted with a label) and the subtree walk of rdfs du/find (its cursor
+ * persisted with a label, shown by the rdfs_ms_ioserver_read_only gauge)
+ * and the subtree walk of rdfs du/find (its cursor
  * across batches, its summary, and what a caller who may not list a
  * directory sees).
  */
@@ -18,6 +19,7 @@
 #include "ms_fixture.h"
 extern "C" {
 #include "frame.h"
+#include "metrics.h"
 }
 
 #define MiB (1024ull * 1024)
@@ -329,6 +331,45 @@ TEST_F(MsAdminTest, ReadOnlyServerGetsNoNewBlocksAndKeepsItsLabel)
 			EXPECT_EQ(si[i].label[0], '\0');
 		}
 	free(si);
+}
+
+/* The metrics' per-server read-only gauge: 1 exactly while the server is, with its label. */
+TEST_F(MsAdminTest, ReadOnlyGaugeFollowsTheServer)
+{
+	uint32_t s1 = add_server("a", 100000), s2 = add_server("b", 100000);
+	struct ms_session *srv = ms_session_new(ms, "server");
+	struct metrics *r = metrics_new();
+	auto render = [&]() {
+		char *out = nullptr;
+		size_t len = 0;
+
+		EXPECT_EQ(metrics_render(r, &out, &len), 0);
+		std::string s(out ? out : "", len);
+		free(out);
+		return s;
+	};
+	auto series = [&](uint32_t id, const char *name, const char *label, int v) {
+		return "rdfs_ms_ioserver_read_only{server=\"" + std::to_string(id) + "\",name=\"" +
+		       name + "\",label=\"" + label + "\"} " + std::to_string(v) + "\n";
+	};
+
+	ASSERT_NE(r, nullptr);
+	ASSERT_EQ(ms_metrics_register(ms, r), 0);
+	std::string text = render();
+	EXPECT_NE(text.find("# TYPE rdfs_ms_ioserver_read_only gauge\n"), std::string::npos);
+	EXPECT_NE(text.find(series(s1, "a", "", 0)), std::string::npos) << text;
+	EXPECT_NE(text.find(series(s2, "b", "", 0)), std::string::npos) << text;
+	ASSERT_EQ(ms_server_set(ms, srv, s2, "rack \"4\"", 1), 0);
+	text = render();
+	EXPECT_NE(text.find(series(s1, "a", "", 0)), std::string::npos) << text;
+	EXPECT_NE(text.find(series(s2, "b", "rack \\\"4\\\"", 1)), std::string::npos) << text;
+	ASSERT_EQ(ms_server_set(ms, srv, s2, nullptr, 0), 0);
+	text = render();
+	EXPECT_NE(text.find(series(s2, "b", "rack \\\"4\\\"", 0)), std::string::npos) << text;
+	ms_session_close(ms, srv);
+	/* the core keeps its histograms' pointers: a new core before the registry goes */
+	reopen();
+	metrics_free(r);
 }
 
 TEST_F(MsAdminTest, WalkResumesAcrossBatchesInDepthFirstOrder)
