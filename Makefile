@@ -29,6 +29,8 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lleveldb -lpthread
 
 # rdfs metrics fetches over HTTP; only the tool links libcurl.
 TOOL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null)
+# netdelay (the delay of deploy/netns-cluster where the kernel has no netem).
+NFQ_LIBS   := $(shell pkg-config --libs libnetfilter_queue 2>/dev/null || echo -lnetfilter_queue)
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 # CFLAGS/CXXFLAGS are the user's (optimisation, sanitizers); what the code
@@ -72,7 +74,9 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
 .PHONY: all man deb deps test test-unit test-integration test-integration-tls test-vm test-vm-deb demo install clean \
         bench bench-sweep bench-meta-scale bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
         test-fuzz test-integration-san test-tsan check-format check-lkm
-all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs
+# Test tools: built for the tests and benches, never installed.
+TEST_TOOLS := $(BUILD)/bin/netdelay
+all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs $(TEST_TOOLS)
 
 $(PB_C) $(PB_H) &: $(PROTO)
 	@mkdir -p $(GEN)
@@ -132,6 +136,9 @@ $(BUILD)/bin/rdfs-sweep: $(call obj,$(SWEEP_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 $(BUILD)/bin/rdfs-lkm-helper: $(call obj,$(HELPER_SRCS)) $(LIBCLIENT) $(LIBRDFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/bin/netdelay: $(call obj,tools/netdelay/netdelay.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(NFQ_LIBS)
 $(BUILD)/bin/mount.fuse.rdfs: deploy/mount.fuse.rdfs
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@

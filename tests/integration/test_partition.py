@@ -34,8 +34,7 @@ import re
 import pytest
 
 import netns
-from conftest import BIN, MiB, _cluster_root, _remove, assert_bytes_equal, drop_cache, \
-    fuse_only
+from conftest import MiB, assert_bytes_equal, drop_cache
 from test_block_reuse import write_file
 from test_layout import parse_layout
 
@@ -45,29 +44,16 @@ TIMEOUT_MS = 2000       # the metaserver's ioserver_timeout here
 # below what TCP keepalive alone takes (15 s idle + 3 x 5 s).
 DOWN_BOUND_S = 12
 
-_why = netns.unavailable()
-pytestmark = [
-    pytest.mark.skipif(_why is not None, reason="network namespaces: %s" % _why),
-    fuse_only("the netns hosts mount with rdfs-fuse"),
-]
+pytestmark = netns.module_marks()
 
 
 @pytest.fixture(scope="module")
 def nc():
-    c = netns.NetnsCluster(_cluster_root("netns"), BIN, n_io=3, n_clients=2,
-                           metaserver_conf={"ioserver_timeout": TIMEOUT_MS,
-                                            "rebuild_grace": 5, "rebuild_interval": 1},
-                           fuse_opts=["timeout=5000", "attr_timeout=0", "entry_timeout=0"])
-    c.up()
-    c.rdfs("setcopies", "2", "/")
-    try:
-        yield c
-        p = c.rdfs("fsck", check=False, timeout=300)
-        assert p.returncode == 0, "rdfs fsck after the tests:\n" + p.stdout + p.stderr
-    finally:
-        errors = c.down()
-        assert not errors, "netns cluster cleanup: " + "; ".join(errors)
-        _remove(c)
+    yield from netns.module_cluster(
+        "netns", setup=lambda c: c.rdfs("setcopies", "2", "/"), n_io=3, n_clients=2,
+        metaserver_conf={"ioserver_timeout": TIMEOUT_MS, "rebuild_grace": 5,
+                         "rebuild_interval": 1},
+        fuse_opts=["timeout=5000", "attr_timeout=0", "entry_timeout=0"])
 
 
 @pytest.fixture
