@@ -73,7 +73,7 @@ BINS := $(BUILD)/bin/rdfs-metaserver $(BUILD)/bin/rdfs-ioserver $(BUILD)/bin/rdf
 
 .PHONY: all man deb deps test test-unit test-integration test-integration-tls test-vm test-vm-deb demo install clean \
         bench bench-sweep bench-meta-scale bench-vm lkm install-lkm soak test-sanitize fuzz fuzz-build \
-        test-fuzz test-integration-san test-tsan check-format check-lkm
+        test-fuzz test-integration-san test-tsan check-format check-log-ids check-lkm
 # Test tools: built for the tests and benches, never installed.
 TEST_TOOLS := $(BUILD)/bin/netdelay
 all: $(BINS) $(BUILD)/bin/mount.fuse.rdfs $(TEST_TOOLS)
@@ -219,6 +219,7 @@ test: deps
 	$(MAKE) test-sanitize
 	$(MAKE) test-tsan
 	$(MAKE) check-format
+	$(MAKE) check-log-ids
 	$(MAKE) test-fuzz
 	$(MAKE) test-integration
 	$(MAKE) test-integration-tls
@@ -322,6 +323,11 @@ test-integration-san:
 check-format:
 	@deploy/install-deps --fuzz
 	tests/check-format
+
+# Every log call's message id (lib/log.h, client-lkm/rdfs_msg.h): present,
+# well formed, handed out by tests/log-ids and used once (tests/check-log-ids).
+check-log-ids:
+	tests/check-log-ids
 
 # The kernel client against the kernel's own checks: checkpatch.pl (from
 # Debian's linux-source, unpacked into $(BUILD)/checkpatch) on its sources and

@@ -607,7 +607,7 @@ static void daemon_ready(int notify_fd)
 	int fd;
 
 	if (chdir("/") < 0)
-		log_warn("chdir /: %s", strerror(errno));
+		log_warn(1300001, "chdir /: %s", strerror(errno));
 	fd = open("/dev/null", O_RDWR);
 	if (fd >= 0) {
 		dup2(fd, STDIN_FILENO);
@@ -617,7 +617,7 @@ static void daemon_ready(int notify_fd)
 			close(fd);
 	}
 	if (write(notify_fd, &status, 1) != 1)
-		log_warn("cannot notify the parent process: %s", strerror(errno));
+		log_warn(1300002, "cannot notify the parent process: %s", strerror(errno));
 	close(notify_fd);
 }
 
@@ -680,13 +680,13 @@ static int metrics_start(const struct rdfs_config *cfg, struct rdfs_client *c,
 	}
 	ret = metrics_http_start(*metrics, listen, http);	/* logged there */
 	if (ret && !(own && *own)) {
-		log_warn("no metrics: [metrics] listen %s cannot be served; give this mount "
+		log_warn(1300012, "no metrics: [metrics] listen %s cannot be served; give this mount "
 			 "its own metrics_listen", listen);
 		return 0;
 	}
 	if (ret)
 		return ret;
-	log_info("metrics at %s", metrics_http_url(*http));
+	log_info(1300013, "metrics at %s", metrics_http_url(*http));
 	return 0;
 }
 
@@ -848,17 +848,17 @@ int main(int argc, char *argv[])
 	if (notify_fd >= 0)
 		daemon_ready(notify_fd);
 	notify_fd = -1;
-	log_info("mounted %s on %s", url, mountpoint);
+	log_info(1300003, "mounted %s on %s", url, mountpoint);
 	if (s.readahead && (ret = readahead_set_async(mountpoint, s.readahead >> 10)) < 0)
-		log_warn("cannot start the read-ahead thread: %s", strerror(-ret));
+		log_warn(1300004, "cannot start the read-ahead thread: %s", strerror(-ret));
 
 	/* A positive return is the signal that ended the loop: a clean unmount. */
 	ret = run_session(se, &cl, &s);
 	status = ret < 0 ? EXIT_RUNTIME : EXIT_OK;
 	if (ret < 0)
-		log_error("session loop ended: %s", strerror(-ret));
+		log_error(1300005, "session loop ended: %s", strerror(-ret));
 	fuse_session_unmount(se);
-	log_info("unmounted %s", mountpoint);
+	log_info(1300006, "unmounted %s", mountpoint);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_client:

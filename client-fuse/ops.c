@@ -220,7 +220,8 @@ static void rdfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->congestion_threshold < 48)
 		conn->congestion_threshold = 48;
 
-	log_info("connected to the kernel: max_write %u, max_read %u, max_readahead %u, acl %s",
+	log_info(1300007,
+		 "connected to the kernel: max_write %u, max_read %u, max_readahead %u, acl %s",
 		 conn->max_write, conn->max_read, conn->max_readahead,
 		 (conn->want & FUSE_CAP_POSIX_ACL) ? "on" : fs->acl ? "passed through" : "off");
 }

@@ -55,10 +55,10 @@ static void *readahead_thread(void *arg)
 	else
 		ret = bdi_write(st.st_dev, job->kib);
 	if (ret < 0)
-		log_info("cannot set read-ahead of %s to %u KiB (kernel default kept): %s",
+		log_info(1300008, "cannot set read-ahead of %s to %u KiB (kernel default kept): %s",
 			 job->mountpoint, job->kib, strerror(-ret));
 	else
-		log_info("read-ahead of %s set to %u KiB", job->mountpoint, job->kib);
+		log_info(1300009, "read-ahead of %s set to %u KiB", job->mountpoint, job->kib);
 	free(job->mountpoint);
 	free(job);
 	return NULL;

@@ -137,7 +137,8 @@ static void *worker_main(void *arg)
 			int err = worker_start(l);
 
 			if (err && l->threads == 1)
-				log_warn("cannot start a second FUSE worker: %s", strerror(-err));
+				log_warn(1300010,
+					 "cannot start a second FUSE worker: %s", strerror(-err));
 		}
 		pthread_mutex_unlock(&l->lock);
 
@@ -168,7 +169,7 @@ int session_loop_run(struct fuse_session *se, unsigned int max_threads)
 	ret = worker_start(&l);
 	pthread_mutex_unlock(&l.lock);
 	if (ret) {
-		log_error("cannot start a FUSE worker: %s", strerror(-ret));
+		log_error(1300011, "cannot start a FUSE worker: %s", strerror(-ret));
 		goto out;
 	}
 	/* a signal handler's fuse_session_exit() interrupts the wait */

@@ -15,6 +15,7 @@
 
 #include "codec.h"
 #include "codec_vectors.h"
+#include "rdfs_msg.h"
 
 #define RDFS_VEC_BUF	4096
 
@@ -81,12 +82,14 @@ int rdfs_codec_selftest(void)
 		const struct rdfs_vec *v = &rdfs_codec_vectors[i];
 
 		if (rdfs_vec_check(v, buf, &what)) {
-			pr_err("rdfs: codec vector %s %s: mismatch (%s)\n", v->kind, v->name, what);
+			pr_err(RDFS_MSG(1500001) "codec vector %s %s: mismatch (%s)\n",
+			       v->kind, v->name, what);
 			err = -EINVAL;
 		}
 	}
 	kfree(buf);
 	if (!err)
-		pr_info("rdfs: codec self-test: %zu vectors pass\n", ARRAY_SIZE(rdfs_codec_vectors));
+		pr_info(RDFS_MSG(1500002) "codec self-test: %zu vectors pass\n",
+			ARRAY_SIZE(rdfs_codec_vectors));
 	return err;
 }

@@ -67,7 +67,7 @@ void rr_fail_locked(struct rr_conn *c, int err, const char *why)
 	c->dead = true;
 	c->dead_err = err;
 	if (why)
-		pr_warn_ratelimited("rdfs: RDMA connection to I/O server %u: %s (%d)\n",
+		pr_warn_ratelimited(RDFS_MSG(1500003) "RDMA connection to I/O server %u: %s (%d)\n",
 				    c->server_id, why, err);
 	schedule_work(&c->fail_work);
 	wake_up_all(&c->wait);
@@ -536,7 +536,7 @@ static int rr_req_reply(struct rdfs_rdma_req *req, const struct rdfs_frame_hdr *
 
 	if (f->status) {
 		req->status = f->status < 0 && f->status > -4096 ? f->status : -EIO;
-		pr_warn_ratelimited("rdfs: %s on I/O server %u: %d\n",
+		pr_warn_ratelimited(RDFS_MSG(1500004) "%s on I/O server %u: %d\n",
 				    req->op == RDFS_OP_READ ? "READ" : "WRITE",
 				    req->conn->server_id, f->status);
 		return 0;

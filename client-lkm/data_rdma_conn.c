@@ -379,7 +379,8 @@ static struct rr_conn *rr_connect(struct rdfs_sb_info *sbi, u32 server_id)
 		goto fail;
 	auth = call.sock;
 	if (auth->sk->sk_family != AF_UNIX) {
-		pr_warn_ratelimited("rdfs: I/O server %u is not advertised on rdma:// (transport=rdma needs an RDMA cluster)\n",
+		pr_warn_ratelimited(RDFS_MSG(1500005)
+				    "I/O server %u is not advertised on rdma:// (transport=rdma needs an RDMA cluster)\n",
 				    server_id);
 		err = -EPROTONOSUPPORT;
 		goto fail;
@@ -445,7 +446,8 @@ static struct rr_conn *rr_connect(struct rdfs_sb_info *sbi, u32 server_id)
 	sockfd_put(auth);
 	return c;
 fail:
-	pr_warn_ratelimited("rdfs: RDMA connection to I/O server %u failed: %d\n", server_id, err);
+	pr_warn_ratelimited(RDFS_MSG(1500006) "RDMA connection to I/O server %u failed: %d\n",
+			    server_id, err);
 	if (auth)
 		sockfd_put(auth);
 	spin_lock_bh(&c->lock);

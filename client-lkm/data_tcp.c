@@ -218,7 +218,7 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 	err = rdfs_sock_send(cn->sock, p->buf, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
 			     op == RDFS_OP_WRITE ? len : 0);
 	if (err) {
-		pr_warn_ratelimited("rdfs: connection to I/O server %u failed: %d\n",
+		pr_warn_ratelimited(RDFS_MSG(1500007) "connection to I/O server %u failed: %d\n",
 				    server_id, err);
 		rdfs_conn_drop(cn);
 		err = -EIO;
@@ -274,7 +274,7 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 	}
 	if (f.status) {
 		err = f.status;
-		pr_warn_ratelimited("rdfs: %s on I/O server %u: %d\n",
+		pr_warn_ratelimited(RDFS_MSG(1500008) "%s on I/O server %u: %d\n",
 				    p->op == RDFS_OP_READ ? "READ" : "WRITE", p->server_id, err);
 		goto out;
 	}
@@ -286,7 +286,8 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 	err = 0;
 	goto out;
 broken:
-	pr_warn_ratelimited("rdfs: connection to I/O server %u failed: %d\n", p->server_id, err);
+	pr_warn_ratelimited(RDFS_MSG(1500009) "connection to I/O server %u failed: %d\n",
+			    p->server_id, err);
 	rdfs_conn_drop(cn);
 	err = -EIO;
 out:
@@ -398,7 +399,7 @@ static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle
 	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
 	if (!err && (c.out_len < sizeof(*rep) ||
 		     rep->nsegs > (c.out_len - sizeof(*rep)) / sizeof(rep->segs[0]))) {
-		pr_warn_ratelimited("rdfs: layout reply of %zu bytes, %u segments\n",
+		pr_warn_ratelimited(RDFS_MSG(1500010) "layout reply of %zu bytes, %u segments\n",
 				    c.out_len, rep->nsegs);
 		err = -EIO;
 	}
@@ -407,13 +408,14 @@ static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle
 
 		if ((s->offset | s->length) & (RDFS_BLOCK_SIZE - 1) ||
 		    (u64)s->cap_off + s->cap_len > c.out_len) {
-			pr_warn_ratelimited("rdfs: bad layout segment %llu+%llu cap %u+%u\n",
+			pr_warn_ratelimited(RDFS_MSG(1500011)
+					    "bad layout segment %llu+%llu cap %u+%u\n",
 					    s->offset, s->length, s->cap_off, s->cap_len);
 			err = -EIO;
 		}
 	}
 	if (err) {
-		pr_warn_ratelimited("rdfs: layout of inode %lu [%llu, +%llu): %d\n",
+		pr_warn_ratelimited(RDFS_MSG(1500012) "ino=%lu: layout [%llu, +%llu): %d\n",
 				    inode->i_ino, pos, len, err);
 		kvfree(rep);
 		return ERR_PTR(err);
@@ -517,7 +519,8 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
 	kvfree(rep);
 	if (err) {
 		if (err != -ESTALE)
-			pr_warn_ratelimited("rdfs: read of inode %lu [%llu, %llu) failed: %d\n",
+			pr_warn_ratelimited(RDFS_MSG(1500013)
+					    "ino=%lu: read [%llu, %llu) failed: %d\n",
 					    inode->i_ino, pos, end, err);
 		return err;
 	}
@@ -676,7 +679,8 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
 	}
 	rdfs_io_drain(set);
 	if (err)
-		pr_warn_ratelimited("rdfs: bad write layout of inode %lu [%llu, %llu) at %llu\n",
+		pr_warn_ratelimited(RDFS_MSG(1500014)
+				    "ino=%lu: bad write layout [%llu, %llu) at %llu\n",
 				    inode->i_ino, pos, end, covered);
 	else if (covered < end)
 		err = -EIO;
@@ -686,7 +690,7 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
 	set->seg_err = NULL;
 	kvfree(rep);
 	if (err && err != -ESTALE)
-		pr_warn_ratelimited("rdfs: write of inode %lu [%llu, %llu) failed: %d\n",
+		pr_warn_ratelimited(RDFS_MSG(1500015) "ino=%lu: write [%llu, %llu) failed: %d\n",
 				    inode->i_ino, pos, end, err);
 	return err;
 }

@@ -381,6 +381,7 @@ void rdfs_dev_exit(void)
 	for (i = 0; i < RDFS_OBJ_NR; i++) {
 		n = atomic_long_read(&rdfs_objs[i]);
 		if (n)
-			pr_err("rdfs: %ld %s leaked at module exit\n", n, rdfs_obj_names[i]);
+			pr_err(RDFS_MSG(1500016) "%ld %s leaked at module exit\n",
+			       n, rdfs_obj_names[i]);
 	}
 }

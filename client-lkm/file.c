@@ -690,7 +690,7 @@ static void rdfs_wb_flush(struct rdfs_wb *wb)
 		ri->dirty_end = max_t(u64, ri->dirty_end, wb->pages[wb->n - 1]->index + 1);
 		spin_unlock(&ri->lock);
 	} else {
-		pr_warn_ratelimited("rdfs: writeback of inode %lu failed: %d\n",
+		pr_warn_ratelimited(RDFS_MSG(1500017) "ino=%lu: writeback failed: %d\n",
 				    wb->inode->i_ino, err);
 		mapping_set_error(wb->inode->i_mapping, err);
 		wb->err = err;

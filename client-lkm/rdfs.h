@@ -16,6 +16,7 @@
 #include <linux/wait.h>
 
 #include "rdfs_dev_abi.h"
+#include "rdfs_msg.h"
 
 #define RDFS_MAX_SERVERS	64
 

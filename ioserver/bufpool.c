@@ -57,7 +57,7 @@ static void *unit_alloc(size_t unit)
 
 	/* Undeclared memory still works (registered per send): not an error. */
 	if (b && xport_mem_register(b, unit))
-		log_debug("bufpool: %zu-byte buffer not declared to the transport", unit);
+		log_debug(1200001, "bufpool: %zu-byte buffer not declared to the transport", unit);
 	return b;
 }
 

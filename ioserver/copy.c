@@ -258,7 +258,9 @@ static int copy_fetch(struct copier *cp, struct copy_job *j)
 	len = m->dst->length;
 	c = src_conn(cp, m->src->cap->server_id, &ret);
 	if (!c) {
-		log_warn("COPY: cannot reach source I/O server %u: %s", m->src->cap->server_id,
+		log_warn(1200002,
+			 "ino=%llu: COPY: cannot reach source I/O server %u: %s",
+			 (unsigned long long)m->src->cap->ino, m->src->cap->server_id,
 			 strerror(-ret));
 		rdfs__copy_req__free_unpacked(m, NULL);
 		fail(j, -EIO, "cannot reach the source I/O server");

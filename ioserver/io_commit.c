@@ -27,7 +27,7 @@ static void commit_fsync_done(struct ring *r, struct ring_op *op, int res)
 	struct io_job *j = (struct io_job *)((uint8_t *)op - offsetof(struct io_job, fsync_op));
 
 	if (res < 0) {
-		log_error("volume sync failed: %s", strerror(-res));
+		log_error(1200003, "volume sync failed: %s", strerror(-res));
 		rpc_server_reply_error(&j->req, res, "volume sync failed");
 	} else {
 		/* the verifier tells the client whether its unstable writes predate a restart */

@@ -68,7 +68,7 @@ static const char *job_state_str(enum job_state s)
 static _Noreturn void job_state_bug(const struct io_job *j, enum job_state from,
 				    enum job_state to)
 {
-	log_error("I/O job for op %u: bad state transition %s -> %s", j->op,
+	log_error(1200004, "I/O job for op %u: bad state transition %s -> %s", j->op,
 		  job_state_str(from), job_state_str(to));
 	abort();
 }
@@ -162,8 +162,9 @@ static int io_check_cap(struct io_pool *p, struct rpc_request *req, const Rdfs__
 	case 0:
 		return 0;
 	case -EBADMSG:
-		log_warn("%s: forged capability for %s of blocks %llu+%u",
-			 xport_conn_peer(req->conn), rights_name(rights),
+		log_warn(1200005, "%s: ino=%llu tag=%u: forged capability for %s of blocks %llu+%u",
+			 xport_conn_peer(req->conn), (unsigned long long)io->cap->ino,
+			 req->msg->hdr.tag, rights_name(rights),
 			 (unsigned long long)io->first_block, io->block_count);
 		rpc_server_reply_error(req, -EACCES, "forged capability");
 		return -EACCES;
@@ -357,6 +358,6 @@ void job_step(struct io_job *j)
 	case JOB_NSTATES:
 		break;			/* moved on by their ring completions alone */
 	}
-	log_error("I/O job for op %u: posted in state %s", j->op, job_state_str(s));
+	log_error(1200006, "I/O job for op %u: posted in state %s", j->op, job_state_str(s));
 	abort();
 }

@@ -62,7 +62,8 @@ static void unit_read_done(struct ring *r, struct rw_op *op, int err)
 
 	j->reading--;
 	if (err) {
-		log_error("volume read of blocks %llu+%u failed: %s",
+		log_error(1200007, "ino=%llu: volume read of blocks %llu+%u failed: %s",
+			  (unsigned long long)(j->io->cap ? j->io->cap->ino : 0),
 			  (unsigned long long)u->first, u->nblocks, strerror(-err));
 		if (!j->err)
 			j->err = err;

@@ -39,7 +39,7 @@ static void verifier_change(struct io_pool *p)
 	if (auth_random(&v, sizeof(v)))
 		v = atomic_load(&p->verifier) + 0x9e3779b97f4a7c15ull;
 	atomic_store(&p->verifier, v);
-	log_error("an acknowledged write-back write was lost; new write verifier %016llx",
+	log_error(1200008, "an acknowledged write-back write was lost; new write verifier %016llx",
 		  (unsigned long long)v);
 }
 
@@ -61,7 +61,9 @@ static void write_done(struct io_job *j)
 	if (err == -ESTALE) {
 		/* fenced (job_fenced() answered it): nothing was written */
 	} else if (err) {
-		log_error("volume write of %u bytes at block %llu+%u failed: %s", io->length,
+		log_error(1200009,
+			  "ino=%llu: volume write of %u bytes at block %llu+%u failed: %s",
+			  (unsigned long long)(io->cap ? io->cap->ino : 0), io->length,
 			  (unsigned long long)io->first_block, io->head, strerror(-err));
 		if (j->acked)
 			verifier_change(p);
@@ -209,7 +211,10 @@ void zero_locked(struct io_job *j)
 	range_lock_release(volume_range_lock(p->vol), &j->lock);
 	j->locked = false;
 	if (ret) {
-		log_error("zeroing blocks %llu+%u failed: %s", (unsigned long long)io->first_block,
+		log_error(1200010,
+			  "ino=%llu: zeroing blocks %llu+%u failed: %s",
+			  (unsigned long long)(io->cap ? io->cap->ino : 0),
+			  (unsigned long long)io->first_block,
 			  io->block_count, strerror(-ret));
 		rpc_server_reply_error(&j->req, ret, ret == -ENOSPC ? "volume is full"
 								   : "zeroing blocks failed");

@@ -284,7 +284,7 @@ static void startup_error(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, PROG ": %s\n", msg);
 	if (log_to_file)
-		log_error("%s", msg);
+		log_error(1200011, "%s", msg);
 }
 
 /*
@@ -438,14 +438,15 @@ static int open_volume(const struct rdfs_config *cfg, struct volume **vol)
 	}
 
 	format_uuid(volume_uuid(*vol), uuid);
-	log_info("%s volume %s: %llu blocks of 4 KiB (%llu MiB), uuid %s%s%s",
+	log_info(1200012, "%s volume %s: %llu blocks of 4 KiB (%llu MiB), uuid %s%s%s",
 		 volume_was_formatted(*vol) ? "formatted" : "opened", path,
 		 (unsigned long long)volume_capacity(*vol),
 		 (unsigned long long)(volume_capacity(*vol) / 256), uuid,
 		 volume_is_direct(*vol) ? ", O_DIRECT" : "",
 		 volume_is_pristine(*vol) ? ", pristine" : "");
 	if (!volume_is_direct(*vol))
-		log_warn("volume %s: the file system refuses O_DIRECT; using buffered I/O", path);
+		log_warn(1200013,
+			 "volume %s: the file system refuses O_DIRECT; using buffered I/O", path);
 	return 0;
 }
 
@@ -460,7 +461,7 @@ static void *signal_thread(void *arg)
 	int sig = 0;
 
 	if (sigwait(&w->set, &sig) == 0) {
-		log_info("%s: finishing in-flight requests and stopping", strsignal(sig));
+		log_info(1200014, "%s: finishing in-flight requests and stopping", strsignal(sig));
 		ios_server_stop(w->server);
 	}
 	return NULL;
@@ -601,12 +602,12 @@ static int serve(struct ios_options *o, struct volume *vol, const char *metrics_
 			metrics_free(o->metrics);
 			return EXIT_FAIL;
 		}
-		log_info("metrics at %s", metrics_http_url(http));
+		log_info(1200015, "metrics at %s", metrics_http_url(http));
 	}
-	log_info("listening on %s%s, advertised as %s, metaserver %s",
+	log_info(1200016, "listening on %s%s, advertised as %s, metaserver %s",
 		 ios_server_url(server, 0), ios_server_url(server, 1) ? " and more" : "",
 		 ios_server_advertise_url(server), o->metaserver);
-	log_info("%d io_uring threads, send mode %s, %u KiB units, pipeline depth %d, "
+	log_info(1200017, "%d io_uring threads, send mode %s, %u KiB units, pipeline depth %d, "
 		 "read-ahead cache %d MiB", o->io_threads,
 		 o->send_mode == IOS_SEND_WHOLE ? "whole" : "overlap", o->unit_size >> 10,
 		 o->pipeline_depth, o->readahead_cache_mb > 0 ? o->readahead_cache_mb : 0);
@@ -625,7 +626,7 @@ static int serve(struct ios_options *o, struct volume *vol, const char *metrics_
 	metrics_http_stop(http);
 	ios_server_destroy(server);
 	metrics_free(o->metrics);
-	log_info("stopped%s", ret ? " (the final volume flush failed)" : "");
+	log_info(1200018, "stopped%s", ret ? " (the final volume flush failed)" : "");
 	return ret ? EXIT_FAIL : EXIT_OK;
 }
 

@@ -190,7 +190,7 @@ static struct ra_seg *seg_alloc(struct ra_cache *ra)
 		 * still works (registered per send).
 		 */
 		if (s && xport_mem_register(s->buf, RA_SEG_BYTES))
-			log_debug("readahead: segment not declared to the transport");
+			log_debug(1200019, "readahead: segment not declared to the transport");
 		if (s)
 			ra->segs++;
 		return s;

@@ -109,14 +109,15 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 		ret = rpc_call_wait(pending, REG_CALL_TIMEOUT_MS, &rep);
 	recv_ns = cap_now_ns();
 	if (ret) {
-		log_warn("metaserver %s: REGISTER failed: %s", r->metaserver, strerror(-ret));
+		log_warn(1200020,
+			 "metaserver %s: REGISTER failed: %s", r->metaserver, strerror(-ret));
 		return ret;
 	}
 	if (rep.status) {
 		Rdfs__Error *err = rdfs__error__unpack(NULL, rep.msg->hdr.body_len, rep.msg->body);
 
 		ret = rep.status < 0 ? rep.status : -EPROTO;
-		log_error("metaserver %s refused registration: %s%s%s", r->metaserver,
+		log_error(1200021, "metaserver %s refused registration: %s%s%s", r->metaserver,
 			  strerror(-ret), err && err->message[0] ? ": " : "",
 			  err ? err->message : "");
 		if (err)
@@ -127,17 +128,18 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 	reply = rdfs__register_reply__unpack(NULL, rep.msg->hdr.body_len, rep.msg->body);
 	rpc_reply_release(&rep);
 	if (!reply) {
-		log_error("metaserver %s: undecodable REGISTER reply", r->metaserver);
+		log_error(1200022, "metaserver %s: undecodable REGISTER reply", r->metaserver);
 		return -EBADMSG;
 	}
 	if (server_id_get(r->id, &old_id) == 0 && old_id != reply->server_id)
-		log_warn("metaserver changed this server's id from %u to %u", old_id,
+		log_warn(1200023, "metaserver changed this server's id from %u to %u", old_id,
 			 reply->server_id);
 	/* capability and fence times are the metaserver's: from now on we read its clock */
 	if (reply->realtime_ns) {
 		ms_clock_learn(sent_ns, reply->realtime_ns, recv_ns);
 		if (llabs(ms_clock_skew_ns()) > 1000000000ll)
-			log_warn("this host's clock is %.1f s %s the metaserver's; capabilities "
+			log_warn(1200024,
+				 "this host's clock is %.1f s %s the metaserver's; capabilities "
 				 "and fences go by the metaserver's",
 				 llabs(ms_clock_skew_ns()) / 1e9,
 				 ms_clock_skew_ns() > 0 ? "ahead of" : "behind");
@@ -152,7 +154,7 @@ static int reg_register(struct registration *r, struct rpc_client *c)
 		fence_set_lease(r->fences, r->epoch, r->lease_until_ms);
 	}
 	server_id_set(r->id, reply->server_id);
-	log_info("registered with metaserver %s as server %u (url %s, %llu blocks%s)",
+	log_info(1200025, "registered with metaserver %s as server %u (url %s, %llu blocks%s)",
 		 r->metaserver, reply->server_id, r->url, (unsigned long long)r->capacity_blocks,
 		 r->pristine ? ", pristine" : "");
 	/* from now on clients may have written to it */
@@ -196,13 +198,14 @@ static void reg_keepalive(struct registration *r, struct rpc_client *c)
 			}
 		}
 		if (r->timeout_ms && fence_mono_ms() > r->lease_until_ms) {
-			log_warn("metaserver %s answered no PING for %d ms: it has dropped this "
+			log_warn(1200026,
+				 "metaserver %s answered no PING for %d ms: it has dropped this "
 				 "registration; serving nothing until registered again",
 				 r->metaserver, r->timeout_ms);
 			return;
 		}
 		if (ret == -ENOTCONN || ret == -ETIMEDOUT || rpc_client_broken(c)) {
-			log_warn("lost connection to metaserver %s (%s); reconnecting",
+			log_warn(1200027, "lost connection to metaserver %s (%s); reconnecting",
 				 r->metaserver, strerror(ret == -ETIMEDOUT ? ETIMEDOUT : ENOTCONN));
 			return;
 		}
@@ -223,7 +226,7 @@ static void *reg_main(void *arg)
 		if (ret) {
 			/* Repeating the same failure every backoff step would flood the log. */
 			if (ret != last_err)
-				log_warn("cannot connect to metaserver %s: %s%s; retrying",
+				log_warn(1200028, "cannot connect to metaserver %s: %s%s; retrying",
 					 r->metaserver, strerror(-ret),
 					 ret == -EACCES ? " (wrong capability key?)" : "");
 			last_err = ret;

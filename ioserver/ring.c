@@ -56,7 +56,7 @@ void ring_kick(struct ring *r)
 	uint64_t one = 1;
 
 	if (write(r->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		log_error("cannot wake a ring thread: %s", strerror(errno));
+		log_error(1200029, "cannot wake a ring thread: %s", strerror(errno));
 }
 
 /* Have @j stepped on its ring; consumes one reference the caller holds. */

@@ -115,7 +115,8 @@ static void ios_fence(struct ios_server *s, struct rpc_request *req)
 	int ret = 0;
 
 	if (!req->peer || req->peer->cls != AUTH_CLASS_SERVER) {
-		log_warn("%s: FENCE from %s refused: not a server", xport_conn_peer(req->conn),
+		log_warn(1200030,
+			 "%s: FENCE from %s refused: not a server", xport_conn_peer(req->conn),
 			 req->peer ? req->peer->id : "?");
 		rpc_server_reply_error(req, -EPERM, "FENCE is for the metaserver only");
 		return;
@@ -259,7 +260,8 @@ static void ios_dispatch(struct ios_server *s, struct rpc_request *req)
 		copier_submit(s->copier, req);
 		return;
 	default:
-		log_debug("%s: %s (%u) is not an I/O server operation", xport_conn_peer(req->conn),
+		log_debug(1200031,
+			  "%s: %s (%u) is not an I/O server operation", xport_conn_peer(req->conn),
 			  frame_op_name(req->msg->hdr.opcode), req->msg->hdr.opcode);
 		rpc_server_reply_error(req, -EOPNOTSUPP, "not an I/O server operation");
 		break;
@@ -336,7 +338,8 @@ int ios_server_run(struct ios_server *s)
 		struct ios_stats st;
 
 		ios_server_stats(s, &st);
-		log_info("served %llu READs: %llu units from disk, %llu from the read-ahead cache "
+		log_info(1200032,
+			 "served %llu READs: %llu units from disk, %llu from the read-ahead cache "
 			 "(%llu segments read ahead), %llu partial replies",
 			 (unsigned long long)st.reads, (unsigned long long)st.units_from_disk,
 			 (unsigned long long)st.units_from_cache,
@@ -344,7 +347,7 @@ int ios_server_run(struct ios_server *s)
 	}
 	ret = volume_sync(s->vol);
 	if (ret)
-		log_error("final volume sync failed: %s", strerror(-ret));
+		log_error(1200033, "final volume sync failed: %s", strerror(-ret));
 	return ret;
 }
 
@@ -495,7 +498,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	po.verifier = s->verifier;
 	ret = io_pool_create(&po, &s->pool);
 	if (ret) {
-		log_error("cannot set up the io_uring threads: %s%s", strerror(-ret),
+		log_error(1200034, "cannot set up the io_uring threads: %s%s", strerror(-ret),
 			  ret == -EPERM || ret == -ENOSYS ? " (io_uring not allowed here?)" : "");
 		goto err_rpc;
 	}
@@ -504,7 +507,8 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	if (ret)
 		goto err_pool;
 	if (o->metrics && ios_metrics(s, o->metrics))
-		log_warn("metrics: cannot register the I/O server's families; some are missing");
+		log_warn(1200035,
+			 "metrics: cannot register the I/O server's families; some are missing");
 
 	/*
 	 * The pristine flag leaves the superblock before anyone can write to the
@@ -518,7 +522,7 @@ int ios_server_create(const struct ios_options *o, struct ios_server **out)
 	if (volume_is_pristine(s->vol)) {
 		ret = volume_clear_pristine(s->vol);
 		if (ret)
-			log_warn("cannot clear the volume's pristine flag (%s); it is offered as not pristine",
+			log_warn(1200036, "cannot clear the volume's pristine flag (%s); it is offered as not pristine",
 				 strerror(-ret));
 		pristine = ret == 0;
 	}

@@ -109,14 +109,15 @@ int metrics_http_start(struct metrics *r, const char *listen, struct metrics_htt
 
 	if (!listen || split_listen(listen, host, sizeof(host), port, sizeof(port)) ||
 	    atoi(port) > 65535) {
-		log_error("metrics: bad listen address '%s' (HOST:PORT)", listen ? listen : "");
+		log_error(1000001, "metrics: bad listen address '%s' (HOST:PORT)",
+			  listen ? listen : "");
 		return -EINVAL;
 	}
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
 	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
 	if (ret) {
-		log_error("metrics: cannot resolve '%s': %s", listen, gai_strerror(ret));
+		log_error(1000002, "metrics: cannot resolve '%s': %s", listen, gai_strerror(ret));
 		return -EINVAL;
 	}
 	h = calloc(1, sizeof(*h));
@@ -140,7 +141,7 @@ int metrics_http_start(struct metrics *r, const char *listen, struct metrics_htt
 	if (!h->d) {
 		/* libmicrohttpd leaves errno at the failed call (bind: EADDRINUSE) */
 		ret = errno ? -errno : -EIO;
-		log_error("metrics: cannot listen on %s: %s", listen, strerror(-ret));
+		log_error(1000003, "metrics: cannot listen on %s: %s", listen, strerror(-ret));
 		free(h);
 		return ret;
 	}

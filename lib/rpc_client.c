@@ -278,14 +278,14 @@ static void client_handle_event(struct rpc_client *c, struct xport_event *ev)
 	switch (ev->type) {
 	case XPORT_EV_RECV:
 		if (!(ev->msg->hdr.flags & RDFS_FRAME_REPLY)) {
-			log_debug("%s: ignoring unsolicited %s", c->url,
+			log_debug(1000004, "%s: ignoring unsolicited %s", c->url,
 				  frame_op_name(ev->msg->hdr.opcode));
 			xport_msg_free(ev->msg);
 			break;
 		}
 		err = client_take_reply(c, ev->msg);
 		if (err) {
-			log_error("%s: %s reply (tag %u) over %u bytes of data; closing",
+			log_error(1000005, "%s: %s reply (tag=%u) over %u bytes of data; closing",
 				  c->url, frame_op_name(ev->msg->hdr.opcode), ev->msg->hdr.tag,
 				  RDFS_MAX_DATA);
 			xport_msg_free(ev->msg);
@@ -305,7 +305,7 @@ static void client_handle_event(struct rpc_client *c, struct xport_event *ev)
 		break;
 	case XPORT_EV_CLOSED:
 		if (!atomic_exchange(&c->broken, 1) && !c->stopping)
-			log_info("%s: connection lost%s%s", c->url, ev->status ? ": " : "",
+			log_info(1000006, "%s: connection lost%s%s", c->url, ev->status ? ": " : "",
 				 ev->status ? strerror(-ev->status) : "");
 		pthread_mutex_lock(&c->lock);
 		fail_all_locked(c);
@@ -325,7 +325,7 @@ static void *client_progress(void *arg)
 	while (!c->stopping) {
 		n = xport_test(c->ctx, evs, RPC_EVENT_BATCH, -1);
 		if (n < 0) {
-			log_error("%s: transport failure: %s", c->url, strerror(-n));
+			log_error(1000007, "%s: transport failure: %s", c->url, strerror(-n));
 			xport_conn_close(c->conn);
 			continue;
 		}
@@ -465,7 +465,8 @@ int rpc_client_connect(const char *url, const struct auth_secret *secret, const 
 	err = client_handshake(c, secret, role, deadline ? deadline : 0);
 	if ((err == -ECONNRESET || err == -ETIMEDOUT) && !strncmp(url, "tcp://", 6))
 		/* a tls:// server waits for a ClientHello and hangs up at its handshake timeout */
-		log_warn("%s: closed before its challenge (a server that went away, or one "
+		log_warn(1000008,
+			 "%s: closed before its challenge (a server that went away, or one "
 			 "that listens on tls:// only)", url);
 	if (err)
 		goto err_conn;
@@ -700,7 +701,9 @@ int rpc_call_wait(struct rpc_pending *p, int timeout_ms, struct rpc_reply *reply
 		xport_sink_cancel(c->conn, tag);
 
 	if (close_conn) {
-		log_warn("%s: call timed out with data unsent; closing the connection", c->url);
+		log_warn(1000009,
+			 "%s: tag=%u: call timed out with data unsent; closing the connection",
+			 c->url, tag);
 		xport_conn_close(c->conn);
 	}
 	if (free_now)

@@ -147,7 +147,7 @@ static void session_account(struct rpc_session *ss, uint64_t bytes, int sign)
 			       ss->inflight_bytes > RPC_INFLIGHT_BYTES)) {
 		ss->rx_paused = 1;
 		xport_conn_pause_rx(ss->conn, 1);
-		log_debug("%s: %u requests in progress; pausing its input",
+		log_debug(1000010, "%s: %u requests in progress; pausing its input",
 			  xport_conn_peer(ss->conn), ss->inflight_reqs);
 	} else if (ss->rx_paused && ss->inflight_reqs <= RPC_INFLIGHT_REQS / 2 &&
 		   ss->inflight_bytes <= RPC_INFLIGHT_BYTES / 2) {
@@ -319,7 +319,8 @@ int rpc_server_readmit(struct rpc_server *s)
 		return 0;
 	for (ss = s->sessions; ss; ss = ss->next)
 		if (ss->authed && !ss->rejected && s->admit(s->admit_arg, &ss->peer, &why)) {
-			log_info("%s: %s no longer admitted; closing", xport_conn_peer(ss->conn),
+			log_info(1000011,
+				 "%s: %s no longer admitted; closing", xport_conn_peer(ss->conn),
 				 ss->peer.id);
 			ss->rejected = 1;
 			xport_conn_close(ss->conn);
@@ -366,7 +367,7 @@ static void close_stalled(struct rpc_server *s, int64_t now)
 			ss->stall_since_ms = now;
 			ss->stall_sent = sent;
 		} else if (now - ss->stall_since_ms >= s->stall_close_ms) {
-			log_warn("%s: %s took %llu bytes of its replies in %d ms (%zu bytes queued); "
+			log_warn(1000012, "%s: %s took %llu bytes of its replies in %d ms (%zu bytes queued); "
 				 "closing", xport_conn_peer(ss->conn), ss->peer.id,
 				 (unsigned long long)(sent - ss->stall_sent), s->stall_close_ms, q);
 			ss->rejected = 1;
@@ -389,7 +390,8 @@ static void close_idle(struct rpc_server *s, int64_t now)
 		if (!ss->authed || ss->rejected || !limit)
 			continue;
 		if (now - ss->last_rx_ms > limit) {
-			log_warn("%s: %s sent nothing for %lld ms (timeout %d ms); closing",
+			log_warn(1000013,
+				 "%s: %s sent nothing for %lld ms (timeout %d ms); closing",
 				 xport_conn_peer(ss->conn), ss->peer.id,
 				 (long long)(now - ss->last_rx_ms), limit);
 			ss->rejected = 1;
@@ -439,7 +441,8 @@ static void server_accept(struct rpc_server *s, struct xport_conn *conn)
 	struct rpc_session *ss = calloc(1, sizeof(*ss));
 
 	if (!ss || auth_random(ss->nonce, sizeof(ss->nonce))) {
-		log_warn("%s: cannot start a session: out of memory", xport_conn_peer(conn));
+		log_warn(1000014,
+			 "%s: cannot start a session: out of memory", xport_conn_peer(conn));
 		free(ss);
 		xport_conn_close(conn);
 		xport_conn_put(conn);
@@ -489,7 +492,7 @@ static int valid_role(const char *role)
 static void server_reject(struct xport_conn *conn, struct rpc_session *ss, uint16_t op,
 			  uint32_t tag, const char *why)
 {
-	log_warn("%s: %s", xport_conn_peer(conn), why);
+	log_warn(1000015, "%s: %s", xport_conn_peer(conn), why);
 	rpc_send_error(conn, op, tag, -EACCES, why);
 	ss->rejected = 1;
 	xport_conn_close_when_sent(conn);
@@ -555,7 +558,8 @@ static void server_auth(struct rpc_server *s, struct rpc_session *ss, struct xpo
 			 &result.base, NULL, 0))
 		xport_conn_close(ss->conn);
 	else
-		log_debug("%s: authenticated as %s", xport_conn_peer(ss->conn), ss->peer.id);
+		log_debug(1000016,
+			  "%s: authenticated as %s", xport_conn_peer(ss->conn), ss->peer.id);
 }
 
 /* A message from an authenticated peer: 1 if it is for the application. */
@@ -632,7 +636,8 @@ static enum rpc_server_event server_event(struct rpc_server *s, struct xport_eve
 			return 0;
 		session_unlink(s, ss);
 		if (ss->authed) {
-			log_debug("%s: %s disconnected", xport_conn_peer(ev->conn), ss->peer.id);
+			log_debug(1000017,
+				  "%s: %s disconnected", xport_conn_peer(ev->conn), ss->peer.id);
 			metrics_gauge_add(s->metrics ? s->metrics->connections : NULL,
 					  peer_role(&ss->peer), -1);
 			xport_conn_get(ev->conn);
@@ -660,7 +665,7 @@ static int64_t expire_handshakes(struct rpc_server *s, int64_t now)
 	while ((ss = s->hs_head) && ss->deadline_ms <= now) {
 		hs_unlink(s, ss);
 		if (!ss->rejected)
-			log_info("%s: no authentication within %d ms; closing",
+			log_info(1000018, "%s: no authentication within %d ms; closing",
 				 xport_conn_peer(ss->conn), s->handshake_ms);
 		ss->rejected = 1;
 		xport_conn_close(ss->conn);
@@ -712,7 +717,7 @@ enum rpc_server_event rpc_server_next(struct rpc_server *s, struct rpc_request *
 			wait_ms = RPC_IDLE_CHECK_MS;
 		n = xport_test(s->ctx, s->evs, RPC_EVENT_BATCH, wait_ms);
 		if (n < 0) {
-			log_error("transport failure: %s", strerror(-n));
+			log_error(1000019, "transport failure: %s", strerror(-n));
 			s->returned_ms = rpc_mono_ms();
 			return RPC_SRV_TIMEOUT;
 		}

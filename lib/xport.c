@@ -115,7 +115,7 @@ void *xport_data_alloc(size_t len)
 	if (posix_memalign(&p, RDFS_BLOCK_SIZE, cap ? cap : 1))
 		return NULL;
 	if (cls >= 0 && xport_mem_register(p, cap))
-		log_warn("xport: cannot declare a bulk buffer of %zu bytes", cap);
+		log_warn(1000020, "xport: cannot declare a bulk buffer of %zu bytes", cap);
 	return p;
 }
 
@@ -301,7 +301,7 @@ int xport_tx_throttle(struct xport_conn *conn, int *throttled, size_t queued, si
 {
 	if (limit && !*throttled && queued > limit) {
 		*throttled = 1;
-		log_debug("%s: %zu bytes unsent; pausing its input", conn->peer, queued);
+		log_debug(1000021, "%s: %zu bytes unsent; pausing its input", conn->peer, queued);
 	} else if (*throttled && (!limit || queued <= limit / 2)) {
 		*throttled = 0;
 	}

@@ -638,7 +638,7 @@ static void tcp_fail(struct tcp_conn *c, int status)
 /* What rx_parse() refused: drop the peer, saying why. */
 static void rx_failed(struct tcp_conn *c, int err)
 {
-	log_warn("%s: dropping connection: %s", c->base.peer,
+	log_warn(1000022, "%s: dropping connection: %s", c->base.peer,
 		 err == -EMSGSIZE ? "oversized frame" :
 		 err == -ENOMEM ? "out of memory" : "malformed frame header");
 	tcp_fail(c, err);
@@ -1115,17 +1115,18 @@ static void tcp_accept_handler(struct xport_poll *p, uint32_t events)
 				l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 				if (fd < 0)
 					return;	/* nobody was waiting after all */
-				log_warn("%s: accept: %s; dropped a connection", l->base.url,
+				log_warn(1000023,
+					 "%s: accept: %s; dropped a connection", l->base.url,
 					 strerror(err));
 				continue;
 			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				log_warn("%s: accept: %s", l->base.url, strerror(errno));
+				log_warn(1000024, "%s: accept: %s", l->base.url, strerror(errno));
 			return;
 		}
 		c = tcp_conn_new(l->base.ctx, fd, NULL, l->base.ops);
 		if (!c) {
-			log_warn("%s: out of memory for a new connection", l->base.url);
+			log_warn(1000025, "%s: out of memory for a new connection", l->base.url);
 			close(fd);
 			continue;
 		}

@@ -405,20 +405,23 @@ static int tls_client_handshake(int fd, const struct xport_tls_client *cred,
 			    BIO_number_read(SSL_get_rbio(t->ssl)) == 0) {
 				/* no word from it: no refusal, and worth another try */
 				err = -ECONNRESET;
-				log_warn("%s: TLS handshake failed: the server hung up without "
+				log_warn(1000026,
+					 "%s: TLS handshake failed: the server hung up without "
 					 "answering (is it listening on tcp:// rather than "
 					 "tls://?)", peer);
 			} else if (err == 0 || err == -ECONNRESET || (err == -EPROTO && t->alert)) {
 				/* a server refuses a key with an alert, or hangs up after */
 				err = -EACCES;
-				log_warn("%s: TLS handshake failed: the server refused our key "
+				log_warn(1000027,
+					 "%s: TLS handshake failed: the server refused our key "
 					 "(identity %s): %s", peer, cred->identity,
 					 why ? why : "connection closed");
 			} else if (err == -EPROTO) {
-				log_warn("%s: TLS handshake failed: %s (is the server listening "
+				log_warn(1000028,
+					 "%s: TLS handshake failed: %s (is the server listening "
 					 "on tcp:// rather than tls://?)", peer, why);
 			} else {
-				log_warn("%s: TLS handshake failed: %s", peer,
+				log_warn(1000029, "%s: TLS handshake failed: %s", peer,
 					 why ? why : strerror(-err));
 			}
 			goto fail;
@@ -509,13 +512,13 @@ int xport_tls_connect_ktls(int fd, const struct xport_tls_client *cred, int64_t 
 	if (err)
 		return err;
 	if (!t->have_secret[0] || !t->have_secret[1] || SSL_has_pending(t->ssl)) {
-		log_warn("%s: TLS: no traffic keys for kernel TLS", peer);
+		log_warn(1000030, "%s: TLS: no traffic keys for kernel TLS", peer);
 		err = -EPROTO;
 		goto out;
 	}
 	if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) < 0) {
 		err = errno == ENOENT || errno == ENOPROTOOPT ? -EPROTONOSUPPORT : -errno;
-		log_warn("%s: kernel TLS: %s", peer, err == -EPROTONOSUPPORT ?
+		log_warn(1000031, "%s: kernel TLS: %s", peer, err == -EPROTONOSUPPORT ?
 			 "this kernel has no tls module" : strerror(-err));
 		goto out;
 	}
@@ -523,7 +526,7 @@ int xport_tls_connect_ktls(int fd, const struct xport_tls_client *cred, int64_t 
 	if (!err)
 		err = ktls_set(fd, TLS_RX, t->secret[1]);
 	if (err)
-		log_warn("%s: kernel TLS keys refused: %s", peer, strerror(-err));
+		log_warn(1000032, "%s: kernel TLS keys refused: %s", peer, strerror(-err));
 out:
 	OPENSSL_cleanse(t->secret, sizeof(t->secret));
 	xport_tls_free(t);	/* SSL_free() sends nothing: the socket is the kernel's now */
@@ -568,10 +571,11 @@ int xport_tls_handshake(struct xport_tls *t, uint32_t *events)
 
 		tls_state_set(t, TLS_FAILED);
 		if (!silent && t->not_tls)
-			log_warn("%s: refused: it does not speak TLS on this tls:// listener",
+			log_warn(1000033,
+				 "%s: refused: it does not speak TLS on this tls:// listener",
 				 t->peer);
 		else if (!silent)
-			log_warn("%s: refused in the TLS handshake: %s", t->peer,
+			log_warn(1000034, "%s: refused in the TLS handshake: %s", t->peer,
 				 t->why ? t->why : why ? why : "connection closed");
 		err = err ? err : -ECONNRESET;
 		if (err == -EPROTO && t->why)
@@ -601,7 +605,7 @@ ssize_t xport_tls_read(struct xport_tls *t, void *buf, size_t len)
 	ERR_clear_error();
 	err = tls_result(t, SSL_read_ex(t->ssl, buf, len, &got), &why);
 	if (err < 0 && err != -EAGAIN && why)
-		log_warn("%s: TLS stream broken: %s", t->peer, why);
+		log_warn(1000035, "%s: TLS stream broken: %s", t->peer, why);
 	pthread_mutex_unlock(&t->lock);
 	return err == 1 ? (ssize_t)got : err;
 }
@@ -634,7 +638,7 @@ static int tls_flush_locked(struct xport_tls *t)
 			return -EAGAIN;
 		if (err != 1) {
 			if (why)
-				log_warn("%s: TLS stream broken: %s", t->peer, why);
+				log_warn(1000036, "%s: TLS stream broken: %s", t->peer, why);
 			if (t->state != TLS_FAILED)
 				tls_state_set(t, TLS_FAILED);
 			return err ? err : -EPIPE;

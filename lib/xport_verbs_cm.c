@@ -82,7 +82,7 @@ static uint32_t env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi
 	if (*end == 'k' || *end == 'K')
 		v <<= 10, end++;
 	if (*end || v < lo || v > hi) {
-		log_warn("%s=%s: not a number in %u..%u; using %u", name, s, lo, hi, def);
+		log_warn(1000037, "%s=%s: not a number in %u..%u; using %u", name, s, lo, hi, def);
 		return def;
 	}
 	return (uint32_t)v;
@@ -111,7 +111,8 @@ static struct verbs_dev *dev_get(struct ibv_context *verbs)
 	d->verbs = verbs;
 	d->pd = ibv_alloc_pd(verbs);
 	if (!d->pd || ibv_query_device(verbs, &attr)) {
-		log_warn("verbs: cannot set up device %s", ibv_get_device_name(verbs->device));
+		log_warn(1000038,
+			 "verbs: cannot set up device %s", ibv_get_device_name(verbs->device));
 		if (d->pd)
 			ibv_dealloc_pd(d->pd);
 		free(d);
@@ -129,7 +130,7 @@ static struct verbs_dev *dev_get(struct ibv_context *verbs)
 	verbs_regcache_init(&d->cache, &cache_ops, d, VERBS_REGCACHE_BYTES);
 	d->next = verbs_devs.head;
 	verbs_devs.head = d;
-	log_debug("verbs: device %s, memory windows %s, %u READs per QP",
+	log_debug(1000039, "verbs: device %s, memory windows %s, %u READs per QP",
 		  ibv_get_device_name(verbs->device), d->mw2 ? "type 2" : "off", d->max_rd_atom);
 out:
 	pthread_mutex_unlock(&verbs_devs.lock);
@@ -440,7 +441,7 @@ static void conn_cm_event(struct verbs_conn *c, enum rdma_cm_event_type type, in
 		verbs_fail(c, -ENODEV);
 		break;
 	default:
-		log_debug("%s: %s", c->base.peer, rdma_event_str(type));
+		log_debug(1000040, "%s: %s", c->base.peer, rdma_event_str(type));
 		break;
 	}
 }
@@ -460,7 +461,7 @@ static void pending_event(struct verbs_conn *c, enum rdma_cm_event_type type)
 	}
 	c->pending = NULL;
 	if (type != RDMA_CM_EVENT_ESTABLISHED) {
-		log_debug("%s: connection not established: %s", c->base.peer,
+		log_debug(1000041, "%s: connection not established: %s", c->base.peer,
 			  rdma_event_str(type));
 		conn_destroy(c);
 		return;
@@ -512,7 +513,7 @@ static void accept_one(struct verbs_listener *l, struct rdma_cm_id *id,
 	sockaddr_to_url(rdma_get_peer_addr(id), c->base.peer, sizeof(c->base.peer));
 	err = verbs_params_decode(priv, priv_len, &c->peer);
 	if (err) {
-		log_warn("%s: refusing a connection that is not rdfs's", c->base.peer);
+		log_warn(1000042, "%s: refusing a connection that is not rdfs's", c->base.peer);
 		goto reject_raw;
 	}
 	c->ech = rdma_create_event_channel();
@@ -551,7 +552,7 @@ static void accept_one(struct verbs_listener *l, struct rdma_cm_id *id,
 
 reject:
 	rdma_reject(id, NULL, 0);
-	log_warn("%s: cannot accept: %s", c->base.peer, strerror(-err));
+	log_warn(1000043, "%s: cannot accept: %s", c->base.peer, strerror(-err));
 	conn_destroy(c);	/* destroys @id with it */
 	return;
 reject_raw:
@@ -576,7 +577,7 @@ static void listen_handler(struct xport_poll *p, uint32_t events)
 
 	while (rdma_get_cm_event(l->ech, &ev) == 0) {
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
-			log_debug("%s: %s", l->base.url, rdma_event_str(ev->event));
+			log_debug(1000044, "%s: %s", l->base.url, rdma_event_str(ev->event));
 			rdma_ack_cm_event(ev);
 			continue;
 		}
@@ -769,7 +770,7 @@ static int verbs_connect(struct xport_ctx *ctx, const char *hostport, int timeou
 	*out = &c->base;
 	return 0;
 fail:
-	log_debug("%s: connect: %s", c->base.peer, strerror(-err));
+	log_debug(1000045, "%s: connect: %s", c->base.peer, strerror(-err));
 	conn_destroy(c);
 	return err;
 }

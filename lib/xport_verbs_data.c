@@ -247,7 +247,7 @@ static int post_slot(struct verbs_conn *c, struct verbs_send_slot *slot, size_t 
 	if (err) {
 		slot->next_free = c->free_slots;
 		c->free_slots = slot;
-		log_warn("%s: ibv_post_send: %s", c->base.peer, strerror(err));
+		log_warn(1000046, "%s: ibv_post_send: %s", c->base.peer, strerror(err));
 		verbs_fail_locked(c, -EIO);
 		return -EIO;
 	}
@@ -300,7 +300,8 @@ static int bind_windows(struct verbs_conn *c, struct verbs_reg *reg, int n, unsi
 		wr.bind_mw.bind_info.mw_access_flags = access;
 		err = ibv_post_send(c->id->qp, &wr, &bad);
 		if (err) {
-			log_warn("%s: binding a memory window: %s", c->base.peer, strerror(err));
+			log_warn(1000047,
+				 "%s: binding a memory window: %s", c->base.peer, strerror(err));
 			verbs_fail_locked(c, -EIO);
 			return -EIO;
 		}
@@ -352,7 +353,7 @@ static int post_writes(struct verbs_conn *c, struct verbs_tx *tx)
 		wr.wr.rdma.rkey = w->rkey;
 		err = ibv_post_send(c->id->qp, &wr, &bad);
 		if (err) {
-			log_warn("%s: RDMA WRITE: %s", c->base.peer, strerror(err));
+			log_warn(1000048, "%s: RDMA WRITE: %s", c->base.peer, strerror(err));
 			verbs_fail_locked(c, -EIO);
 			return -EIO;
 		}
@@ -791,7 +792,7 @@ static void repost_recv(struct verbs_conn *c, struct verbs_recv *r)
 	int err = ibv_post_recv(c->id->qp, &wr, &bad);
 
 	if (err) {
-		log_warn("%s: ibv_post_recv: %s", c->base.peer, strerror(err));
+		log_warn(1000049, "%s: ibv_post_recv: %s", c->base.peer, strerror(err));
 		verbs_fail_locked(c, -EIO);
 		return;
 	}
@@ -949,7 +950,7 @@ static void post_reads(struct verbs_conn *c)
 			wr.wr.rdma.rkey = r.rkey;
 			err = ibv_post_send(c->id->qp, &wr, &bad);
 			if (err) {
-				log_warn("%s: posting an RDMA READ: %s", c->base.peer, strerror(err));
+				log_warn(1000050, "%s: posting an RDMA READ: %s", c->base.peer, strerror(err));
 				verbs_fail_locked(c, -EIO);
 				return;
 			}
@@ -1033,7 +1034,7 @@ static void progress_locked(struct verbs_conn *c)
 				break;
 			err = rx_start(c, rx);
 			if (err) {
-				log_warn("%s: dropping connection: %s", c->base.peer, err_name(err));
+				log_warn(1000051, "%s: dropping connection: %s", c->base.peer, err_name(err));
 				verbs_fail_locked(c, err);
 				return;
 			}
@@ -1068,13 +1069,13 @@ static void on_recv(struct verbs_conn *c, struct verbs_recv *r, uint32_t len)
 	/* Structure and credits now; the application's limits when it is consumed. */
 	err = verbs_msg_parse(r->buf, len, RDFS_MAX_BODY, RDFS_MAX_DATA, &m);
 	if (err) {
-		log_warn("%s: dropping connection: %s (%u bytes, type %u)", c->base.peer,
+		log_warn(1000052, "%s: dropping connection: %s (%u bytes, type %u)", c->base.peer,
 			 err_name(err), len, len > 5 ? r->buf[5] : 0);
 		verbs_fail_locked(c, err);
 		return;
 	}
 	if (verbs_credit_grant(&c->cr, m.vh.credits)) {
-		log_warn("%s: dropping connection: %u credits returned, more than we used",
+		log_warn(1000053, "%s: dropping connection: %u credits returned, more than we used",
 			 c->base.peer, m.vh.credits);
 		verbs_fail_locked(c, -EPROTO);
 		return;
@@ -1086,7 +1087,8 @@ static void on_recv(struct verbs_conn *c, struct verbs_recv *r, uint32_t len)
 	case VERBS_MSG_DONE:
 		tx = verbs_rndv_finish(&c->rndv, m.vh.cookie);
 		if (!tx) {
-			log_warn("%s: dropping connection: completion of an unknown transfer",
+			log_warn(1000054,
+				 "%s: dropping connection: completion of an unknown transfer",
 				 c->base.peer);
 			verbs_fail_locked(c, -EPROTO);
 			return;
@@ -1125,7 +1127,8 @@ static int wc_failed(struct verbs_conn *c, const struct ibv_wc *wc, const char *
 	if (wc->status == IBV_WC_SUCCESS)
 		return 0;
 	if (!atomic_load(&c->base.closing) && wc->status != IBV_WC_WR_FLUSH_ERR)
-		log_warn("%s: %s failed: %s", c->base.peer, what, ibv_wc_status_str(wc->status));
+		log_warn(1000055,
+			 "%s: %s failed: %s", c->base.peer, what, ibv_wc_status_str(wc->status));
 	verbs_fail_locked(c, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO);
 	return 1;
 }

@@ -142,7 +142,7 @@ void verbs_regcache_fini(struct verbs_regcache *rc)
 	while ((e = rc->head)) {
 		rc->head = e->next;
 		if (e->refs)
-			log_warn("verbs: registration of %zu bytes freed while in use", e->range.len);
+			log_warn(1000056, "verbs: registration of %zu bytes freed while in use", e->range.len);
 		rc->ops->dereg(rc->arg, e->handle);
 		free(e);
 	}

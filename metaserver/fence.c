@@ -144,7 +144,8 @@ static int fence_send(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_
 		ms->fence(ms->fence_arg, servers, ns, ino, *gen, status);
 	for (size_t j = 0; j < ns; j++)
 		if (status[j])
-			log_warn("inode %llu: I/O server %u did not take the fence of generation "
+			log_warn(1100001,
+				 "ino=%llu: I/O server %u did not take the fence of generation "
 				 "%u (%s); its blocks wait until it registers again",
 				 (unsigned long long)ino, servers[j], *gen, strerror(-status[j]));
 	return (int)ns;
@@ -156,7 +157,8 @@ void fence_file(struct ms *ms, uint64_t ino)
 	int status[FENCE_MAX_SERVERS] = { 0 };
 
 	if (fence_send(ms, ino, NULL, 0, servers, status, &gen) < 0)
-		log_error("inode %llu: out of memory for its fence; capabilities granted before "
+		log_error(1100002,
+			  "ino=%llu: out of memory for its fence; capabilities granted before "
 			  "a change of its permissions stay valid until they expire",
 			  (unsigned long long)ino);
 }
@@ -169,7 +171,8 @@ void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t 
 
 	if (ns < 0) {
 		/* never hand out blocks a capability of the old generation reaches */
-		log_error("inode %llu: out of memory for its fence; %zu extents stay used until "
+		log_error(1100003,
+			  "ino=%llu: out of memory for its fence; %zu extents stay used until "
 			  "restart", (unsigned long long)ino, n);
 		return;
 	}

@@ -170,7 +170,8 @@ void quarantine_release_due(struct ms *ms)
 	for (size_t i = 0; i < n; i++) {
 		if (q->due_ns[i] <= now) {
 			alloc_free(&ms->alloc, q->e[i].server_id, q->e[i].block, q->e[i].count);
-			log_info("fsck: freed %u quarantined blocks at %llu on I/O server %u",
+			log_info(1100004,
+				 "fsck: freed %u quarantined blocks at %llu on I/O server %u",
 				 q->e[i].count, (unsigned long long)q->e[i].block, q->e[i].server_id);
 			continue;
 		}
@@ -221,7 +222,7 @@ static void note(struct fsck *f, uint32_t kind, uint64_t ino, uint64_t other, ui
 							 .block = block, .count = count,
 							 .repaired = repaired };
 	}
-	log_warn("fsck: problem %u: inode %llu (%llu), server %u, %llu+%llu%s", kind,
+	log_warn(1100005, "fsck: problem %u: ino=%llu (%llu), server %u, %llu+%llu%s", kind,
 		 (unsigned long long)ino, (unsigned long long)other, server,
 		 (unsigned long long)block, (unsigned long long)count,
 		 repaired ? ": repaired" : "");
@@ -1026,7 +1027,7 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 	if (!out->p)
 		return -ENOMEM;
 	pthread_mutex_lock(&ms->fsck_mu);
-	log_info("fsck: started%s", repair ? " (repair)" : "");
+	log_info(1100006, "fsck: started%s", repair ? " (repair)" : "");
 	ret = take_moment(&f);
 	if (!ret)
 		ret = scan(&f, MS_TAG_HIGH_WATER, scan_high);
@@ -1060,7 +1061,8 @@ int ms_fsck(struct ms *ms, struct ms_session *s, int repair, int64_t quarantine_
 		quarantine_release_due(ms);
 		pthread_rwlock_unlock(&ms->blocks_rw);
 	}
-	log_info("fsck: %llu inodes, %llu extents, %llu blocks owned, %llu in use; %llu problems, "
+	log_info(1100007,
+		 "fsck: %llu inodes, %llu extents, %llu blocks owned, %llu in use; %llu problems, "
 		 "%llu repaired%s", (unsigned long long)out->inodes,
 		 (unsigned long long)out->extents, (unsigned long long)out->blocks_owned,
 		 (unsigned long long)out->blocks_mapped, (unsigned long long)out->problems,

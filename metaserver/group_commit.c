@@ -78,17 +78,17 @@ static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
 	quota_commit_put(ms, &qc, all);
 	if (!ret && atomic_load(&ms->gc.fail_next) > 0) {
 		atomic_fetch_sub(&ms->gc.fail_next, 1);
-		log_error("leveldb write: failed on purpose (ms_debug_fail_writes)");
+		log_error(1100008, "leveldb write: failed on purpose (ms_debug_fail_writes)");
 		ret = -EIO;
 	} else if (!ret) {
 		leveldb_write(ms->db, ms->wsync, all, &err);
 		if (err) {
-			log_error("leveldb write: %s", err);
+			log_error(1100009, "leveldb write: %s", err);
 			leveldb_free(err);
 			ret = -EIO;
 		}
 	} else {
-		log_error("group commit: no memory to count quota usage; %llu writes fail",
+		log_error(1100010, "group commit: no memory to count quota usage; %llu writes fail",
 			  (unsigned long long)*n);
 	}
 	quota_commit_end(ms, &qc, ret);

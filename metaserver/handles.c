@@ -195,7 +195,7 @@ static void inode_trim_prealloc(struct ms *ms, struct ms_inode *in)
 	}
 	ms_batch_destroy(ms, &mb);
 	if (ret)
-		log_warn("inode %llu: cannot free its preallocated blocks: %s",
+		log_warn(1100011, "ino=%llu: cannot free its preallocated blocks: %s",
 			 (unsigned long long)in->ino, strerror(-ret));
 	freelist_release(ms, &f, ret == 0 && in->blocks != blocks);
 }
@@ -271,7 +271,8 @@ void ms_session_close(struct ms *ms, struct ms_session *s)
 	for (; h; h = next) {
 		next = h->next;
 		if (inode_close(ms, h->ino, 0))
-			log_warn("inode %llu: reclaim at close failed; it is reclaimed at restart",
+			log_warn(1100012,
+				 "ino=%llu: reclaim at close failed; it is reclaimed at restart",
 				 (unsigned long long)h->ino);
 		free(h);
 	}

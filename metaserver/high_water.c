@@ -78,7 +78,8 @@ int high_water_load(struct ms *ms)
 			mark = vl == 8 ? get_le64((uint8_t *)v) : 0;
 			leveldb_free(v);
 			if (vl != 8) {
-				log_error("corrupt high-water mark of I/O server %u", s->id);
+				log_error(1100013,
+					  "corrupt high-water mark of I/O server %u", s->id);
 				return -EIO;
 			}
 		}
@@ -97,7 +98,7 @@ int high_water_settle(struct ms *ms)
 
 		if (alloc_high_water(&ms->alloc, id, &high, &durable) || high <= durable)
 			continue;
-		log_warn("I/O server %u: layouts use blocks up to %llu, past the high-water mark %llu; raising it",
+		log_warn(1100014, "I/O server %u: layouts use blocks up to %llu, past the high-water mark %llu; raising it",
 			 id, (unsigned long long)high, (unsigned long long)durable);
 		b = leveldb_writebatch_create();
 		high_water_put(b, id, high);

@@ -267,7 +267,7 @@ int layout_rebuild_bitmaps(struct ms *ms)
 			break;
 		v = leveldb_iter_value(it, &vl);
 		if (kl != 17 || chunk_parse(&c, v, vl)) {
-			log_error("corrupt layout record");
+			log_error(1100015, "corrupt layout record");
 			ret = -EIO;
 			break;
 		}
@@ -275,10 +275,11 @@ int layout_rebuild_bitmaps(struct ms *ms)
 			int r = alloc_mark(&ms->alloc, c.e[i].server_id, c.e[i].block, c.e[i].count);
 
 			if (r == -ENOENT)
-				log_warn("inode %llu references unknown I/O server %u",
+				log_warn(1100016, "ino=%llu references unknown I/O server %u",
 					 (unsigned long long)get_be64(key + 1), c.e[i].server_id);
 			else if (r == -EEXIST)
-				log_error("inode %llu: blocks %llu+%u on server %u are used twice",
+				log_error(1100017,
+					  "ino=%llu: blocks %llu+%u on server %u are used twice",
 					  (unsigned long long)get_be64(key + 1),
 					  (unsigned long long)c.e[i].block, c.e[i].count,
 					  c.e[i].server_id);
@@ -561,7 +562,7 @@ static int alloc_hole(struct ms *ms, struct alloc_ctx *a, const struct ms_inode 
 	if (made == 0)
 		return -ENOSPC;
 	if ((uint32_t)made < copies)
-		log_debug("inode %llu chunk %llu: %d of %u copies (too few servers up or with room)",
+		log_debug(1100018, "ino=%llu chunk %llu: %d of %u copies (too few servers up or with room)",
 			  (unsigned long long)in->ino, (unsigned long long)c->idx, made, copies);
 	return 0;
 }
@@ -833,7 +834,8 @@ static int quota_clip(struct ms *ms, struct ms_batch *mb, const struct ms_cred *
 		return ret;
 	count_holes(cs, ncs, cpb, b0, b1, granted / copies, cut);
 	if (*cut == b0) {
-		log_debug("inode %llu: allocation refused: its owner, group or project is over "
+		log_debug(1100019,
+			  "ino=%llu: allocation refused: its owner, group or project is over "
 			  "quota",
 			  (unsigned long long)in->ino);
 		return -EDQUOT;
@@ -928,7 +930,8 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		/* just restarted: stripe over every known server, not the first back */
 		ret = registry_ready(&ms->reg, &up, &known);
 		if (ret) {
-			log_debug("inode %llu: allocation waits for I/O servers (%d of %d up)",
+			log_debug(1100020,
+				  "ino=%llu: allocation waits for I/O servers (%d of %d up)",
 				  (unsigned long long)ino, up, known);
 			goto out;
 		}
@@ -936,7 +939,7 @@ int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 		for (int i = 0; i < a->nup; i++)
 			a->dom[i] = registry_domain(&ms->reg, a->up[i]);
 		if (a->nup == 0) {
-			log_warn("inode %llu: cannot allocate: no I/O server is up",
+			log_warn(1100021, "ino=%llu: cannot allocate: no I/O server is up",
 				 (unsigned long long)ino);
 			ret = -EIO;
 			goto out;
@@ -1359,7 +1362,8 @@ int ms_stale(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 	}
 	/* capabilities that name the stale copy are refused from now on */
 	if (dirty) {
-		log_warn("inode %llu: the copy on I/O server %u missed writes: marked stale",
+		log_warn(1100022,
+			 "ino=%llu: the copy on I/O server %u missed writes: marked stale",
 			 (unsigned long long)ino, server_id);
 		fence_file(ms, ino);
 	}

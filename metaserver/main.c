@@ -494,16 +494,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (int i = 0; i < nlisten; i++)
-		log_info("listening on %s", ms_server_listen_url(srv, i));
+		log_info(1100023, "listening on %s", ms_server_listen_url(srv, i));
 	if (metrics) {
 		if (metrics_http_start(metrics, metrics_listen, &http))
 			goto out;	/* logged there */
-		log_info("metrics at %s", metrics_http_url(http));
+		log_info(1100024, "metrics at %s", metrics_http_url(http));
 	}
-	log_info("database %s, %d worker threads", mo.db_dir, (int)threads);
+	log_info(1100025, "database %s, %d worker threads", mo.db_dir, (int)threads);
 	ms_server_run(srv);
 	status = 0;
-	log_info("stopped");
+	log_info(1100026, "stopped");
 out:
 	/* the endpoint reads the server and the core: it goes first */
 	metrics_http_stop(http);

@@ -130,7 +130,7 @@ int nodes_load(struct ms *ms)
 		if (kl == 0 || k[0] != MS_TAG_NODE)
 			break;
 		if (kl - 1 > MS_NODE_NAME_MAX || node_decode(v, vl, &n)) {
-			log_error("corrupt client node record in the database");
+			log_error(1100027, "corrupt client node record in the database");
 			ret = -EIO;
 			break;
 		}
@@ -212,7 +212,7 @@ int ms_node_set(struct ms *ms, struct ms_session *s, const char *name, int new_k
 		ret = -ENOMEM;
 	if (!ret) {
 		*out = tmp;
-		log_info("client node %s: generation %u, squash %s, %u id maps%s", name,
+		log_info(1100028, "client node %s: generation %u, squash %s, %u id maps%s", name,
 			 tmp.generation,
 			 tmp.squash.mode == MS_SQUASH_ALL ? "all" :
 			 tmp.squash.mode == MS_SQUASH_ROOT ? "root" : "none",
@@ -245,7 +245,8 @@ int ms_node_revoke(struct ms *ms, struct ms_session *s, const char *name, struct
 	if (!ret) {
 		*cur = tmp;
 		*out = tmp;
-		log_info("client node %s: key of generation %u revoked", name, tmp.generation);
+		log_info(1100029,
+			 "client node %s: key of generation %u revoked", name, tmp.generation);
 	}
 out:
 	pthread_mutex_unlock(&t->mu);

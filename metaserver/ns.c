@@ -39,7 +39,7 @@ int ns_get(struct ms *ms, const uint8_t *key, size_t klen, char **val, size_t *v
 
 	*val = leveldb_get(ms->db, ms->ropts, (const char *)key, klen, vlen, &err);
 	if (err) {
-		log_error("leveldb get: %s", err);
+		log_error(1100030, "leveldb get: %s", err);
 		leveldb_free(err);
 		return -EIO;
 	}
@@ -69,7 +69,7 @@ int ns_inode_get(struct ms *ms, uint64_t ino, struct ms_inode *out)
 	ret = inode_decode(ino, v, vlen, out);
 	leveldb_free(v);
 	if (ret) {
-		log_error("inode %llu: corrupt record", (unsigned long long)ino);
+		log_error(1100031, "ino=%llu: corrupt record", (unsigned long long)ino);
 		return ret;
 	}
 	/* the only extra read of a permission check, and only with an ACL */
@@ -416,7 +416,7 @@ static int ms_scan_inodes(struct ms *ms)
 			/* the record may be gone or unreadable: search every prefix */
 			ns_inode_purge(ms, &mb, ino, got ? &in : NULL,
 				       NS_PURGE_ORPHAN | NS_PURGE_SCAN, &f);
-			log_info("reclaimed orphan inode %llu", (unsigned long long)ino);
+			log_info(1100032, "reclaimed orphan ino=%llu", (unsigned long long)ino);
 		}
 		ret = ns_write_freeing(ms, &mb, &f);
 		ms_batch_destroy(ms, &mb);

@@ -37,7 +37,8 @@ int ns_acl_load(struct ms *ms, uint64_t ino, const char *name, struct ms_acl *a)
 	a->n = 0;
 	ret = ns_get(ms, k, key_xattr(k, ino, name), &v, &vl);
 	if (ret == -ENOENT) {
-		log_error("inode %llu: %s flagged but not stored", (unsigned long long)ino, name);
+		log_error(1100033, "ino=%llu: %s flagged but not stored", (unsigned long long)ino,
+			  name);
 		return 0;
 	}
 	if (ret)
@@ -48,7 +49,7 @@ int ns_acl_load(struct ms *ms, uint64_t ino, const char *name, struct ms_acl *a)
 	leveldb_free(v);
 	if (ret) {
 		/* falling back to the mode could grant what the ACL denies */
-		log_error("inode %llu: corrupt %s", (unsigned long long)ino, name);
+		log_error(1100034, "ino=%llu: corrupt %s", (unsigned long long)ino, name);
 		a->n = 0;
 		return -EIO;
 	}

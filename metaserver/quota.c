@@ -358,8 +358,8 @@ int quota_reserve(struct ms *ms, struct ms_batch *mb, const struct ms_cred *cr,
 		r = room(e[t]->q.inodes, e[t]->res_inodes, e[t]->q.inode_soft, e[t]->q.inode_hard,
 			 e[t]->q.inode_grace_ns, now);
 		if (inodes > r) {
-			log_debug("quota: %s %u is at its inode limit", type_name((uint32_t)t),
-				  ids->id[t]);
+			log_debug(1100035, "quota: %s %u is at its inode limit",
+				  type_name((uint32_t)t), ids->id[t]);
 			ret = -EDQUOT;
 			break;
 		}
@@ -552,7 +552,7 @@ static int load_records(struct ms *ms)
 		if (kl == 2 && k[1] < MS_QUOTA_TYPES && vl == 8)
 			qs->grace_s[k[1]] = get_le64((const uint8_t *)v);
 		else
-			log_error("quota: corrupt grace record");
+			log_error(1100036, "quota: corrupt grace record");
 	}
 	tag = MS_TAG_QUOTA;
 	for (leveldb_iter_seek(it, (char *)&tag, 1); leveldb_iter_valid(it) && !ret;
@@ -566,7 +566,7 @@ static int load_records(struct ms *ms)
 		if (kl == 0 || k[0] != MS_TAG_QUOTA)
 			break;
 		if (kl != MS_QUOTA_KEY || k[1] >= MS_QUOTA_TYPES) {
-			log_error("quota: corrupt usage record key");
+			log_error(1100037, "quota: corrupt usage record key");
 			continue;
 		}
 		id = (uint32_t)k[2] << 24 | (uint32_t)k[3] << 16 | (uint32_t)k[4] << 8 | k[5];
@@ -577,7 +577,8 @@ static int load_records(struct ms *ms)
 		}
 		/* a corrupt one counts from zero; rdfs fsck --repair sets it right */
 		if (quota_decode(v, vl, &e->q))
-			log_error("quota: corrupt usage record of %s %u (rdfs fsck --repair)",
+			log_error(1100038,
+				  "quota: corrupt usage record of %s %u (rdfs fsck --repair)",
 				  type_name(k[1]), id);
 		e->q.type = k[1];
 		e->q.id = id;
@@ -650,7 +651,8 @@ static int compute_records(struct ms *ms)
 	ret = ns_write_plain(ms, b);
 	leveldb_writebatch_destroy(b);
 	if (!ret)
-		log_info("quota: usage of %llu ids computed from %llu inodes (first start with "
+		log_info(1100039,
+			 "quota: usage of %llu ids computed from %llu inodes (first start with "
 			 "quotas)",
 			 (unsigned long long)ids, (unsigned long long)n);
 	return ret;
@@ -672,7 +674,8 @@ int quota_load(struct ms *ms)
 
 		leveldb_free(v);
 		if (ver != MS_QUOTA_FORMAT) {
-			log_error("quota: usage records of format %u, this program reads %u", ver,
+			log_error(1100040,
+				  "quota: usage records of format %u, this program reads %u", ver,
 				  MS_QUOTA_FORMAT);
 			return -EINVAL;
 		}
@@ -766,7 +769,7 @@ int ms_quota_set(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, 
 	if (ret)
 		return ret;
 	if (valid & ~MS_QUOTA_SET_GRACE)
-		log_info("quota: limits of %s %u set", type_name(q->type), q->id);
+		log_info(1100041, "quota: limits of %s %u set", type_name(q->type), q->id);
 	return ms_quota_get(ms, s, cr, q->type, q->id, q);
 }
 

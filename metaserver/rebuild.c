@@ -260,7 +260,8 @@ static int drop_extra(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, ui
 				continue;
 			if (covered_without(ms, c, cpb, ids[k], floor, alive, readable)) {
 				*dropped = 1;
-				log_info("inode %llu chunk %llu: dropping the extra copy on I/O "
+				log_info(1100042,
+					 "ino=%llu chunk %llu: dropping the extra copy on I/O "
 					 "server %u", (unsigned long long)in->ino,
 					 (unsigned long long)c->idx, ids[k]);
 				return chunk_drop(ms, in, c, ids[k], 0);
@@ -560,7 +561,7 @@ static int build_copy(struct ms *ms, struct ms_lockset *ls, struct ms_inode *in,
 		/* removed meanwhile: its blocks went with it */
 		ret = COPY_GONE;
 	} else if (ret) {
-		log_warn("inode %llu chunk %llu: copy to I/O server %u failed: %s",
+		log_warn(1100043, "ino=%llu chunk %llu: copy to I/O server %u failed: %s",
 			 (unsigned long long)ino, (unsigned long long)idx, dst, strerror(-ret));
 		ret = chunk_drop(ms, in, c, dst, MS_EXT_BUILDING);
 		if (!ret)
@@ -624,7 +625,7 @@ static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_re
 		goto unlock;
 	dst = pick_target(ms, in, &c);
 	if (!dst) {
-		log_debug("inode %llu chunk %llu: no I/O server for another copy",
+		log_debug(1100044, "ino=%llu chunk %llu: no I/O server for another copy",
 			  (unsigned long long)ino, (unsigned long long)idx);
 		goto unlock;
 	}
@@ -633,7 +634,7 @@ static int rebuild_chunk(struct ms *ms, uint64_t ino, uint64_t idx, struct ms_re
 	ret = build_copy(ms, &ls, in, &c, cpb, dst, todo, copy, copy_arg, st, started_ms, &bytes);
 	if (!ret) {
 		st->chunks_rebuilt++;
-		log_info("inode %llu chunk %llu: new copy on I/O server %u",
+		log_info(1100045, "ino=%llu chunk %llu: new copy on I/O server %u",
 			 (unsigned long long)ino, (unsigned long long)idx, dst);
 	}
 	/* no room, a failure already logged, or nothing left to copy: the next pass sees */
@@ -969,7 +970,7 @@ static int move_chunk(struct ms *ms, uint64_t ino, uint64_t idx, int balance, do
 	st->copies_moved++;
 	if (!by_domain)
 		st->bytes_moved += bytes;
-	log_info("inode %llu chunk %llu: copy moved from I/O server %u to %u (%s)",
+	log_info(1100046, "ino=%llu chunk %llu: copy moved from I/O server %u to %u (%s)",
 		 (unsigned long long)ino, (unsigned long long)idx, src, dst,
 		 by_domain ? "failure domains" : "rebalance");
 	/* a block written meanwhile keeps its old copy (the new one stayed stale) */
@@ -1062,10 +1063,11 @@ int ms_rebalance(struct ms *ms, struct ms_session *s, int on, uint32_t threshold
 		}
 		ms->rebalance_gen++;
 		if (on)
-			log_info("rebalance: moving copies until every I/O server is within "
+			log_info(1100047,
+				 "rebalance: moving copies until every I/O server is within "
 				 "%g percentage points of the cluster's usage", threshold_pct / 2.0);
 		else
-			log_info("rebalance cancelled");
+			log_info(1100048, "rebalance cancelled");
 	}
 	pthread_mutex_unlock(&ms->rebalance_mu);
 	return ret;
@@ -1095,10 +1097,12 @@ static void rebalance_pass_end(struct ms *ms, uint64_t gen, uint64_t moved, uint
 	if (ms->rebalance_on && ms->rebalance_gen == gen && (!outside || stuck) &&
 	    rebalance_store(ms, 0, 0) == 0) {
 		if (!outside)
-			log_info("rebalance done: every I/O server within %g percentage points "
+			log_info(1100049,
+				 "rebalance done: every I/O server within %g percentage points "
 				 "of the cluster's usage", ms->rebalance_pct / 2.0);
 		else
-			log_warn("rebalance stopped: %u I/O server%s outside the band, and no copy "
+			log_warn(1100050,
+				 "rebalance stopped: %u I/O server%s outside the band, and no copy "
 				 "can move closer (room, failure domains, chunk size)", outside,
 				 outside == 1 ? "" : "s");
 	}
@@ -1205,7 +1209,7 @@ int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *o
 		int r = rebuild_chunk(ms, work[i].ino, work[i].idx, &st, started);
 
 		if (r)
-			log_warn("inode %llu chunk %llu: rebuild: %s",
+			log_warn(1100051, "ino=%llu chunk %llu: rebuild: %s",
 				 (unsigned long long)work[i].ino, (unsigned long long)work[i].idx,
 				 strerror(-r));
 	}
@@ -1221,7 +1225,7 @@ int ms_rebuild_pass(struct ms *ms, size_t max_chunks, struct ms_rebuild_stats *o
 		}
 		r = move_chunk(ms, moves[i].ino, moves[i].idx, balance, mean, &st, started);
 		if (r < 0)
-			log_warn("inode %llu chunk %llu: moving a copy: %s",
+			log_warn(1100052, "ino=%llu chunk %llu: moving a copy: %s",
 				 (unsigned long long)moves[i].ino, (unsigned long long)moves[i].idx,
 				 strerror(-r));
 		failed |= r < 0 || r == MOVE_FAILED;

@@ -147,7 +147,7 @@ int registry_load(struct ms *ms)
 		if (kl == 0 || k[0] != MS_TAG_SERVER)
 			break;
 		if (kl != 5 || server_decode(v, vl, &s)) {
-			log_error("corrupt server record in the database");
+			log_error(1100053, "corrupt server record in the database");
 			ret = -EIO;
 			break;
 		}
@@ -244,7 +244,8 @@ int registry_ready(struct ms_registry *r, int *up, int *known)
 		} else {
 			r->wait_until_ms = 0;	/* over for good: all are back or time is up */
 			if (*up < *known)
-				log_warn("startup wait over: %d of %d I/O servers registered; "
+				log_warn(1100054,
+					 "startup wait over: %d of %d I/O servers registered; "
 					 "allocating on those", *up, *known);
 		}
 	}
@@ -319,7 +320,8 @@ void registry_session_closed(struct ms_registry *r, struct ms_session *s)
 		if (r->servers[i].up == s) {
 			r->servers[i].up = NULL;
 			r->servers[i].down_since_ms = mono_ms();
-			log_info("I/O server %u (%s) is down", r->servers[i].id, r->servers[i].url);
+			log_info(1100055,
+				 "I/O server %u (%s) is down", r->servers[i].id, r->servers[i].url);
 		}
 	pthread_mutex_unlock(&r->mu);
 }
@@ -341,12 +343,13 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	int ret = 0;
 
 	if (!ms_session_is_server(sess)) {
-		log_warn("REGISTER of %s refused: the peer did not prove the server key", url);
+		log_warn(1100056,
+			 "REGISTER of %s refused: the peer did not prove the server key", url);
 		return -EPERM;
 	}
 	/* past it the map would not fit in memory, or its size not in 64 bits */
 	if (capacity_blocks > MS_MAX_VOLUME_BLOCKS) {
-		log_warn("REGISTER of %s refused: %llu blocks, more than the %llu a volume may have",
+		log_warn(1100057, "REGISTER of %s refused: %llu blocks, more than the %llu a volume may have",
 			 url, (unsigned long long)capacity_blocks,
 			 (unsigned long long)MS_MAX_VOLUME_BLOCKS);
 		return -EINVAL;
@@ -365,7 +368,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 			s = &r->servers[i];
 	if (s && s->up && s->up != sess) {
 		/* a second registration of a live server is an impostor or a misconfiguration */
-		log_warn("I/O server %u (%s) is up; a second registration of its volume from %s "
+		log_warn(1100058,
+			 "I/O server %u (%s) is up; a second registration of its volume from %s "
 			 "refused", s->id, s->url, url);
 		ret = -EBUSY;
 		goto out;
@@ -380,7 +384,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 		 */
 		ret = alloc_shrink(&ms->alloc, s->id, capacity_blocks);
 		if (ret) {
-			log_warn("I/O server %u (%s): a registration with %llu blocks refused: "
+			log_warn(1100059,
+				 "I/O server %u (%s): a registration with %llu blocks refused: "
 				 "blocks past that are in use", s->id, s->url,
 				 (unsigned long long)capacity_blocks);
 			ret = -EINVAL;
@@ -459,7 +464,8 @@ int ms_register(struct ms *ms, struct ms_session *sess, const char *url, const v
 	}
 	*id = tmp.id;
 	*epoch = tmp.epoch;
-	log_info("I/O server %u (%s, %s) registered, %llu blocks%s", tmp.id, tmp.name, tmp.url,
+	log_info(1100060,
+		 "I/O server %u (%s, %s) registered, %llu blocks%s", tmp.id, tmp.name, tmp.url,
 		 (unsigned long long)capacity_blocks,
 		 s ? "" : pristine ? ", new pristine volume" :
 		 ", new volume of unknown content: each block is zeroed before its first use");
@@ -638,7 +644,7 @@ int ms_drain(struct ms *ms, struct ms_session *sess, uint32_t id, int on)
 	s = server_find_locked(r, id);
 	if (s && s->draining != on) {
 		s->draining = on;
-		log_info("I/O server %u (%s): %s", id, s->url,
+		log_info(1100061, "I/O server %u (%s): %s", id, s->url,
 			 on ? "draining: its copies are moved to the other servers"
 			    : "no longer draining");
 	}
@@ -683,7 +689,7 @@ int ms_server_set(struct ms *ms, struct ms_session *sess, uint32_t id, const cha
 	if (ret)
 		goto out;
 	if (s->read_only != tmp.read_only)
-		log_info("I/O server %u (%s): %s", id, s->url,
+		log_info(1100062, "I/O server %u (%s): %s", id, s->url,
 			 tmp.read_only ? "read-only: no new blocks go there"
 				       : "no longer read-only");
 	memcpy(s->label, tmp.label, sizeof(s->label));

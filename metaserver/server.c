@@ -98,7 +98,8 @@ static void *rebuilder_main(void *arg)
 		if (ms_rebuild_pass(srv->ms, REBUILD_PASS_CHUNKS, &st) == 0 && st.work_left)
 			wait_ms = 0;	/* more to do: go on at once */
 		if (st.chunks_under || st.chunks_lost)
-			log_debug("rebuild: %llu chunks under-replicated, %llu lost, %llu rebuilt",
+			log_debug(1100063,
+				  "rebuild: %llu chunks under-replicated, %llu lost, %llu rebuilt",
 				  (unsigned long long)st.chunks_under,
 				  (unsigned long long)st.chunks_lost,
 				  (unsigned long long)st.chunks_rebuilt);
@@ -325,7 +326,8 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	ms_set_zeroer(ms, ms_zeroer_zero, srv->zeroer);
 	/* ... and fences every file whose blocks it frees */
 	if (o->metrics && server_metrics(srv, o->metrics))
-		log_warn("metrics: cannot register the server's families; some are missing");
+		log_warn(1100064,
+			 "metrics: cannot register the server's families; some are missing");
 	ms_set_fencer(ms, fence_counted, srv);
 	/* ... and the rebuilder copies between I/O servers through it */
 	ms_set_copier(ms, ms_zeroer_copy, srv->zeroer);
@@ -334,7 +336,7 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 	if (pthread_create(&srv->rebuilder, NULL, rebuilder_main, srv) == 0)
 		srv->rebuilder_started = 1;
 	else
-		log_error("cannot start the rebuilder thread: copies will not be rebuilt");
+		log_error(1100065, "cannot start the rebuilder thread: copies will not be rebuilt");
 	for (int i = 0; i < srv->nthreads; i++) {
 		ret = pthread_create(&srv->threads[i], NULL, worker_main, srv);
 		if (ret) {
@@ -438,7 +440,7 @@ int ms_server_run(struct ms_server *srv)
 			break;
 		}
 	}
-	log_info("stopping: finishing queued requests");
+	log_info(1100066, "stopping: finishing queued requests");
 	pthread_mutex_lock(&srv->mu);
 	srv->draining = 1;
 	pthread_cond_broadcast(&srv->not_empty);

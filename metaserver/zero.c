@@ -306,7 +306,8 @@ int ms_zeroer_zero(void *arg, const struct ms_zero_range *r, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (status[i] == 0)
 			continue;
-		log_error("cannot zero blocks %llu+%llu on I/O server %u for an allocation: %s%s%s",
+		log_error(1100067,
+			  "cannot zero blocks %llu+%llu on I/O server %u for an allocation: %s%s%s",
 			  (unsigned long long)r[i].block, (unsigned long long)r[i].count,
 			  r[i].server_id, strerror(-status[i]), calls[i].why[0] ? ": " : "",
 			  calls[i].why);

@@ -185,10 +185,10 @@ static void *authenticator_run(void *arg)
 			snprintf(pr.role, sizeof(pr.role), "%s", a->claim);
 		}
 		if (send(a->fd, &pr, sizeof(pr), MSG_NOSIGNAL) < 0)
-			log_msg(LOG_LVL_INFO, "RDMA authenticator: %s", strerror(errno));
+			log_info(1400001, "RDMA authenticator: %s", strerror(errno));
 	} else if (n != 0) {
 		/* 0: the module gave up before its challenge came (its connect failed). */
-		log_msg(LOG_LVL_INFO, "RDMA authenticator: no challenge within %d ms",
+		log_info(1400002, "RDMA authenticator: no challenge within %d ms",
 			a->timeout_ms);
 	}
 	OPENSSL_cleanse(&pr, sizeof(pr));

@@ -454,7 +454,7 @@ static int op_copy_lost(struct msg *m)
 	b1 = (cl->offset + cl->length + BLK - 1) / BLK;
 	err = io_copy_stale(f->c, f->in, f, NULL, cl->server_id, b0, b1);
 	if (err) {
-		log_msg(LOG_LVL_WARN, "inode %llu: a write of blocks %llu-%llu missed the copy on "
+		log_warn(1400003, "ino=%llu: a write of blocks %llu-%llu missed the copy on "
 			"I/O server %u, which cannot be marked stale: %s",
 			(unsigned long long)f->in->ino, (unsigned long long)b0,
 			(unsigned long long)b1, cl->server_id, strerror(-err));
@@ -485,7 +485,7 @@ static int op_connect(struct msg *m)
 		return -EHOSTUNREACH;
 	fd = ioconn_connect(url, &c->opts.secret, c->opts.role, m->h->timeout_ms);
 	if (fd < 0) {
-		log_msg(LOG_LVL_WARN, "I/O server %u (%s): %s", cr->server_id, url,
+		log_warn(1400004, "I/O server %u (%s): %s", cr->server_id, url,
 			fd == -EPROTONOSUPPORT ? "tls:// needs kernel TLS (the tls module), "
 			"which this kernel does not have" : strerror(-fd));
 		return -EIO;
@@ -699,7 +699,7 @@ static void *serve_thread(void *arg)
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
-			log_msg(LOG_LVL_ERROR, "read /dev/rdfs: %s", strerror(errno));
+			log_error(1400005, "read /dev/rdfs: %s", strerror(errno));
 			break;
 		}
 		if ((size_t)n < sizeof(*req) || req->len != n ||
@@ -717,13 +717,13 @@ static void *serve_thread(void *arg)
 		rep->error = dispatch(&m);
 		if (rep->error && rep->error != -ENOENT && rep->error != -EEXIST &&
 		    rep->error != -ENOTEMPTY && rep->error != -ENODATA)
-			log_msg(LOG_LVL_INFO, "op %u ino %llu: %s", req->op,
-				(unsigned long long)req->ino, strerror(-rep->error));
+			log_info(1400006, "ino=%llu: op %u: %s", (unsigned long long)req->ino,
+				 req->op, strerror(-rep->error));
 		if (rep->error)
 			m.out_len = 0;
 		rep->len = sizeof(*rep) + m.out_len;
 		if (write(h->dev_fd, out, rep->len) < 0)
-			log_msg(LOG_LVL_WARN, "reply to op %u: %s", req->op, strerror(errno));
+			log_warn(1400007, "reply to op %u: %s", req->op, strerror(errno));
 		if (rep->fd >= 0)
 			close(rep->fd);	/* the module holds its own reference now */
 	}

@@ -182,7 +182,7 @@ int peer_get(struct rdfs_client *c, struct rdfs_peer *p, int connect_ms, int wai
 			break;
 		}
 		if (ret == -EACCES || mono_ms() + 200 > deadline) {
-			log_debug("cannot connect to %s: %s", url, strerror(-ret));
+			log_debug(1600001, "cannot connect to %s: %s", url, strerror(-ret));
 			if (ret != -EACCES)
 				ret = -EIO;
 			break;
@@ -262,7 +262,8 @@ static int ms_retry_not_ready(struct rdfs_client *c, int ret, int64_t *deadline,
 	now = mono_ms();
 	if (!*deadline) {
 		*deadline = now + wait;
-		log_info("metaserver %s waits for its I/O servers to register; retrying for up "
+		log_info(1600002,
+			 "metaserver %s waits for its I/O servers to register; retrying for up "
 			 "to %d ms", c->ms_url, wait);
 	}
 	left = *deadline - now;
@@ -302,7 +303,7 @@ static int ms_call_core(struct rdfs_client *c, uint16_t op, const ProtobufCMessa
 			break;
 	}
 	if (ret < 0 && rpc_errno(ret) != ret)
-		log_debug("%s to %s: %s", frame_op_name(op), c->ms_url, strerror(-ret));
+		log_debug(1600003, "%s to %s: %s", frame_op_name(op), c->ms_url, strerror(-ret));
 	return rpc_errno(ret);
 }
 
@@ -378,7 +379,8 @@ int ms_file_call(struct rdfs_file *f, uint16_t op, const ProtobufCMessage *req,
 		if (f->handle_gen != cn->gen) {
 			ret = file_reopen(f, cn);
 			if (ret)
-				log_warn("cannot re-open inode %llu after reconnecting: %s",
+				log_warn(1600004,
+					 "cannot re-open ino=%llu after reconnecting: %s",
 					 (unsigned long long)f->in->ino, strerror(-ret));
 		}
 		*handle_field = f->handle;

@@ -259,7 +259,7 @@ static int file_commit(struct rdfs_file *f)
 	return 0;
 
 fail:
-	log_warn("cannot commit writes to inode %llu: %s", (unsigned long long)in->ino,
+	log_warn(1600005, "cannot commit writes to ino=%llu: %s", (unsigned long long)in->ino,
 		 strerror(-ret));
 	pthread_mutex_lock(&in->lock);
 	in->dirty = 1;
@@ -356,7 +356,8 @@ static int file_copy_stale(struct rdfs_file *f, const struct unstable_server *u)
 		ret = io_copy_stale(f->c, f->in, f, NULL, u->server_id, u->blocks.r[i].start,
 				    u->blocks.r[i].end);
 	if (ret == 0)
-		log_warn("inode %llu: I/O server %u lost or could not commit unstable writes; "
+		log_warn(1600006,
+			 "ino=%llu: I/O server %u lost or could not commit unstable writes; "
 			 "other copies hold them, its copy is marked stale",
 			 (unsigned long long)f->in->ino, u->server_id);
 	return ret;
@@ -384,14 +385,15 @@ static int file_io_commit(struct rdfs_file *f)
 		if (r && r != -ENOMEM && file_copy_stale(f, u) == 0)
 			continue;
 		if (r == COMMIT_VERIFIER_CHANGED) {
-			log_error("I/O server %u restarted before committing unstable writes of inode %llu: they may be lost",
+			log_error(1600007, "I/O server %u restarted before committing unstable writes of ino=%llu: they may be lost",
 				  u->server_id, (unsigned long long)in->ino);
 			pthread_mutex_lock(&in->lock);
 			in->lost_epoch++;
 			pthread_mutex_unlock(&in->lock);
 			ret = -EIO;
 		} else if (r) {
-			log_warn("I/O server %u cannot commit inode %llu: %s", u->server_id,
+			log_warn(1600008,
+				 "I/O server %u cannot commit ino=%llu: %s", u->server_id,
 				 (unsigned long long)in->ino, strerror(-r));
 			/* the next fsync tries again, still knowing the verifier */
 			pthread_mutex_lock(&in->lock);
@@ -439,7 +441,7 @@ int rdfs_release(struct rdfs_file *f)
 			r = rpc_call(cn->rpc, RDFS_OP_RELEASE, &req.base, NULL, NULL,
 				     c->opts.timeout_ms);
 			if (r && r != -ENOTCONN)
-				log_debug("release of inode %llu: %s",
+				log_debug(1600009, "release of ino=%llu: %s",
 					  (unsigned long long)f->in->ino, strerror(-r));
 		}
 		peer_put(&c->ms, cn);

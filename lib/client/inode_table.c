@@ -42,7 +42,7 @@ void inode_table_destroy(struct inode_table *t)
 
 			/* only a failed release leaves these; say what is lost */
 			if (in->dirty)
-				log_warn("inode %llu: uncommitted writes discarded as the client closes",
+				log_warn(1600010, "ino=%llu: uncommitted writes discarded as the client closes",
 					 (unsigned long long)in->ino);
 			t->bucket[i] = in->next;
 			inode_free(in);

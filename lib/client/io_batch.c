@@ -213,7 +213,8 @@ int io_batch_end(struct io_batch *b)
 		b->done++;
 		if (r->status && !first_err) {
 			first_err = r->status;
-			log_debug("%s of blocks %llu+%u on server %u: %s", frame_op_name(b->op),
+			log_debug(1600011,
+				  "%s of blocks %llu+%u on server %u: %s", frame_op_name(b->op),
 				  (unsigned long long)r->first_block, r->block_count,
 				  io_req_server(r), strerror(-r->status));
 		}

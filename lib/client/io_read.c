@@ -371,7 +371,7 @@ void placed_pool_destroy(struct placed_pool *pp)
 	if (pp->mem) {
 		/* A read buffer still out is a caller bug: keep its memory then. */
 		if (pp->free_mask != (1u << PLACED_SLOTS) - 1)
-			log_warn("client closed with read buffers still out");
+			log_warn(1600012, "client closed with read buffers still out");
 		else if (xport_mem_deregister(pp->mem, len) == 0)
 			free(pp->mem);
 	}
@@ -399,7 +399,7 @@ static void *placed_slot_get(struct placed_pool *pp, size_t size)
 		} else {
 			pp->broken = 1;
 			free(mem);
-			log_warn("cannot set up %zu bytes of read destinations: allocating per read",
+			log_warn(1600013, "cannot set up %zu bytes of read destinations: allocating per read",
 				 len);
 		}
 	}

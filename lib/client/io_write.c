@@ -187,7 +187,8 @@ int io_copy_stale(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file
 		ret = ms_call(c, RDFS_OP_STALE, &req.base, NULL, NULL, MS_IDEMPOTENT);
 	/* EIO: it is the last current copy (a file of one copy): the caller reports it */
 	if (ret && ret != -EIO)
-		log_warn("inode %llu: cannot mark the copy on I/O server %u of blocks %llu-%llu "
+		log_warn(1600014,
+			 "ino=%llu: cannot mark the copy on I/O server %u of blocks %llu-%llu "
 			 "stale: %s", (unsigned long long)in->ino, server_id,
 			 (unsigned long long)b0, (unsigned long long)b1, strerror(-ret));
 	return ret;

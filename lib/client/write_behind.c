@@ -92,7 +92,7 @@ static void wb_complete_oldest(struct rdfs_inode *in, struct write_behind *wb)
 		ret = write_now(wb->owner, u->buf, u->len, u->off);
 	}
 	if (ret) {
-		log_warn("write-behind of inode %llu bytes %llu+%zu failed: %s",
+		log_warn(1600015, "write-behind of ino=%llu bytes %llu+%zu failed: %s",
 			 (unsigned long long)in->ino, (unsigned long long)u->off, u->len,
 			 strerror(-ret));
 		if (!wb->error)

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <algorithm>
 
 #include <map>
 #include <string>
@@ -216,9 +219,9 @@ TEST(Log, WritesTimestampedLinesToFile)
 	ASSERT_GE(fd, 0);
 	log_init("/usr/bin/rdfs-test", LOG_LVL_INFO);
 	ASSERT_EQ(0, log_open_file(path));
-	log_info("hello %d", 42);
-	log_debug("filtered out");
-	log_warn("multi\n");
+	log_info(1900001, "hello %d", 42);
+	log_debug(1900002, "filtered out");
+	log_warn(1900003, "multi\n");
 	ASSERT_GT(read(fd, buf, sizeof(buf) - 1), 0);
 	close(fd);
 	unlink(path);
@@ -228,15 +231,105 @@ TEST(Log, WritesTimestampedLinesToFile)
 
 	std::string s(buf);
 	std::string pid = std::to_string(getpid());
-	/* 2026-11-22T02:40:00.123Z rdfs-test[pid] info: hello 42 */
+	/* 2026-11-22T02:40:00.123Z rdfs-test[pid] info RDFS1900001: hello 42 */
 	ASSERT_GE(s.size(), 25u);
 	EXPECT_EQ('T', s[10]);
 	EXPECT_EQ('.', s[19]);
 	EXPECT_EQ('Z', s[23]);
-	EXPECT_NE(std::string::npos, s.find(" rdfs-test[" + pid + "] info: hello 42\n"));
+	EXPECT_EQ(' ', s[24]);
+	EXPECT_EQ(0u, s.find_first_of("0123456789"));
+	EXPECT_NE(std::string::npos, s.find(" rdfs-test[" + pid + "] info RDFS1900001: hello 42\n"));
 	EXPECT_EQ(std::string::npos, s.find("filtered"));
-	EXPECT_NE(std::string::npos, s.find("] warn: multi\n"));
+	EXPECT_NE(std::string::npos, s.find("] warn RDFS1900003: multi\n"));
 	EXPECT_EQ(2, std::count(s.begin(), s.end(), '\n'));
+}
+
+/*
+ * Logs to a temporary file standing in for stderr, with JOURNAL_STREAM set to
+ * @journal_stream (or to the file's own DEV:INODE if "self"), as systemd runs
+ * a service whose stderr is the journal; what was logged.
+ */
+static std::string log_as_service(const char *journal_stream)
+{
+	char path[] = "/tmp/rdfs-log-XXXXXX";
+	int fd = mkstemp(path);
+	int saved = dup(STDERR_FILENO);
+	char buf[512] = {};
+	struct stat st;
+
+	EXPECT_GE(fd, 0);
+	EXPECT_GE(saved, 0);
+	EXPECT_EQ(0, fstat(fd, &st));
+	std::string self = std::to_string((unsigned long long)st.st_dev) + ":" +
+			   std::to_string((unsigned long long)st.st_ino);
+	EXPECT_EQ(STDERR_FILENO, dup2(fd, STDERR_FILENO));
+	setenv("JOURNAL_STREAM", strcmp(journal_stream, "self") ? journal_stream : self.c_str(), 1);
+	/* as a server starts: stderr is the stream (log_open_file reopens it by name here) */
+	EXPECT_EQ(0, log_open_file("/dev/stderr"));
+	log_init("rdfs-test", LOG_LVL_DEBUG);
+	log_error(1900004, "e %d", 1);
+	log_warn(1900005, "w");
+	log_info(1900006, "ino=%d: i", 42);
+	log_debug(1900007, "d\n%s\n", "two lines");
+
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	unsetenv("JOURNAL_STREAM");
+	EXPECT_EQ(0, log_open_file("/dev/stderr"));
+	log_init("rdfs", LOG_LVL_INFO);
+	EXPECT_GT(pread(fd, buf, sizeof(buf) - 1, 0), 0);
+	close(fd);
+	unlink(path);
+	return buf;
+}
+
+TEST(Log, JournalStreamGetsPriorityPrefixesAndNoTimestamp)
+{
+	/* sd-daemon(3): <3> error, <4> warning, <6> info, <7> debug; journald adds the rest */
+	EXPECT_EQ("<3>RDFS1900004: e 1\n"
+		  "<4>RDFS1900005: w\n"
+		  "<6>RDFS1900006: ino=42: i\n"
+		  "<7>RDFS1900007: d two lines\n",
+		  log_as_service("self"));
+}
+
+TEST(Log, OtherJournalStreamKeepsTimestamps)
+{
+	/* stderr redirected elsewhere by the service, or JOURNAL_STREAM inherited */
+	for (const char *other : { "1:1", "garbage", "" }) {
+		std::string s = log_as_service(other);
+
+		EXPECT_EQ(std::string::npos, s.find("<3>")) << other;
+		EXPECT_NE(std::string::npos, s.find("] error RDFS1900004: e 1\n")) << other;
+		EXPECT_EQ(4, std::count(s.begin(), s.end(), '\n')) << other;
+	}
+}
+
+TEST(Log, FileLogEvenUnderTheJournal)
+{
+	char path[] = "/tmp/rdfs-log-XXXXXX";
+	int fd = mkstemp(path);
+	char buf[256] = {};
+	struct stat st;
+
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(0, fstat(STDERR_FILENO, &st));
+	std::string self = std::to_string((unsigned long long)st.st_dev) + ":" +
+			   std::to_string((unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", self.c_str(), 1);
+	log_init("rdfs-test", LOG_LVL_INFO);
+	/* log_file= in the config: the file gets whole lines */
+	ASSERT_EQ(0, log_open_file(path));
+	log_warn(1900008, "to the file");
+	unsetenv("JOURNAL_STREAM");
+	ASSERT_EQ(0, log_open_file("/dev/stderr"));
+	log_init("rdfs", LOG_LVL_INFO);
+	ASSERT_GT(read(fd, buf, sizeof(buf) - 1), 0);
+	close(fd);
+	unlink(path);
+	std::string s(buf);
+	EXPECT_EQ('Z', s[23]);
+	EXPECT_NE(std::string::npos, s.find("] warn RDFS1900008: to the file\n"));
 }
 
 } // namespace

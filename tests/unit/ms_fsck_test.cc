@@ -1004,8 +1004,8 @@ TEST_F(MsFsckMarkTest, TheRepairNeverLowersAMarkRaisedSinceItsSnapshot)
 	/* the first line fsck writes, but for the timestamp */
 	char line[512];
 	int l1 = snprintf(line, sizeof(line),
-			  "2000-01-01T00:00:00.000Z test_metaserver[%d] warn: fsck: problem %u: "
-			  "inode %llu (0), server %u, 0+10: repaired\n", (int)getpid(),
+			  "2000-01-01T00:00:00.000Z test_metaserver[%d] warn RDFS1100005: fsck: "
+			  "problem %u: ino=%llu (0), server %u, 0+10: repaired\n", (int)getpid(),
 			  MS_FSCK_ABOVE_HIGH_WATER, (unsigned long long)fa, id);
 	std::string fill(cap - l1 - 16, '.');
 	ASSERT_EQ(write(wfd, fill.data(), fill.size()), (ssize_t)fill.size());
