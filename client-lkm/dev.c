@@ -212,7 +212,8 @@ int rdfs_call(struct rdfs_chan *ch, struct rdfs_dev_call *c)
 		c->sock = NULL;
 	}
 	rdfs_obj_put(RDFS_OBJ_CALL);
-	if (!c->error && (c->req.op == RDFS_DEV_OPEN || c->req.op == RDFS_DEV_OPENDIR))
+	if (!c->error && (c->req.op == RDFS_DEV_OPEN || c->req.op == RDFS_DEV_OPENDIR ||
+			  c->req.op == RDFS_DEV_CREATE_OPEN))
 		rdfs_obj_get(RDFS_OBJ_HANDLE);
 	return c->error;
 }

@@ -136,16 +136,41 @@ int rdfs_commit(struct inode *inode, u64 handle)
 	return err;
 }
 
-static int rdfs_open(struct inode *inode, struct file *file)
+struct rdfs_open_file *rdfs_open_file_new(void)
+{
+	return kzalloc(sizeof(struct rdfs_open_file), GFP_KERNEL);
+}
+
+void rdfs_open_file_free(struct rdfs_open_file *of)
+{
+	kfree(of);
+}
+
+void rdfs_file_attach(struct inode *inode, struct file *file, struct rdfs_open_file *of,
+		      u64 handle)
 {
 	struct rdfs_inode_info *ri = RDFS_I(inode);
+
+	of->handle = handle;
+	INIT_LIST_HEAD(&of->link);
+	if (file->f_mode & FMODE_WRITE) {
+		of->writable = true;
+		spin_lock(&ri->lock);
+		list_add_tail(&of->link, &ri->wr_files);
+		spin_unlock(&ri->lock);
+	}
+	file->private_data = of;
+}
+
+static int rdfs_open(struct inode *inode, struct file *file)
+{
 	struct rdfs_dev_open o = { .flags = file->f_flags & ~(O_CREAT | O_EXCL | O_NOCTTY) };
 	struct rdfs_dev_open_reply rep;
 	struct rdfs_open_file *of;
 	struct rdfs_dev_call c;
 	int err;
 
-	of = kzalloc(sizeof(*of), GFP_KERNEL);
+	of = rdfs_open_file_new();
 	if (!of)
 		return -ENOMEM;
 	rdfs_call_init(&c, RDFS_DEV_OPEN, inode->i_ino, 0);
@@ -156,19 +181,11 @@ static int rdfs_open(struct inode *inode, struct file *file)
 	if (!err && c.out_len < sizeof(rep))
 		err = -EIO;
 	if (err) {
-		kfree(of);
+		rdfs_open_file_free(of);
 		return err;
 	}
-	of->handle = rep.handle;
-	INIT_LIST_HEAD(&of->link);
 	rdfs_attr_apply(inode, &rep.attr);
-	if (file->f_mode & FMODE_WRITE) {
-		of->writable = true;
-		spin_lock(&ri->lock);
-		list_add_tail(&of->link, &ri->wr_files);
-		spin_unlock(&ri->lock);
-	}
-	file->private_data = of;
+	rdfs_file_attach(inode, file, of, rep.handle);
 	if ((file->f_flags & O_TRUNC) && i_size_read(inode))
 		truncate_pagecache(inode, 0);
 	return 0;

@@ -196,6 +196,101 @@ static int rdfs_create(struct user_namespace *ns, struct inode *dir, struct dent
 	return rdfs_mknod_call(dir, dentry, RDFS_DEV_CREATE, mode | S_IFREG, 0, NULL);
 }
 
+/*
+ * open(O_CREAT) of a name not known to exist: one call creates and opens it
+ * (the metaserver's MKNOD with open), where lookup, create and open would be
+ * three. Without O_EXCL, a create that fails because the name exists (another
+ * client made it) or may not be made here (opening an existing file needs no
+ * write access to the directory) is looked up, and an existing file is left
+ * to the usual open.
+ */
+static int rdfs_atomic_open(struct inode *dir, struct dentry *dentry, struct file *file,
+			    unsigned int open_flags, umode_t mode)
+{
+	struct rdfs_dev_mknod m = {
+		.mode = (mode & ~S_IFMT) | S_IFREG,
+		.flags = open_flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC),
+	};
+	struct rdfs_dev_open_reply rep;
+	struct rdfs_open_file *of;
+	struct dentry *found = NULL;
+	struct rdfs_dev_call c;
+	struct inode *inode;
+	int err = 0;
+
+	if (dentry->d_name.len > NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!(open_flags & O_CREAT) || d_really_is_positive(dentry))
+		goto lookup;
+	if (IS_POSIXACL(dir))
+		m.umask = current_umask();
+	else
+		m.mode &= ~current_umask();
+	of = rdfs_open_file_new();
+	if (!of)
+		return -ENOMEM;
+	rdfs_call_init(&c, RDFS_DEV_CREATE_OPEN, dir->i_ino, 0);
+	rdfs_call_arg(&c, &m, sizeof(m));
+	rdfs_call_arg(&c, dentry->d_name.name, dentry->d_name.len + 1);
+	c.out = &rep;
+	c.out_size = sizeof(rep);
+	err = rdfs_call(RDFS_SB(dir->i_sb)->chan, &c);
+	if (!err && c.out_len < sizeof(rep))
+		err = -EIO;
+	if (err) {
+		rdfs_open_file_free(of);
+		if (open_flags & O_EXCL || err == -ENAMETOOLONG)
+			return err;
+		goto lookup;
+	}
+	RDFS_I(dir)->attr_time = 0;	/* mtime and nlink changed */
+	inode = rdfs_iget(dir->i_sb, &rep.attr);
+	if (IS_ERR(inode)) {
+		err = PTR_ERR(inode);
+		goto release;
+	}
+	dentry->d_time = jiffies;
+	if (d_in_lookup(dentry)) {
+		found = d_splice_alias(inode, dentry);
+		if (IS_ERR(found)) {
+			err = PTR_ERR(found);
+			goto release;
+		}
+		if (found)
+			dentry = found;
+	} else {
+		d_instantiate(dentry, inode);
+	}
+	file->f_mode |= FMODE_CREATED;
+	err = finish_open(file, dentry, generic_file_open);
+	dput(found);
+	if (err)
+		goto release;
+	rdfs_file_attach(d_inode(dentry), file, of, rep.handle);
+	return 0;
+
+release:
+	rdfs_open_file_free(of);
+	rdfs_call_init(&c, RDFS_DEV_RELEASE, rep.attr.ino, rep.handle);
+	rdfs_call(RDFS_SB(dir->i_sb)->chan, &c);
+	return err;
+
+lookup:
+	if (d_in_lookup(dentry)) {
+		found = rdfs_lookup(dir, dentry, 0);
+		if (IS_ERR(found))
+			return PTR_ERR(found);
+		if (found)
+			dentry = found;
+	}
+	if ((open_flags & O_CREAT) && d_really_is_negative(dentry)) {
+		/* the create failed and nothing is there: its error stands */
+		dput(found);
+		return err ? err : -ENOENT;
+	}
+	return finish_no_open(file, found);
+}
+
 static int rdfs_mknod(struct user_namespace *ns, struct inode *dir, struct dentry *dentry,
 		      umode_t mode, dev_t rdev)
 {
@@ -576,6 +671,7 @@ const struct xattr_handler *rdfs_xattr_handlers[] = {
 const struct inode_operations rdfs_dir_iops = {
 	.lookup		= rdfs_lookup,
 	.create		= rdfs_create,
+	.atomic_open	= rdfs_atomic_open,
 	.mknod		= rdfs_mknod,
 	.mkdir		= rdfs_mkdir,
 	.symlink	= rdfs_symlink,

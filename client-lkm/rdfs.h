@@ -132,6 +132,13 @@ extern const struct file_operations rdfs_file_fops;
 extern const struct file_operations rdfs_dir_fops;
 extern const struct address_space_operations rdfs_aops;
 int rdfs_commit(struct inode *inode, u64 handle);
+/* An open file's state, allocated before the helper opens (attaching cannot fail). */
+struct rdfs_open_file;
+struct rdfs_open_file *rdfs_open_file_new(void);
+void rdfs_open_file_free(struct rdfs_open_file *of);
+/* Make @file the open of helper handle @handle, in @of. */
+void rdfs_file_attach(struct inode *inode, struct file *file, struct rdfs_open_file *of,
+		      u64 handle);
 /* Blocks of [first, end) written back or written directly, not yet committed. */
 bool rdfs_dirty_overlaps(struct inode *inode, u64 first, u64 end);
 u64 rdfs_wb_handle(struct inode *inode);

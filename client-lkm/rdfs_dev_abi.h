@@ -24,9 +24,10 @@
 /*
  * 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr
  * values); 5: files with several copies (LAYOUT_FAILED, SEG_COPY, COPY_LOST);
- * 6: POSIX ACLs: the caller's umask in rdfs_dev_mknod
+ * 6: POSIX ACLs: the caller's umask in rdfs_dev_mknod;
+ * 7: CREATE_OPEN (atomic_open: create and open in one call)
  */
-#define RDFS_DEV_ABI_VERSION	6
+#define RDFS_DEV_ABI_VERSION	7
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -65,6 +66,7 @@ enum rdfs_dev_op {
 	RDFS_DEV_SEEK,		/* handle; rdfs_dev_seek -> reply.val: SEEK_DATA/SEEK_HOLE's answer */
 	RDFS_DEV_COPY_RANGE,	/* handle = source; rdfs_dev_copy -> reply.val copied, rdfs_dev_attr of dst */
 	RDFS_DEV_COPY_LOST,	/* handle; rdfs_dev_copy_lost: a copy missed a write the others took */
+	RDFS_DEV_CREATE_OPEN,	/* ino = parent; rdfs_dev_mknod (flags: open's) + name -> rdfs_dev_open_reply */
 	RDFS_DEV_OP_MAX
 };
 

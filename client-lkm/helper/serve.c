@@ -324,6 +324,40 @@ static int op_open(struct msg *m)
 	return 0;
 }
 
+/*
+ * CREATE_OPEN (the module's atomic_open): create a regular file and open it
+ * in one metaserver round trip. Only creates (O_EXCL always): a name that
+ * exists is the module's to look up and open as usual.
+ */
+static int op_create_open(struct msg *m)
+{
+	const struct rdfs_dev_mknod *mk = (const void *)m->in;
+	struct rdfs_dev_open_reply *rep = (void *)m->out;
+	struct rdfs_file *f;
+	const char *name;
+	struct stat st;
+	int err, flags;
+
+	if (m->in_len < sizeof(*mk) || !(name = arg_str(m, sizeof(*mk), 0)))
+		return -EINVAL;
+	if (!S_ISREG(mk->mode))
+		return -EINVAL;
+	m->cred.umask = mk->umask & 0777;
+	/* as op_open: the kernel positions O_APPEND writes itself */
+	flags = (int)(mk->flags & ~(O_TRUNC | O_APPEND)) | O_CREAT | O_EXCL;
+	err = rdfs_create(m->h->client, &m->cred, m->req->ino, name, mk->mode, flags, &st, &f);
+	if (err)
+		return err;
+	rep->handle = handle_new(m->h, f, HANDLE_FILE);
+	if (!rep->handle) {
+		rdfs_release(f);
+		return -ENOMEM;
+	}
+	stat_to_attr(&st, &rep->attr);
+	m->out_len = sizeof(*rep);
+	return 0;
+}
+
 static int op_release(struct msg *m)
 {
 	void *p;
@@ -655,6 +689,8 @@ static int dispatch(struct msg *m)
 		return op_statfs(m);
 	case RDFS_DEV_OPEN:
 		return op_open(m);
+	case RDFS_DEV_CREATE_OPEN:
+		return op_create_open(m);
 	case RDFS_DEV_LAYOUT:
 		return op_layout(m);
 	case RDFS_DEV_CONNECT:

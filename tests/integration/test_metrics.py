@@ -314,6 +314,38 @@ def _fuse_quiet(mc):
     return got[-1]
 
 
+def test_a_create_asks_the_metaserver_only_what_it_needs(mc):
+    """open(O_CREAT|O_EXCL) + close of new names: one MKNOD each (create and open
+    in one), never an OPEN. Through FUSE the kernel looks the name up first (one
+    LOOKUP each); the kernel client's atomic_open creates without asking."""
+    d = mc.mnt / "create-cost"
+    d.mkdir()
+    # names relative to an open directory: only the new names are looked up
+    dfd = os.open(d, os.O_DIRECTORY)
+    try:
+        _quiet(mc)
+        before = scrape(mc.urls["metaserver"])
+        for i in range(N_FILES):
+            os.close(os.open("f%d" % i, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644,
+                             dir_fd=dfd))
+        _quiet(mc)
+        after = scrape(mc.urls["metaserver"])
+    finally:
+        os.close(dfd)
+
+    def delta(op):
+        return value(after, "rdfs_ms_requests_total", op=op) - \
+            value(before, "rdfs_ms_requests_total", op=op)
+
+    assert delta("mknod") == N_FILES
+    assert delta("open") == 0
+    assert delta("lookup") == (0 if CLIENT == "lkm" else N_FILES)
+    assert sorted(os.listdir(d)) == sorted("f%d" % i for i in range(N_FILES))
+    # and an O_EXCL create of a name that exists still fails
+    with pytest.raises(FileExistsError):
+        os.open(d / "f0", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+
+
 @needs_fuse
 def test_fuse_counters_follow_a_known_workload(mc):
     """rdfs-fuse counts what the kernel asked of it: a create, fsync and unlink
