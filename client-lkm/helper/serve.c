@@ -299,10 +299,24 @@ static int op_statfs(struct msg *m)
 	return 0;
 }
 
+/* Answer an OPEN or CREATE_OPEN with a handle for @f (released if none can be had). */
+static int reply_open(struct msg *m, struct rdfs_file *f, const struct stat *st)
+{
+	struct rdfs_dev_open_reply *rep = (void *)m->out;
+
+	rep->handle = handle_new(m->h, f, HANDLE_FILE);
+	if (!rep->handle) {
+		rdfs_release(f);
+		return -ENOMEM;
+	}
+	stat_to_attr(st, &rep->attr);
+	m->out_len = sizeof(*rep);
+	return 0;
+}
+
 static int op_open(struct msg *m)
 {
 	const struct rdfs_dev_open *o = (const void *)m->in;
-	struct rdfs_dev_open_reply *rep = (void *)m->out;
 	struct rdfs_file *f;
 	struct stat st;
 	int err, flags;
@@ -312,16 +326,7 @@ static int op_open(struct msg *m)
 	/* the kernel truncates (setattr) and positions O_APPEND writes itself */
 	flags = o->flags & ~(O_TRUNC | O_APPEND | O_CREAT | O_EXCL);
 	err = rdfs_open(m->h->client, &m->cred, m->req->ino, flags, &st, &f);
-	if (err)
-		return err;
-	rep->handle = handle_new(m->h, f, HANDLE_FILE);
-	if (!rep->handle) {
-		rdfs_release(f);
-		return -ENOMEM;
-	}
-	stat_to_attr(&st, &rep->attr);
-	m->out_len = sizeof(*rep);
-	return 0;
+	return err ? err : reply_open(m, f, &st);
 }
 
 /*
@@ -332,7 +337,6 @@ static int op_open(struct msg *m)
 static int op_create_open(struct msg *m)
 {
 	const struct rdfs_dev_mknod *mk = (const void *)m->in;
-	struct rdfs_dev_open_reply *rep = (void *)m->out;
 	struct rdfs_file *f;
 	const char *name;
 	struct stat st;
@@ -346,16 +350,7 @@ static int op_create_open(struct msg *m)
 	/* as op_open: the kernel positions O_APPEND writes itself */
 	flags = (int)(mk->flags & ~(O_TRUNC | O_APPEND)) | O_CREAT | O_EXCL;
 	err = rdfs_create(m->h->client, &m->cred, m->req->ino, name, mk->mode, flags, &st, &f);
-	if (err)
-		return err;
-	rep->handle = handle_new(m->h, f, HANDLE_FILE);
-	if (!rep->handle) {
-		rdfs_release(f);
-		return -ENOMEM;
-	}
-	stat_to_attr(&st, &rep->attr);
-	m->out_len = sizeof(*rep);
-	return 0;
+	return err ? err : reply_open(m, f, &st);
 }
 
 static int op_release(struct msg *m)

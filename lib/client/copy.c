@@ -319,7 +319,7 @@ int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file
 {
 	struct copy_plan plan = { 0 }, late = { 0 };
 	uint64_t size, dst_size;
-	int ret, plan_ok, io_err = 0;
+	int ret, io_err = 0;
 
 	if ((src->flags & O_ACCMODE) == O_WRONLY || (dst->flags & O_ACCMODE) == O_RDONLY ||
 	    (dst->flags & O_APPEND))
@@ -351,14 +351,15 @@ int64_t rdfs_copy_range(struct rdfs_file *src, uint64_t off_in, struct rdfs_file
 		ret = copy_plan_make(src, off_in, len, &plan);
 	if (!ret)
 		ret = copy_holes(&plan, off_in, dst, off_out, dst_size);
-	plan_ok = !ret;
-	for (int attempt = 0; attempt < IO_TRIES && plan_ok; attempt++) {
-		ret = copy_once(&plan, src, off_in, dst, off_out, len, &late, &io_err);
-		if (ret != io_err || !io_cap_error(ret))
-			break;
-		/* a refused capability: both layouts may have moved on */
-		layout_refused(src->in, ret, BLK_DOWN(off_in), BLK_UP(off_in + len));
-		layout_refused(dst->in, ret, BLK_DOWN(off_out), BLK_UP(off_out + len));
+	if (!ret) {
+		for (int attempt = 0; attempt < IO_TRIES; attempt++) {
+			ret = copy_once(&plan, src, off_in, dst, off_out, len, &late, &io_err);
+			if (ret != io_err || !io_cap_error(ret))
+				break;
+			/* a refused capability: both layouts may have moved on */
+			layout_refused(src->in, ret, BLK_DOWN(off_in), BLK_UP(off_in + len));
+			layout_refused(dst->in, ret, BLK_DOWN(off_out), BLK_UP(off_out + len));
+		}
 	}
 	if (!ret)
 		ret = copy_holes(&late, off_in, dst, off_out, dst_size);
