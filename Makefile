@@ -229,16 +229,17 @@ test: deps
 	$(MAKE) lkm
 	$(MAKE) check-lkm
 	$(MAKE) deb
-	$(MAKE) test-vm
+	$(MAKE) test-vm DEB_BUILT=1
 
+# DEB_BUILT=1: the suite's last step installs the packages of an earlier make
+# deb (make test's) and runs them (tests/vm/guest/checks/deb-install).
 test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
-	@deploy/install-deps --vm
-	RDFS_BUILD=$(BUILD) tests/vm/run-suite
+	@deploy/install-deps --vm $(if $(DEB_BUILT),--deb)
+	RDFS_BUILD=$(BUILD) $(if $(DEB_BUILT),RDFS_DEB_DIR=$(abspath $(DEB_DIR))) tests/vm/run-suite
 
 # The packages of make deb installed into the guest with dpkg and run from
-# there (tests/vm/guest/checks/deb-install). Not in test-vm: it takes 7 to 13
-# minutes, 4 to 8 of them dkms compiling the module in the guest (TCG).
-# DEB_BUILT=1: the packages of an earlier make deb (make test's).
+# there (tests/vm/guest/checks/deb-install), alone in a boot of their own.
+# DEB_BUILT=1: the packages of an earlier make deb.
 test-vm-deb: $(if $(DEB_BUILT),,deb)
 	@deploy/install-deps --vm --deb
 	tests/vm/run --timeout 1500 --env RDFS_DEB_DIR=$(abspath $(DEB_DIR)) \
