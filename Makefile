@@ -232,13 +232,15 @@ test: deps
 	$(MAKE) test-vm DEB_BUILT=1
 
 # DEB_BUILT=1: the suite's last step installs the packages of an earlier make
-# deb (make test's) and runs them (tests/vm/guest/checks/deb-install).
+# deb (make test's) and runs them (tests/vm/guest/checks/deb-install), all but
+# rdfs-dkms, whose compile under TCG would take make test past 45 minutes.
 test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
 	@deploy/install-deps --vm $(if $(DEB_BUILT),--deb)
 	RDFS_BUILD=$(BUILD) $(if $(DEB_BUILT),RDFS_DEB_DIR=$(abspath $(DEB_DIR))) tests/vm/run-suite
 
 # The packages of make deb installed into the guest with dpkg and run from
-# there (tests/vm/guest/checks/deb-install), alone in a boot of their own.
+# there (tests/vm/guest/checks/deb-install), alone in a boot of their own and
+# with rdfs-dkms: dkms builds the module in the guest, a kernel mount uses it.
 # DEB_BUILT=1: the packages of an earlier make deb.
 test-vm-deb: $(if $(DEB_BUILT),,deb)
 	@deploy/install-deps --vm --deb
@@ -295,11 +297,16 @@ test-sanitize:
 # their threads share connections, queues and caches; any data race fails.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_BINS  := $(BUILD)-tsan/tests/test_lib $(BUILD)-tsan/tests/test_client
+# Left out under TSan (run plain and under ASan): the failure scenarios of
+# files with copies that mostly wait out timeouts and fences. They cost 90 of
+# test_client's 180 s under TSan, and their client paths run in its other tests.
+TSAN_SKIP  := ClientCopies.HungServerIsRoutedAroundAfterTheTimeout:ClientCopies.ServerKilledMidReadCostsTheReaderNothing:ClientCopies.RebalanceEvensOutANewServerWhileAFileIsWritten:StableAndUnstable/ClientCopiesWrite.*
 test-tsan:
 	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-tsan CFLAGS="$(TSAN_FLAGS)" CXXFLAGS="$(subst -O1,-O0,$(TSAN_FLAGS))" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_BINS)
 	@set -e; for t in $(TSAN_BINS); do echo "== $$t (TSan)"; \
-		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $$t --gtest_brief=1; done
+		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $$t --gtest_brief=1 \
+		--gtest_filter=-$(TSAN_SKIP); done
 
 # The servers, rdfs-fuse and the tools under ASan + UBSan (build-san/bin), in a
 # short integration run of the suites that throw hostile and malformed input
