@@ -543,6 +543,7 @@ static int rr_req_reply(struct rdfs_rdma_req *req, const struct rdfs_frame_hdr *
 	}
 	if (!body || rdfs_ioreply_decode(body, f->body_len, &rep))
 		return -EPROTO;
+	req->verifier = rep.verifier;
 	return 0;
 }
 
@@ -736,12 +737,12 @@ static void rr_req_free(struct rdfs_rdma_req *req)
 
 int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
 		    u32 cap_len, u64 first_block, struct page **pages, u32 head, u32 len,
-		    struct rdfs_rdma_req **out)
+		    bool stable, struct rdfs_rdma_req **out)
 {
 	struct rdfs_ioreq r = {
 		.cap = cap, .cap_len = cap_len, .first_block = first_block,
 		.block_count = DIV_ROUND_UP(head + len, RDFS_BLOCK_SIZE), .head = head,
-		.length = len, .stable = op == RDFS_OP_WRITE,
+		.length = len, .stable = op == RDFS_OP_WRITE && stable,
 	};
 	struct rdfs_rdma_req *req;
 	struct rr_conn *c;
@@ -858,7 +859,7 @@ fail:
 	return err;
 }
 
-int rdfs_rdma_finish(struct rdfs_rdma_req *req)
+int rdfs_rdma_finish(struct rdfs_rdma_req *req, u64 *verifier)
 {
 	struct rr_conn *c = req->conn;
 	int err;
@@ -871,6 +872,7 @@ int rdfs_rdma_finish(struct rdfs_rdma_req *req)
 	err = req->status;
 	if (err == -ECONNRESET || err == -ETIMEDOUT)
 		err = -EIO;
+	*verifier = req->verifier;
 	rr_req_free(req);
 	return err;
 }

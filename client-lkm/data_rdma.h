@@ -86,6 +86,7 @@ struct rdfs_rdma_req {
 	bool sink;			/* figure 2: the pages are the READ's sink */
 	bool final, inv_posted, inv_done, completed, mr_counted;
 	int status;
+	u64 verifier;			/* the IoReply's */
 	u8 body[RR_SLOT_SIZE / 2];	/* IoReq */
 	u32 body_len;
 	struct page **pages;

@@ -11,6 +11,8 @@
  * fails the request with EIO, and the next request reconnects. The socket
  * copies each byte once (counted in rdfs_stats). With transport=rdma the same
  * requests go to data_rdma.c instead, many in flight per connection.
+ * Writeback's WRITEs are unstable (acknowledged on receipt, made durable by
+ * IO_COMMIT later: unstable.c), O_DIRECT's and resent ones stable.
  */
 #include <linux/bvec.h>
 #include <linux/highmem.h>
@@ -160,6 +162,7 @@ struct rdfs_io_pending {
 	struct page **pages;
 	size_t off;
 	u32 data_len;		/* READ: bytes expected */
+	u64 verifier;		/* the IoReply's, once answered */
 	u8 *buf;		/* frame header + body */
 	struct rdfs_rdma_req *rreq;	/* transport=rdma: the request instead */
 };
@@ -167,20 +170,20 @@ struct rdfs_io_pending {
 /*
  * Send one READ or WRITE of @len bytes on @server_id from byte @off % 4096 of
  * block @first_block (a READ: whole blocks; a WRITE may be a byte range, which
- * the I/O server merges into its blocks), data in @pages from byte @off.
- * With @wait false, a connection busy elsewhere gives -EAGAIN at once: a
- * caller holding other connections must never sleep on one (no lock-order
- * deadlocks). On success the connection stays locked until rdfs_io_finish().
+ * the I/O server merges into its blocks), data in @pages from byte @off; a
+ * WRITE is durable before its reply if @stable. With @wait false, a
+ * connection busy elsewhere gives -EAGAIN at once: a caller holding other
+ * connections must never sleep on one (no lock-order deadlocks). On success the connection stays locked until rdfs_io_finish().
  */
 static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
 			 u32 cap_len, u64 first_block, struct page **pages, size_t off, u32 len,
-			 u32 data_len, bool wait, struct rdfs_io_pending *p)
+			 u32 data_len, bool stable, bool wait, struct rdfs_io_pending *p)
 {
 	u32 head = off % RDFS_BLOCK_SIZE;
 	struct rdfs_ioreq r = {
 		.cap = cap, .cap_len = cap_len, .first_block = first_block,
 		.block_count = DIV_ROUND_UP(head + len, RDFS_BLOCK_SIZE), .head = head,
-		.length = len, .stable = op == RDFS_OP_WRITE,
+		.length = len, .stable = op == RDFS_OP_WRITE && stable,
 	};
 	struct rdfs_conn *cn;
 	struct rdfs_frame_hdr f;
@@ -190,7 +193,7 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 		/* No connection lock to hold: many requests share one queue pair. */
 		*p = (struct rdfs_io_pending){ .server_id = server_id, .op = op };
 		return rdfs_rdma_start(sbi, op, server_id, cap, cap_len, first_block,
-				       pages + (off >> PAGE_SHIFT), off & ~PAGE_MASK, len,
+				       pages + (off >> PAGE_SHIFT), off & ~PAGE_MASK, len, stable,
 				       &p->rreq);
 	}
 	if (server_id >= RDFS_MAX_SERVERS ||
@@ -249,7 +252,7 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 	int err;
 
 	if (p->rreq)
-		return rdfs_rdma_finish(p->rreq);
+		return rdfs_rdma_finish(p->rreq, &p->verifier);
 	for (;;) {
 		err = rdfs_sock_recv_kvec(cn->sock, p->buf, RDFS_FRAME_HDR_LEN);
 		if (err)
@@ -283,6 +286,7 @@ static int rdfs_io_finish(struct rdfs_io_pending *p)
 		err = -EIO;
 		goto broken;
 	}
+	p->verifier = rep.verifier;
 	err = 0;
 	goto out;
 broken:
@@ -308,6 +312,7 @@ struct rdfs_io_set {
 	u32 failed_server;	/* of the first error that was not a fence */
 	bool failed;
 	int *seg_err;		/* if set: the first error of each layout segment */
+	struct rdfs_wverf *unstable;	/* if set: WRITEs are unstable, noted here */
 };
 
 /* Request @seg's to @server_id failed with @err (at start or in its reply). */
@@ -331,6 +336,8 @@ static void rdfs_io_drain(struct rdfs_io_set *set)
 		err = rdfs_io_finish(&set->p[i]);
 		if (err)
 			rdfs_io_failed(set, set->p[i].seg, set->p[i].server_id, err);
+		else if (set->unstable && set->p[i].op == RDFS_OP_WRITE)
+			rdfs_wverf_note(set->unstable, set->p[i].server_id, set->p[i].verifier);
 	}
 	set->n = 0;
 }
@@ -349,11 +356,11 @@ static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, int se
 	if (set->n == RDFS_IO_INFLIGHT)
 		rdfs_io_drain(set);
 	err = rdfs_io_start(sbi, op, server_id, cap, cap_len, first_block, pages, off, len,
-			    data_len, set->n == 0, &set->p[set->n]);
+			    data_len, !set->unstable, set->n == 0, &set->p[set->n]);
 	if (err == -EAGAIN) {
 		rdfs_io_drain(set);
 		err = rdfs_io_start(sbi, op, server_id, cap, cap_len, first_block, pages, off,
-				    len, data_len, true, &set->p[set->n]);
+				    len, data_len, !set->unstable, true, &set->p[set->n]);
 	}
 	if (!err)
 		set->p[set->n++].seg = seg;
@@ -703,10 +710,12 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
  * fenced capability is retried with a layout the helper fetches again, and so
  * is a failed I/O server (a restarted one: the connection to it was stale;
  * writes are idempotent). Where a file has several copies, one that fails
- * while another takes the bytes is reported lost instead.
+ * while another takes the bytes is reported lost instead. With @unstable
+ * the I/O servers acknowledge on receipt, and each one's verifier is noted
+ * there for the IO_COMMIT that makes the bytes durable (unstable.c).
  */
 int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int npages,
-		       u64 base, u32 off, u64 len)
+		       u64 base, u32 off, u64 len, struct rdfs_wverf *unstable)
 {
 	struct rdfs_io_try t = {};
 	int err, i;
@@ -714,7 +723,7 @@ int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int
 	if (base & (PAGE_SIZE - 1))
 		return -EINVAL;
 	for (i = 0;; i++) {
-		struct rdfs_io_set set = {};
+		struct rdfs_io_set set = { .unstable = unstable };
 
 		err = rdfs_data_write_once(inode, handle, pages, npages, base, off, len, &t,
 					   &set);

@@ -156,7 +156,8 @@ ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle)
 			err = -EFAULT;
 			break;
 		}
-		err = rdfs_data_write_at(inode, handle, d.pages, npages, base, pos - base, got);
+		err = rdfs_data_write_at(inode, handle, d.pages, npages, base, pos - base, got,
+					 NULL);
 		if (err)
 			break;
 		spin_lock(&ri->lock);

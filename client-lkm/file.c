@@ -4,8 +4,9 @@
  * that move file data between the page cache and the I/O servers.
  *
  * Close-to-open: open refetches the attributes (dropping cached pages when the
- * file changed elsewhere); flush (close) writes the dirty pages and COMMITs
- * the written blocks and the size through the helper.
+ * file changed elsewhere); flush (close) writes the dirty pages, makes them
+ * durable on the I/O servers (writeback's WRITEs are unstable: unstable.c)
+ * and COMMITs the written blocks and the size through the helper.
  *
  * A page written in part remembers its dirty bytes, and writeback sends only
  * those (as NFS does): the page's other bytes are as this client last read
@@ -14,6 +15,7 @@
 #include <linux/pagemap.h>
 #include <linux/falloc.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
 #include <linux/writeback.h>
 
 #include "rdfs.h"
@@ -114,6 +116,10 @@ int rdfs_commit(struct inode *inode, u64 handle)
 	struct rdfs_dev_call c;
 	int err;
 
+	/* the bytes durable first: the metadata must never name blocks that could be lost */
+	err = rdfs_unstable_commit(inode, handle);
+	if (err)
+		return err;
 	spin_lock(&ri->lock);
 	cm.first_block = ri->dirty_first;
 	cm.end_block = ri->dirty_end;
@@ -557,40 +563,77 @@ static int rdfs_read_folio(struct file *file, struct folio *folio)
 	return err;
 }
 
+/*
+ * Read-ahead runs (consecutive locked pages) are read on rdfs_ra_wq while
+ * their reader goes on: a reader that reaches the window's marker page starts
+ * the next window and keeps consuming this one instead of waiting for the
+ * next to arrive; a reader that needs a page now waits on its page lock.
+ * Each run holds its inode (igrab) until its pages are unlocked, and the
+ * handle is checked against the inode by the helper, so a run that outlives
+ * its open reads nothing of another file (its pages stay not uptodate).
+ */
+struct rdfs_ra {
+	struct work_struct work;
+	struct inode *inode;
+	u64 handle;
+	int n;
+	struct page *pages[];
+};
+
+struct workqueue_struct *rdfs_ra_wq;
+
+static void rdfs_ra_read(struct inode *inode, u64 handle, struct page **pages, int n)
+{
+	int err = rdfs_data_read(inode, handle, pages, n), i;
+
+	for (i = 0; i < n; i++) {
+		if (!err)
+			SetPageUptodate(pages[i]);
+		unlock_page(pages[i]);
+	}
+}
+
+static void rdfs_ra_work(struct work_struct *work)
+{
+	struct rdfs_ra *ra = container_of(work, struct rdfs_ra, work);
+
+	rdfs_ra_read(ra->inode, ra->handle, ra->pages, ra->n);
+	iput(ra->inode);
+	kfree(ra);
+}
+
 static void rdfs_readahead(struct readahead_control *rac)
 {
 	struct inode *inode = rac->mapping->host;
 	u64 h = rdfs_file_handle(rac->file);
-	struct page **pages;
-	struct folio *folio;
-	int n = 0, i, err;
 	unsigned int max = min_t(unsigned int, readahead_count(rac), RDFS_RA_BATCH);
+	struct folio *next = readahead_folio(rac);
+	struct rdfs_ra *ra;
 
 	if (!h)
 		h = rdfs_wb_handle(inode);
-	pages = kmalloc_array(max, sizeof(*pages), GFP_NOFS);
-	if (!pages)
-		return;
-	for (;;) {
-		folio = readahead_folio(rac);
-		if (folio && (!n || (folio->index == pages[n - 1]->index + 1 && n < max))) {
-			pages[n++] = &folio->page;
+	while (next) {
+		ra = kmalloc(struct_size(ra, pages, max), GFP_NOFS);
+		if (!ra) {
+			/* this one is ours to unlock; read_pages() drops the rest */
+			folio_unlock(next);
+			return;
+		}
+		ra->n = 0;
+		do {
+			ra->pages[ra->n++] = &next->page;
+			next = readahead_folio(rac);
+		} while (next && next->index == ra->pages[ra->n - 1]->index + 1 && ra->n < max);
+		ra->handle = h;
+		ra->inode = igrab(inode);
+		if (!ra->inode) {
+			rdfs_ra_read(inode, h, ra->pages, ra->n);
+			kfree(ra);
 			continue;
 		}
-		if (n) {
-			err = rdfs_data_read(inode, h, pages, n);
-			for (i = 0; i < n; i++) {
-				if (!err)
-					SetPageUptodate(pages[i]);
-				unlock_page(pages[i]);
-			}
-			n = 0;
-		}
-		if (!folio)
-			break;
-		pages[n++] = &folio->page;
+		INIT_WORK(&ra->work, rdfs_ra_work);
+		queue_work(rdfs_ra_wq, &ra->work);
 	}
-	kfree(pages);
 }
 
 static int rdfs_write_begin(struct file *file, struct address_space *mapping, loff_t pos,
@@ -689,7 +732,29 @@ struct rdfs_wb {
 	int n;
 	unsigned int from, to;
 	int err;
+	struct rdfs_wverf verf;		/* of the batch's unstable WRITEs */
 };
+
+/* Send the batch: unstable, kept for the commit (stable if it cannot be kept). */
+static int rdfs_wb_write(struct rdfs_wb *wb)
+{
+	u64 len = ((u64)(wb->n - 1) << PAGE_SHIFT) + wb->to - wb->from;
+	int err;
+
+	if (!wb->handle)
+		return -EBADF;
+	if (rdfs_unstable_prepare(wb->inode))
+		return rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
+				       NULL);
+	bitmap_zero(wb->verf.servers, RDFS_MAX_SERVERS);
+	bitmap_zero(wb->verf.mixed, RDFS_MAX_SERVERS);
+	err = rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
+			      &wb->verf);
+	if (!err && rdfs_unstable_keep(wb->inode, &wb->verf, wb->pages, wb->n, wb->from, len))
+		err = rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
+				      NULL);
+	return err;
+}
 
 static void rdfs_wb_flush(struct rdfs_wb *wb)
 {
@@ -698,9 +763,7 @@ static void rdfs_wb_flush(struct rdfs_wb *wb)
 
 	if (!wb->n)
 		return;
-	err = wb->handle ? rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from,
-					   ((u64)(wb->n - 1) << PAGE_SHIFT) + wb->to - wb->from) :
-			   -EBADF;
+	err = rdfs_wb_write(wb);
 	if (!err) {
 		spin_lock(&ri->lock);
 		ri->dirty_first = min_t(u64, ri->dirty_first, wb->pages[0]->index);
@@ -763,6 +826,10 @@ static int rdfs_writepages(struct address_space *mapping, struct writeback_contr
 	rdfs_wb_flush(wb);
 	if (!err)
 		err = wb->err;
+	/* durable when asked (sync, fsync), and no more kept than the bound */
+	if (!err && (wbc->sync_mode == WB_SYNC_ALL ||
+		     rdfs_unstable_bytes(mapping->host) > RDFS_UNSTABLE_MAX))
+		err = rdfs_unstable_commit(mapping->host, wb->handle);
 	kfree(wb);
 	return err;
 }

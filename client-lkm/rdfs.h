@@ -76,6 +76,9 @@ struct rdfs_inode_info {
 	u64 dirty_end;
 	/* mtime as the metaserver last said: an i_mtime unlike it means local writes since */
 	struct timespec64 ms_mtime;
+	/* writes not yet committed (unstable.c); NULL until the first */
+	struct rdfs_unstable *unstable;
+	struct mutex commit_lock;	/* one IO_COMMIT of this inode's writes at a time */
 };
 
 static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)
@@ -132,6 +135,8 @@ extern const struct file_operations rdfs_file_fops;
 extern const struct file_operations rdfs_dir_fops;
 extern const struct address_space_operations rdfs_aops;
 int rdfs_commit(struct inode *inode, u64 handle);
+/* Where read-ahead runs are read (super.c makes it; flushed before a super block goes). */
+extern struct workqueue_struct *rdfs_ra_wq;
 /* An open file's state, allocated before the helper opens (attaching cannot fail). */
 struct rdfs_open_file;
 struct rdfs_open_file *rdfs_open_file_new(void);
@@ -156,8 +161,20 @@ struct rdfs_io_seg;
  */
 int rdfs_data_read_at(struct inode *inode, u64 handle, struct page **pages, int npages,
 		      u64 base);
+/*
+ * The I/O servers a write's unstable WRITEs went to and the verifier each
+ * answered with; several different ones from one server: mixed (it
+ * restarted in between).
+ */
+struct rdfs_wverf {
+	DECLARE_BITMAP(servers, RDFS_MAX_SERVERS);
+	DECLARE_BITMAP(mixed, RDFS_MAX_SERVERS);
+	u64 verifier[RDFS_MAX_SERVERS];
+};
+
+/* @unstable NULL: stable WRITEs; else unstable ones, noted in *@unstable. */
 int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int npages,
-		       u64 base, u32 off, u64 len);
+		       u64 base, u32 off, u64 len, struct rdfs_wverf *unstable);
 
 static inline int rdfs_data_read(struct inode *inode, u64 handle, struct page **pages,
 				 int npages)
@@ -166,12 +183,30 @@ static inline int rdfs_data_read(struct inode *inode, u64 handle, struct page **
 }
 
 static inline int rdfs_data_write(struct inode *inode, u64 handle, struct page **pages,
-				  int npages, u32 off, u64 len)
+				  int npages, u32 off, u64 len, struct rdfs_wverf *unstable)
 {
 	return rdfs_data_write_at(inode, handle, pages, npages, page_offset(pages[0]), off,
-				  len);
+				  len, unstable);
 }
 void rdfs_conns_close(struct rdfs_sb_info *sbi);
+
+/* unstable.c: writeback's unstable writes, kept until their IO_COMMIT */
+#define RDFS_UNSTABLE_MAX	(32ull << 20)	/* bytes an inode keeps before writeback commits */
+void rdfs_wverf_note(struct rdfs_wverf *w, u32 server_id, u64 verifier);
+/* 0 once @inode can keep unstable writes (ri->unstable exists), else -ENOMEM. */
+int rdfs_unstable_prepare(struct inode *inode);
+/*
+ * Keep the run of rdfs_data_write(@pages, @npages, @off, @len, @w) for its
+ * commit (a page reference each): 0, or -ENOMEM (then send it stable).
+ */
+int rdfs_unstable_keep(struct inode *inode, const struct rdfs_wverf *w, struct page **pages,
+		       int npages, u32 off, u64 len);
+/* Bytes of @inode written unstable and not yet committed. */
+u64 rdfs_unstable_bytes(struct inode *inode);
+/* Make them durable (IO_COMMIT; resent stable where that cannot vouch for them). */
+int rdfs_unstable_commit(struct inode *inode, u64 handle);
+/* At eviction: drop what is kept. */
+void rdfs_unstable_free(struct inode *inode);
 
 /*
  * data_rdma.c: one READ of whole pages or WRITE of a byte run (from @head in
@@ -183,8 +218,9 @@ int rdfs_rdma_init(struct rdfs_sb_info *sbi, bool read_mode);
 void rdfs_rdma_exit(struct rdfs_sb_info *sbi);
 int rdfs_rdma_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
 		    u32 cap_len, u64 first_block, struct page **pages, u32 head, u32 len,
-		    struct rdfs_rdma_req **out);
-int rdfs_rdma_finish(struct rdfs_rdma_req *req);
+		    bool stable, struct rdfs_rdma_req **out);
+/* 0 or -errno; *@verifier: the I/O server's, from its reply */
+int rdfs_rdma_finish(struct rdfs_rdma_req *req, u64 *verifier);
 
 /*
  * super.c: module counters, read with /sys/module/rdfs/parameters/stats.
@@ -192,7 +228,10 @@ int rdfs_rdma_finish(struct rdfs_rdma_req *req);
  * network (TCP: the socket's copy; RDMA: an eager reply's inline data);
  * rdma_*: bytes the NIC moved straight to or from page-cache pages;
  * read_failovers: reads tried again on another copy after an I/O server
- * failed; copies_lost: copies a write missed, marked stale through the helper.
+ * failed; copies_lost: copies a write missed, marked stale through the helper;
+ * io_commits: IO_COMMITs of unstable writes (one per inode and commit, each
+ * for all the servers written); unstable_resends: runs of unstable writes
+ * sent again, stable, because a server's verifier changed or its commit failed.
  */
 struct rdfs_stats {
 	atomic64_t copy_read_bytes, copy_write_bytes;
@@ -200,6 +239,7 @@ struct rdfs_stats {
 	atomic64_t mr_reg, mr_inv;	/* per-request registrations, invalidations */
 	atomic64_t rdma_conns, rdma_reqs;	/* alive now */
 	atomic64_t read_failovers, copies_lost;
+	atomic64_t io_commits, unstable_resends;
 };
 extern struct rdfs_stats rdfs_stats;
 

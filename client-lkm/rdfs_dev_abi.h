@@ -25,9 +25,10 @@
  * 2: supplementary groups in rdfs_dev_req; 128 KiB messages (64 KiB xattr
  * values); 5: files with several copies (LAYOUT_FAILED, SEG_COPY, COPY_LOST);
  * 6: POSIX ACLs: the caller's umask in rdfs_dev_mknod;
- * 7: CREATE_OPEN (atomic_open: create and open in one call)
+ * 7: CREATE_OPEN (atomic_open: create and open in one call);
+ * 8: IO_COMMIT (the module's unstable writes made durable)
  */
-#define RDFS_DEV_ABI_VERSION	7
+#define RDFS_DEV_ABI_VERSION	8
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -67,6 +68,7 @@ enum rdfs_dev_op {
 	RDFS_DEV_COPY_RANGE,	/* handle = source; rdfs_dev_copy -> reply.val copied, rdfs_dev_attr of dst */
 	RDFS_DEV_COPY_LOST,	/* handle; rdfs_dev_copy_lost: a copy missed a write the others took */
 	RDFS_DEV_CREATE_OPEN,	/* ino = parent; rdfs_dev_mknod (flags: open's) + name -> rdfs_dev_open_reply */
+	RDFS_DEV_IO_COMMIT,	/* ino; rdfs_dev_io_commit -> rdfs_dev_io_commit_result[nservers] */
 	RDFS_DEV_OP_MAX
 };
 
@@ -271,6 +273,24 @@ struct rdfs_dev_copy_lost {
 	__u64 length;
 	__u32 server_id;
 	__u32 pad;
+};
+
+/*
+ * IO_COMMIT on each I/O server named (the module's unstable WRITEs to them
+ * made durable); each result says how it went and the verifier the server
+ * answered with: one unlike the WRITEs' says it restarted since, and the
+ * module sends those writes again.
+ */
+struct rdfs_dev_io_commit {
+	__u32 nservers;
+	__u32 pad;
+	__u32 server_id[];	/* nservers of them */
+};
+
+struct rdfs_dev_io_commit_result {
+	__s32 error;		/* 0 or -errno (then verifier is 0) */
+	__u32 pad;
+	__u64 verifier;
 };
 
 struct rdfs_dev_xattr {

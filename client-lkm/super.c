@@ -13,6 +13,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/statfs.h>
+#include <linux/workqueue.h>
 
 #include "rdfs.h"
 
@@ -31,18 +32,19 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 	return sysfs_emit(buf, "copy_read_bytes %lld\ncopy_write_bytes %lld\n"
 			  "rdma_read_bytes %lld\nrdma_write_bytes %lld\nmr_reg %lld\n"
 			  "mr_inv %lld\nrdma_conns %lld\nrdma_reqs %lld\nread_failovers %lld\n"
-			  "copies_lost %lld\n",
+			  "copies_lost %lld\nio_commits %lld\nunstable_resends %lld\n",
 			  atomic64_read(&s->copy_read_bytes), atomic64_read(&s->copy_write_bytes),
 			  atomic64_read(&s->rdma_read_bytes), atomic64_read(&s->rdma_write_bytes),
 			  atomic64_read(&s->mr_reg), atomic64_read(&s->mr_inv),
 			  atomic64_read(&s->rdma_conns), atomic64_read(&s->rdma_reqs),
-			  atomic64_read(&s->read_failovers), atomic64_read(&s->copies_lost));
+			  atomic64_read(&s->read_failovers), atomic64_read(&s->copies_lost),
+			  atomic64_read(&s->io_commits), atomic64_read(&s->unstable_resends));
 }
 
 static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
 module_param_cb(stats, &rdfs_stats_ops, NULL, 0444);
 MODULE_PARM_DESC(stats,
-		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed");
+		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed, IO_COMMITs of unstable writes, runs of them sent again");
 
 struct rdfs_mount_opts {
 	int fd;
@@ -136,6 +138,8 @@ static struct inode *rdfs_alloc_inode(struct super_block *sb)
 	INIT_LIST_HEAD(&ri->wr_files);
 	ri->dirty_first = U64_MAX;
 	ri->dirty_end = 0;
+	ri->unstable = NULL;
+	mutex_init(&ri->commit_lock);
 	return &ri->vfs_inode;
 }
 
@@ -147,6 +151,7 @@ static void rdfs_free_inode(struct inode *inode)
 static void rdfs_evict_inode(struct inode *inode)
 {
 	truncate_inode_pages_final(&inode->i_data);
+	rdfs_unstable_free(inode);
 	clear_inode(inode);
 }
 
@@ -314,6 +319,8 @@ static void rdfs_kill_sb(struct super_block *sb)
 {
 	struct rdfs_sb_info *sbi = RDFS_SB(sb);
 
+	/* read-ahead runs hold inodes: done before the inodes go */
+	flush_workqueue(rdfs_ra_wq);
 	kill_anon_super(sb);
 	if (!sbi)
 		return;
@@ -357,15 +364,22 @@ static int __init rdfs_init(void)
 					      rdfs_inode_init_once);
 	if (!rdfs_inode_cachep)
 		return -ENOMEM;
+	rdfs_ra_wq = alloc_workqueue("rdfs_readahead", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!rdfs_ra_wq) {
+		err = -ENOMEM;
+		goto out_cache;
+	}
 	err = rdfs_dev_init();
 	if (err)
-		goto out_cache;
+		goto out_wq;
 	err = register_filesystem(&rdfs_fs_type);
 	if (err)
 		goto out_dev;
 	return 0;
 out_dev:
 	rdfs_dev_exit();
+out_wq:
+	destroy_workqueue(rdfs_ra_wq);
 out_cache:
 	kmem_cache_destroy(rdfs_inode_cachep);
 	return err;
@@ -375,6 +389,7 @@ static void __exit rdfs_exit(void)
 {
 	unregister_filesystem(&rdfs_fs_type);
 	rdfs_dev_exit();
+	destroy_workqueue(rdfs_ra_wq);
 	rcu_barrier();	/* free_inode runs after an RCU grace period */
 	kmem_cache_destroy(rdfs_inode_cachep);
 }

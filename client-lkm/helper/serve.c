@@ -77,6 +77,19 @@ static void *handle_get(struct helper *h, uint64_t handle, int type, int remove)
 	return p;
 }
 
+/*
+ * The open file of a data-path request (LAYOUT, COMMIT, FSYNC, COPY_LOST),
+ * which names its inode too: a handle the module kept past its release may
+ * have been given to another file's open since, and must not reach that
+ * file's blocks.
+ */
+static struct rdfs_file *data_file_get(struct msg *m)
+{
+	struct rdfs_file *f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+
+	return f && f->in->ino == m->req->ino ? f : NULL;
+}
+
 /* The @n-th NUL-terminated string of the payload after @skip bytes, or NULL. */
 static const char *arg_str(struct msg *m, size_t skip, int n)
 {
@@ -414,7 +427,7 @@ static int op_layout(struct msg *m)
 
 	if (m->in_len < sizeof(*lr) || lr->offset % BLK || lr->length % BLK)
 		return -EINVAL;
-	f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	f = data_file_get(m);
 	if (!f)
 		return -EBADF;
 	in = f->in;
@@ -476,7 +489,7 @@ static int op_copy_lost(struct msg *m)
 
 	if (m->in_len < sizeof(*cl) || !cl->length || cl->offset + cl->length < cl->offset)
 		return -EINVAL;
-	f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	f = data_file_get(m);
 	if (!f)
 		return -EBADF;
 	b0 = cl->offset / BLK;
@@ -491,6 +504,36 @@ static int op_copy_lost(struct msg *m)
 	}
 	/* the module's next write layout must not name the stale copy */
 	layout_refused(f->in, -EIO, b0, b1);
+	return 0;
+}
+
+/*
+ * IO_COMMIT on each server the module names. Any connection serves: an I/O
+ * server's commit waits for every WRITE it received before, whoever sent it,
+ * and the module had every one of its WRITEs answered before asking.
+ */
+static int op_io_commit(struct msg *m)
+{
+	const struct rdfs_dev_io_commit *ic = (const void *)m->in;
+	struct rdfs_dev_io_commit_result *res = (void *)m->out;
+	size_t room = RDFS_DEV_MAX_MSG - sizeof(struct rdfs_dev_reply);
+
+	if (m->in_len < sizeof(*ic) ||
+	    ic->nservers > (m->in_len - sizeof(*ic)) / sizeof(ic->server_id[0]) ||
+	    ic->nservers > room / sizeof(*res))
+		return -EINVAL;
+	for (uint32_t i = 0; i < ic->nservers; i++) {
+		uint64_t verifier = 0;
+
+		memset(&res[i], 0, sizeof(res[i]));
+		res[i].error = io_commit_server(m->h->client, ic->server_id[i], &verifier);
+		res[i].verifier = verifier;
+		if (res[i].error)
+			log_warn(1400008, "ino=%llu: IO_COMMIT on I/O server %u: %s",
+				 (unsigned long long)m->req->ino, ic->server_id[i],
+				 strerror(-res[i].error));
+	}
+	m->out_len = ic->nservers * sizeof(*res);
 	return 0;
 }
 
@@ -530,7 +573,7 @@ static int op_commit(struct msg *m)
 	struct rdfs_inode *in;
 	int err = 0;
 
-	f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	f = data_file_get(m);
 	if (!f)
 		return -EBADF;
 	if (m->req->op == RDFS_DEV_FSYNC)
@@ -704,6 +747,8 @@ static int dispatch(struct msg *m)
 		return op_file_range(m);
 	case RDFS_DEV_COPY_LOST:
 		return op_copy_lost(m);
+	case RDFS_DEV_IO_COMMIT:
+		return op_io_commit(m);
 	}
 	return -ENOSYS;
 }

@@ -232,6 +232,12 @@ int inode_note_unstable(struct rdfs_inode *in, uint32_t server_id, uint64_t veri
 			int mixed, uint64_t b0, uint64_t b1);
 /* Under in->lock: note @u again (an IO_COMMIT of it failed; it keeps its ranges). */
 int inode_renote_unstable(struct rdfs_inode *in, const struct unstable_server *u);
+/*
+ * IO_COMMIT on I/O server @server_id: every WRITE it received before is
+ * durable once this returns 0, and *@verifier is its verifier now (unlike
+ * the one a WRITE was answered with: it restarted since). Else -errno.
+ */
+int io_commit_server(struct rdfs_client *c, uint32_t server_id, uint64_t *verifier);
 void unstable_servers_free(struct unstable_server *u, size_t n);
 
 /* ---------------------------------------------------------------- client */

@@ -305,14 +305,9 @@ int rdfs_flush(struct rdfs_file *f)
 /* server_io_commit(): the server restarted since (the writes may be lost). */
 #define COMMIT_VERIFIER_CHANGED	1
 
-/*
- * IO_COMMIT on server @u->server_id: 0 once the writes noted in @u are durable,
- * COMMIT_VERIFIER_CHANGED if the server restarted since (they may be lost),
- * else -errno.
- */
-static int server_io_commit(struct rdfs_client *c, const struct unstable_server *u)
+int io_commit_server(struct rdfs_client *c, uint32_t server_id, uint64_t *verifier)
 {
-	struct rdfs_peer *p = ios_peer(c, u->server_id, NULL);
+	struct rdfs_peer *p = ios_peer(c, server_id, NULL);
 	Rdfs__IoReply *rep = NULL;
 	struct rdfs_conn *cn;
 	int ret, attempt;
@@ -332,10 +327,24 @@ static int server_io_commit(struct rdfs_client *c, const struct unstable_server 
 	}
 	if (ret)
 		return ret;
-	if (u->mixed || rep->verifier != u->verifier)
-		ret = COMMIT_VERIFIER_CHANGED;
+	*verifier = rep->verifier;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
-	return ret;
+	return 0;
+}
+
+/*
+ * IO_COMMIT on server @u->server_id: 0 once the writes noted in @u are durable,
+ * COMMIT_VERIFIER_CHANGED if the server restarted since (they may be lost),
+ * else -errno.
+ */
+static int server_io_commit(struct rdfs_client *c, const struct unstable_server *u)
+{
+	uint64_t verifier;
+	int ret = io_commit_server(c, u->server_id, &verifier);
+
+	if (ret)
+		return ret;
+	return u->mixed || verifier != u->verifier ? COMMIT_VERIFIER_CHANGED : 0;
 }
 
 /*
