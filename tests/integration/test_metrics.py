@@ -304,12 +304,20 @@ needs_fuse = pytest.mark.skipif(CLIENT != "fuse", reason="rdfs-fuse's metrics: a
 
 def _fuse_quiet(mc):
     """Wait for rdfs-fuse's requests in flight to end (the kernel sends RELEASE
-    after close(2) has returned); the scrape that saw none."""
+    after close(2) has returned); the scrape that saw none. A scrape reads one
+    metric after another, so a request the kernel sends on its own (a FORGET)
+    may begin after the requests were counted and end before the durations
+    were: a quiet scrape also counts what the one before it did."""
     got = []
+
+    def counts(fams):
+        return (total(fams, "rdfs_fuse_requests_total"),
+                total(fams, "rdfs_fuse_request_duration_seconds_count"))
 
     def quiet():
         got.append(scrape(mc.urls["fuse"]))
-        return value(got[-1], "rdfs_fuse_requests_in_flight") == 0
+        return value(got[-1], "rdfs_fuse_requests_in_flight") == 0 and len(got) > 1 and \
+            counts(got[-1]) == counts(got[-2])
     wait_until(quiet, "rdfs-fuse's requests in flight to end")
     return got[-1]
 
