@@ -746,8 +746,7 @@ static int rdfs_wb_write(struct rdfs_wb *wb)
 	if (rdfs_unstable_prepare(wb->inode))
 		return rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
 				       NULL);
-	bitmap_zero(wb->verf.servers, RDFS_MAX_SERVERS);
-	bitmap_zero(wb->verf.mixed, RDFS_MAX_SERVERS);
+	rdfs_wverf_clear(&wb->verf);
 	err = rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
 			      &wb->verf);
 	if (!err && rdfs_unstable_keep(wb->inode, &wb->verf, wb->pages, wb->n, wb->from, len))

@@ -193,6 +193,7 @@ void rdfs_conns_close(struct rdfs_sb_info *sbi);
 /* unstable.c: writeback's unstable writes, kept until their IO_COMMIT */
 #define RDFS_UNSTABLE_MAX	(32ull << 20)	/* bytes an inode keeps before writeback commits */
 void rdfs_wverf_note(struct rdfs_wverf *w, u32 server_id, u64 verifier);
+void rdfs_wverf_clear(struct rdfs_wverf *w);
 /* 0 once @inode can keep unstable writes (ri->unstable exists), else -ENOMEM. */
 int rdfs_unstable_prepare(struct inode *inode);
 /*

@@ -65,7 +65,7 @@ void rdfs_wverf_note(struct rdfs_wverf *w, u32 server_id, u64 verifier)
 		__set_bit(server_id, w->mixed);
 }
 
-static void rdfs_wverf_clear(struct rdfs_wverf *w)
+void rdfs_wverf_clear(struct rdfs_wverf *w)
 {
 	bitmap_zero(w->servers, RDFS_MAX_SERVERS);
 	bitmap_zero(w->mixed, RDFS_MAX_SERVERS);
