@@ -209,8 +209,7 @@ $(BUILD)/tests/test_bench: $(call tobj,bench) $(LIBBENCH) $(LIBCLIENT) $(LIBRDFS
 deps:
 	@deploy/install-deps
 
-# Builds inside make test use every CPU (JOBS); the tests themselves run one
-# after another, as their clusters share ports and the machine.
+# Builds inside make test use every CPU (JOBS).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # The guest suite runs last: host suites fail faster and explain more.
@@ -232,8 +231,8 @@ test: deps
 	$(MAKE) test-vm DEB_BUILT=1
 
 # DEB_BUILT=1: the suite's last step installs the packages of an earlier make
-# deb (make test's) and runs them (tests/vm/guest/checks/deb-install), all but
-# rdfs-dkms, whose compile under TCG would take make test past 45 minutes.
+# deb (make test's) and runs them (tests/vm/guest/checks/deb-install), rdfs-dkms
+# included: dkms compiles the module in the guest, a kernel mount uses it.
 test-vm: all $(BUILD)/tests/test_lib $(BUILD)/tests/test_client
 	@deploy/install-deps --vm $(if $(DEB_BUILT),--deb)
 	RDFS_BUILD=$(BUILD) $(if $(DEB_BUILT),RDFS_DEB_DIR=$(abspath $(DEB_DIR))) tests/vm/run-suite
@@ -266,8 +265,10 @@ bench-vm: all
 	@deploy/install-deps --vm
 	RDFS_BUILD=$(BUILD) tests/vm/bench
 
+# The binaries side by side, test_client in two shards (tests/unit/run-parallel):
+# it mostly waits out timeouts and fences.
 test-unit: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --gtest_brief=1; done
+	tests/unit/run-parallel --split $(BUILD)/tests/test_client:2 $(UNIT_BINS)
 
 test-integration: all
 	python3 -m pytest -q tests/integration
@@ -288,10 +289,10 @@ test-sanitize:
 	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-san CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(subst -O1,-O0,$(SAN_FLAGS))" \
 		LDFLAGS="-fsanitize=address,undefined" \
 		$(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS))
-	@set -e; for t in $(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS)); do \
-		echo "== $$t (ASan, UBSan)"; \
-		ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t --gtest_brief=1; done
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		tests/unit/run-parallel --split $(BUILD)-san/tests/test_client:2 \
+		$(patsubst $(BUILD)/%,$(BUILD)-san/%,$(UNIT_BINS))
 
 # The transport and client unit tests under ThreadSanitizer (build-tsan/):
 # their threads share connections, queues and caches; any data race fails.
@@ -304,9 +305,9 @@ TSAN_SKIP  := ClientCopies.HungServerIsRoutedAroundAfterTheTimeout:ClientCopies.
 test-tsan:
 	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-tsan CFLAGS="$(TSAN_FLAGS)" CXXFLAGS="$(subst -O1,-O0,$(TSAN_FLAGS))" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_BINS)
-	@set -e; for t in $(TSAN_BINS); do echo "== $$t (TSan)"; \
-		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $$t --gtest_brief=1 \
-		--gtest_filter=-$(TSAN_SKIP); done
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+		tests/unit/run-parallel --split $(BUILD)-tsan/tests/test_client:2 \
+		$(TSAN_BINS) -- --gtest_filter=-$(TSAN_SKIP)
 
 # The servers, rdfs-fuse and the tools under ASan + UBSan (build-san/bin), in a
 # short integration run of the suites that throw hostile and malformed input
