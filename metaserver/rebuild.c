@@ -349,6 +349,12 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 	struct ms_batch mb;
 	int ret = 0;
 
+	/*
+	 * From the maps to a durable layout, the allocation included: fsck
+	 * waits (ms->blocks_rw), or it would find blocks allocated here and not
+	 * yet recorded, call them leaked and --repair would quarantine them.
+	 */
+	pthread_rwlock_rdlock(&ms->blocks_rw);
 	for (uint64_t blk = 0; blk < cpb && !ret;) {
 		const struct ms_ext *found = NULL;
 		struct ms_ext src;
@@ -418,10 +424,7 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 		chunk_store(mb.b, in->ino, c);
 		/* a new copy counts to its owner at once, over a limit or not */
 		ns_inode_put(&mb, in);
-		/* from the maps to a durable layout: fsck waits (ms->blocks_rw) */
-		pthread_rwlock_rdlock(&ms->blocks_rw);
 		ret = high_water_write(ms, &mb, runs, nruns);
-		pthread_rwlock_unlock(&ms->blocks_rw);
 		ms_batch_destroy(ms, &mb);
 		if (ret)
 			in->blocks -= total;
@@ -429,6 +432,7 @@ static int plan_copy(struct ms *ms, struct ms_inode *in, struct ms_chunk *c, uin
 	if (ret)
 		for (size_t i = 0; i < nruns; i++)
 			alloc_free(&ms->alloc, runs[i].server_id, runs[i].block, runs[i].count);
+	pthread_rwlock_unlock(&ms->blocks_rw);
 	free(runs);
 	*njobs = ret ? 0 : nruns;
 	return ret;
