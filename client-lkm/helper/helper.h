@@ -14,12 +14,24 @@
 
 #define HELPER_THREADS	8
 
+/*
+ * An open file or directory the module holds a handle to. Requests on
+ * several threads may use it at once, and a RELEASE may come while they do
+ * (a read-ahead run outlives its open): the last one of them closes it.
+ */
+struct helper_handle {
+	void *p;			/* struct rdfs_file / rdfs_dir; NULL: a free slot */
+	int type;			/* HANDLE_FILE or HANDLE_DIR (serve.c) */
+	unsigned int refs;		/* requests using it now */
+	int released;			/* RELEASE came: no new request may use it */
+};
+
 struct helper {
 	struct rdfs_client *client;
 	int dev_fd;
 	int timeout_ms;
 	pthread_mutex_t lock;		/* handles */
-	void **handles;			/* handle - 1 -> struct rdfs_file / rdfs_dir, tagged */
+	struct helper_handle *handles;	/* handle >> 2, minus 1 -> its slot */
 	size_t nhandles;
 	pthread_t threads[HELPER_THREADS];
 	int nthreads;

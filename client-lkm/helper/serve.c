@@ -34,16 +34,18 @@ struct msg {
 	size_t out_len;
 	struct rdfs_dev_reply *rep;
 	struct rdfs_cred cred;
+	size_t held[2];			/* slots whose handles it uses (handle_get) */
+	int nheld;
 };
 
 static uint64_t handle_new(struct helper *h, void *p, int type)
 {
 	size_t i;
-	void **grown;
+	struct helper_handle *grown;
 
 	pthread_mutex_lock(&h->lock);
 	for (i = 0; i < h->nhandles; i++)
-		if (!h->handles[i])
+		if (!h->handles[i].p)
 			goto found;
 	grown = realloc(h->handles, (h->nhandles + 64) * sizeof(*grown));
 	if (!grown) {
@@ -55,26 +57,99 @@ static uint64_t handle_new(struct helper *h, void *p, int type)
 	i = h->nhandles;
 	h->nhandles += 64;
 found:
-	h->handles[i] = p;
+	h->handles[i] = (struct helper_handle){ .p = p, .type = type };
 	pthread_mutex_unlock(&h->lock);
 	return ((uint64_t)(i + 1) << 2) | type;
 }
 
-static void *handle_get(struct helper *h, uint64_t handle, int type, int remove)
+/* Under h->lock: the slot of @handle if it is of @type and open, else NULL. */
+static struct helper_handle *handle_slot(struct helper *h, uint64_t handle, int type)
 {
 	size_t i = (handle >> 2) - 1;
+
+	if ((handle & 3) != (uint64_t)type || !(handle >> 2) || i >= h->nhandles ||
+	    !h->handles[i].p || h->handles[i].released)
+		return NULL;
+	return &h->handles[i];
+}
+
+static int handle_close(void *p, int type)
+{
+	if (type == HANDLE_FILE)
+		return rdfs_release(p);
+	rdfs_closedir(p);
+	return 0;
+}
+
+/*
+ * The file or directory of @handle for the request @m, or NULL; it stays
+ * open until the request is answered (handles_put), a RELEASE meanwhile or not.
+ */
+static void *handle_get(struct msg *m, uint64_t handle, int type)
+{
+	struct helper *h = m->h;
+	struct helper_handle *s;
 	void *p = NULL;
 
-	if ((handle & 3) != (uint64_t)type || !(handle >> 2))
+	if (m->nheld == (int)(sizeof(m->held) / sizeof(m->held[0])))
 		return NULL;
 	pthread_mutex_lock(&h->lock);
-	if (i < h->nhandles) {
-		p = h->handles[i];
-		if (remove)
-			h->handles[i] = NULL;
+	s = handle_slot(h, handle, type);
+	if (s) {
+		s->refs++;
+		m->held[m->nheld++] = (size_t)(s - h->handles);
+		p = s->p;
 	}
 	pthread_mutex_unlock(&h->lock);
 	return p;
+}
+
+/* The request is answered: what it used is let go, closed if it was released meanwhile. */
+static void handles_put(struct msg *m)
+{
+	struct helper *h = m->h;
+
+	for (int k = 0; k < m->nheld; k++) {
+		struct helper_handle *s, closing = { 0 };
+		int err;
+
+		pthread_mutex_lock(&h->lock);
+		s = &h->handles[m->held[k]];
+		if (--s->refs == 0 && s->released) {
+			closing = *s;
+			*s = (struct helper_handle){ 0 };
+		}
+		pthread_mutex_unlock(&h->lock);
+		if (closing.p && (err = handle_close(closing.p, closing.type)))
+			log_warn(1400009, "ino=%llu: release after its last request: %s",
+				 (unsigned long long)m->req->ino, strerror(-err));
+	}
+	m->nheld = 0;
+}
+
+/*
+ * RELEASE(DIR) of @handle: 0 once it is closed or will be when the last
+ * request using it is answered, -EBADF if it is not open; a close now gives
+ * rdfs_release's error.
+ */
+static int handle_release(struct helper *h, uint64_t handle, int type)
+{
+	struct helper_handle *s;
+	void *p = NULL;
+
+	pthread_mutex_lock(&h->lock);
+	s = handle_slot(h, handle, type);
+	if (s) {
+		s->released = 1;
+		if (!s->refs) {
+			p = s->p;
+			*s = (struct helper_handle){ 0 };
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (!s)
+		return -EBADF;
+	return p ? handle_close(p, type) : 0;
 }
 
 /*
@@ -85,7 +160,7 @@ static void *handle_get(struct helper *h, uint64_t handle, int type, int remove)
  */
 static struct rdfs_file *data_file_get(struct msg *m)
 {
-	struct rdfs_file *f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0);
+	struct rdfs_file *f = handle_get(m, m->req->handle, HANDLE_FILE);
 
 	return f && f->in->ino == m->req->ino ? f : NULL;
 }
@@ -188,7 +263,7 @@ static int op_setattr(struct msg *m)
 
 	if (m->in_len < sizeof(*s))
 		return -EINVAL;
-	if (m->req->handle && !(f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0)))
+	if (m->req->handle && !(f = handle_get(m, m->req->handle, HANDLE_FILE)))
 		return -EBADF;
 	memset(&in, 0, sizeof(in));
 	in.st_mode = s->mode;
@@ -266,7 +341,7 @@ static int op_readdir(struct msg *m)
 
 	if (m->in_len < sizeof(*rd))
 		return -EINVAL;
-	d = handle_get(m->h, m->req->handle, HANDLE_DIR, 0);
+	d = handle_get(m, m->req->handle, HANDLE_DIR);
 	if (!d)
 		return -EBADF;
 	for (i = rd->index;; i++) {
@@ -368,16 +443,8 @@ static int op_create_open(struct msg *m)
 
 static int op_release(struct msg *m)
 {
-	void *p;
-
-	if (m->req->op == RDFS_DEV_RELEASEDIR) {
-		p = handle_get(m->h, m->req->handle, HANDLE_DIR, 1);
-		if (p)
-			rdfs_closedir(p);
-		return p ? 0 : -EBADF;
-	}
-	p = handle_get(m->h, m->req->handle, HANDLE_FILE, 1);
-	return p ? rdfs_release(p) : -EBADF;
+	return handle_release(m->h, m->req->handle,
+			      m->req->op == RDFS_DEV_RELEASEDIR ? HANDLE_DIR : HANDLE_FILE);
 }
 
 /*
@@ -656,7 +723,7 @@ static int op_file_range(struct msg *m)
 	const struct rdfs_dev_fallocate *fa = (const void *)m->in;
 	const struct rdfs_dev_seek *sk = (const void *)m->in;
 	const struct rdfs_dev_copy *cp = (const void *)m->in;
-	struct rdfs_file *f = handle_get(m->h, m->req->handle, HANDLE_FILE, 0), *dst;
+	struct rdfs_file *f = handle_get(m, m->req->handle, HANDLE_FILE), *dst;
 	struct stat st;
 	int64_t n;
 	int err;
@@ -682,7 +749,7 @@ static int op_file_range(struct msg *m)
 	case RDFS_DEV_COPY_RANGE:
 		if (m->in_len < sizeof(*cp))
 			return -EINVAL;
-		dst = handle_get(m->h, cp->dst_handle, HANDLE_FILE, 0);
+		dst = handle_get(m, cp->dst_handle, HANDLE_FILE);
 		if (!dst)
 			return -EBADF;
 		n = rdfs_copy_range(f, cp->off_in, dst, cp->off_out, cp->length);
@@ -791,6 +858,7 @@ static void *serve_thread(void *arg)
 		m.cred.ngroups = req->ngroups < RDFS_MAX_GROUPS ? req->ngroups : RDFS_MAX_GROUPS;
 		memcpy(m.cred.groups, req->groups, m.cred.ngroups * sizeof(m.cred.groups[0]));
 		rep->error = dispatch(&m);
+		handles_put(&m);
 		if (rep->error && rep->error != -ENOENT && rep->error != -EEXIST &&
 		    rep->error != -ENOTEMPTY && rep->error != -ENODATA)
 			log_info(1400006, "ino=%llu: op %u: %s", (unsigned long long)req->ino,
