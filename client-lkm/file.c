@@ -20,7 +20,11 @@
 
 #include "rdfs.h"
 
-#define RDFS_WB_BATCH	256	/* pages per WRITE batch */
+/*
+ * Pages per writeback batch: as many as a read-ahead window (4 MiB), so its
+ * WRITEs (at most 1 MiB each) go to all the I/O servers at once.
+ */
+#define RDFS_WB_BATCH	1024
 /*
  * Pages per read: a whole default read-ahead window (4 MiB), so its requests
  * (at most 1 MiB each, data_tcp.c) go to all the I/O servers at once.
@@ -724,15 +728,38 @@ out:
 	return copied;
 }
 
-/* One contiguous run of dirty bytes: [from in pages[0], to in pages[n - 1]). */
+/*
+ * Writeback batches are written on rdfs_wb_wq while writepages collects the
+ * next, up to RDFS_WB_INFLIGHT batches of an inode at once, so the WRITEs of
+ * several batches (and the helper's layout calls for them) overlap instead
+ * of each waiting for the one before. A batch's pages stay under writeback
+ * until it is written and its run kept for the commit (unstable.c), so
+ * everything that waits on writeback (fsync, sync, truncate, eviction,
+ * umount) waits for it; that is also what keeps the inode alive under a
+ * batch: the worker touches the inode only before it ends the writeback of
+ * its pages. Errors reach the mapping (mapping_set_error), where fsync and
+ * close find them.
+ */
+#define RDFS_WB_INFLIGHT	4
+
+struct workqueue_struct *rdfs_wb_wq;
+
+/* One batch: a contiguous run of dirty bytes, [from in pages[0], to in pages[n - 1]). */
 struct rdfs_wb {
+	struct work_struct work;
 	struct inode *inode;
 	u64 handle;
-	struct page *pages[RDFS_WB_BATCH];
 	int n;
 	unsigned int from, to;
-	int err;
 	struct rdfs_wverf verf;		/* of the batch's unstable WRITEs */
+	struct page *pages[RDFS_WB_BATCH];
+};
+
+/* What one writepages call is collecting. */
+struct rdfs_wb_ctx {
+	struct inode *inode;
+	u64 handle;
+	struct rdfs_wb *cur;		/* the batch being filled, if any */
 };
 
 /* Send the batch: unstable, kept for the commit (stable if it cannot be kept). */
@@ -755,13 +782,13 @@ static int rdfs_wb_write(struct rdfs_wb *wb)
 	return err;
 }
 
-static void rdfs_wb_flush(struct rdfs_wb *wb)
+static void rdfs_wb_work(struct work_struct *work)
 {
-	struct rdfs_inode_info *ri = RDFS_I(wb->inode);
+	struct rdfs_wb *wb = container_of(work, struct rdfs_wb, work);
+	struct inode *inode = wb->inode;
+	struct rdfs_inode_info *ri = RDFS_I(inode);
 	int err, i;
 
-	if (!wb->n)
-		return;
 	err = rdfs_wb_write(wb);
 	if (!err) {
 		spin_lock(&ri->lock);
@@ -770,38 +797,71 @@ static void rdfs_wb_flush(struct rdfs_wb *wb)
 		spin_unlock(&ri->lock);
 	} else {
 		pr_warn_ratelimited(RDFS_MSG(1500017) "ino=%lu: writeback failed: %d\n",
-				    wb->inode->i_ino, err);
-		mapping_set_error(wb->inode->i_mapping, err);
-		wb->err = err;
+				    inode->i_ino, err);
+		mapping_set_error(inode->i_mapping, err);
 	}
+	atomic_dec(&ri->wb_inflight);
+	wake_up_all(&ri->wb_wait);
+	/* the inode may go once the last page's writeback ends: not touched after */
 	for (i = 0; i < wb->n; i++) {
 		if (err)
 			SetPageError(wb->pages[i]);
 		end_page_writeback(wb->pages[i]);
 	}
-	wb->n = 0;
+	kvfree(wb);
+}
+
+/* Queue the batch being filled, once fewer than RDFS_WB_INFLIGHT are in flight. */
+static void rdfs_wb_submit(struct rdfs_wb_ctx *c)
+{
+	struct rdfs_inode_info *ri = RDFS_I(c->inode);
+	struct rdfs_wb *wb = c->cur;
+
+	if (!wb)
+		return;
+	c->cur = NULL;
+	wait_event(ri->wb_wait,
+		   atomic_add_unless(&ri->wb_inflight, 1, RDFS_WB_INFLIGHT));
+	INIT_WORK(&wb->work, rdfs_wb_work);
+	queue_work(rdfs_wb_wq, &wb->work);
 }
 
 static int rdfs_writepage_cb(struct page *page, struct writeback_control *wbc, void *data)
 {
-	struct rdfs_wb *wb = data;
+	struct rdfs_wb_ctx *c = data;
 	struct folio *folio = page_folio(page);
-	loff_t isize = i_size_read(wb->inode);
+	loff_t isize = i_size_read(c->inode);
+	struct rdfs_wb *wb = c->cur;
 	unsigned int from, to;
 
-	/* the dirty bit is gone (under the page lock): its range goes with it */
-	rdfs_dirty_range(folio, &from, &to);
-	rdfs_dirty_range_drop(folio);
 	if (page_offset(page) >= isize) {
+		rdfs_dirty_range_drop(folio);
 		unlock_page(page);
 		return 0;
 	}
+	rdfs_dirty_range(folio, &from, &to);
 	/* a run of bytes continues only from a page's end into the next's start */
-	if (wb->n && (wb->n == RDFS_WB_BATCH || wb->to != PAGE_SIZE || from ||
-		      page->index != wb->pages[wb->n - 1]->index + 1))
-		rdfs_wb_flush(wb);
-	if (!wb->n)
+	if (wb && (wb->n == RDFS_WB_BATCH || wb->to != PAGE_SIZE || from ||
+		   page->index != wb->pages[wb->n - 1]->index + 1)) {
+		rdfs_wb_submit(c);
+		wb = NULL;
+	}
+	if (!wb) {
+		wb = kvmalloc(sizeof(*wb), GFP_NOFS);
+		if (!wb) {
+			/* still dirty, range and all: the next writeback takes it */
+			redirty_page_for_writepage(wbc, page);
+			unlock_page(page);
+			return -ENOMEM;
+		}
+		wb->inode = c->inode;
+		wb->handle = c->handle;
+		wb->n = 0;
 		wb->from = from;
+		c->cur = wb;
+	}
+	/* the dirty bit is gone (under the page lock): its range goes with it */
+	rdfs_dirty_range_drop(folio);
 	wb->to = to;
 	set_page_writeback(page);
 	unlock_page(page);
@@ -811,25 +871,24 @@ static int rdfs_writepage_cb(struct page *page, struct writeback_control *wbc, v
 
 static int rdfs_writepages(struct address_space *mapping, struct writeback_control *wbc)
 {
-	struct rdfs_wb *wb;
+	struct inode *inode = mapping->host;
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct rdfs_wb_ctx c = { .inode = inode, .handle = rdfs_wb_handle(inode) };
 	int err;
 
-	wb = kmalloc(sizeof(*wb), GFP_NOFS);
-	if (!wb)
-		return -ENOMEM;
-	wb->inode = mapping->host;
-	wb->handle = rdfs_wb_handle(mapping->host);
-	wb->n = 0;
-	wb->err = 0;
-	err = write_cache_pages(mapping, wbc, rdfs_writepage_cb, wb);
-	rdfs_wb_flush(wb);
-	if (!err)
-		err = wb->err;
-	/* durable when asked (sync, fsync), and no more kept than the bound */
-	if (!err && (wbc->sync_mode == WB_SYNC_ALL ||
-		     rdfs_unstable_bytes(mapping->host) > RDFS_UNSTABLE_MAX))
-		err = rdfs_unstable_commit(mapping->host, wb->handle);
-	kfree(wb);
+	err = write_cache_pages(mapping, wbc, rdfs_writepage_cb, &c);
+	rdfs_wb_submit(&c);
+	if (err)
+		return err;
+	/*
+	 * Durable when asked (sync, fsync): every batch written and kept
+	 * first. And no more kept than the bound.
+	 */
+	if (wbc->sync_mode == WB_SYNC_ALL)
+		wait_event(ri->wb_wait, !atomic_read(&ri->wb_inflight));
+	if (wbc->sync_mode == WB_SYNC_ALL ||
+	    rdfs_unstable_bytes(inode) > RDFS_UNSTABLE_MAX)
+		err = rdfs_unstable_commit(inode, c.handle);
 	return err;
 }
 

@@ -79,6 +79,8 @@ struct rdfs_inode_info {
 	/* writes not yet committed (unstable.c); NULL until the first */
 	struct rdfs_unstable *unstable;
 	struct mutex commit_lock;	/* one IO_COMMIT of this inode's writes at a time */
+	atomic_t wb_inflight;		/* writeback batches on rdfs_wb_wq (file.c) */
+	wait_queue_head_t wb_wait;	/* woken as each of them ends */
 };
 
 static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)
@@ -137,6 +139,7 @@ extern const struct address_space_operations rdfs_aops;
 int rdfs_commit(struct inode *inode, u64 handle);
 /* Where read-ahead runs are read (super.c makes it; flushed before a super block goes). */
 extern struct workqueue_struct *rdfs_ra_wq;
+extern struct workqueue_struct *rdfs_wb_wq;
 /* An open file's state, allocated before the helper opens (attaching cannot fail). */
 struct rdfs_open_file;
 struct rdfs_open_file *rdfs_open_file_new(void);

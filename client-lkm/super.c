@@ -140,6 +140,8 @@ static struct inode *rdfs_alloc_inode(struct super_block *sb)
 	ri->dirty_end = 0;
 	ri->unstable = NULL;
 	mutex_init(&ri->commit_lock);
+	atomic_set(&ri->wb_inflight, 0);
+	init_waitqueue_head(&ri->wb_wait);
 	return &ri->vfs_inode;
 }
 
@@ -369,6 +371,11 @@ static int __init rdfs_init(void)
 		err = -ENOMEM;
 		goto out_cache;
 	}
+	rdfs_wb_wq = alloc_workqueue("rdfs_writeback", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!rdfs_wb_wq) {
+		err = -ENOMEM;
+		goto out_ra_wq;
+	}
 	err = rdfs_dev_init();
 	if (err)
 		goto out_wq;
@@ -379,6 +386,8 @@ static int __init rdfs_init(void)
 out_dev:
 	rdfs_dev_exit();
 out_wq:
+	destroy_workqueue(rdfs_wb_wq);
+out_ra_wq:
 	destroy_workqueue(rdfs_ra_wq);
 out_cache:
 	kmem_cache_destroy(rdfs_inode_cachep);
@@ -389,6 +398,7 @@ static void __exit rdfs_exit(void)
 {
 	unregister_filesystem(&rdfs_fs_type);
 	rdfs_dev_exit();
+	destroy_workqueue(rdfs_wb_wq);
 	destroy_workqueue(rdfs_ra_wq);
 	rcu_barrier();	/* free_inode runs after an RCU grace period */
 	kmem_cache_destroy(rdfs_inode_cachep);

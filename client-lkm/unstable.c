@@ -100,7 +100,7 @@ static void rdfs_run_free(struct rdfs_unstable_run *run)
 
 	for (i = 0; i < run->npages; i++)
 		put_page(run->pages[i]);
-	kfree(run);
+	kvfree(run);
 }
 
 int rdfs_unstable_keep(struct inode *inode, const struct rdfs_wverf *w, struct page **pages,
@@ -112,7 +112,7 @@ int rdfs_unstable_keep(struct inode *inode, const struct rdfs_wverf *w, struct p
 	unsigned int s;
 	int i;
 
-	run = kmalloc(struct_size(run, pages, npages), GFP_NOFS);
+	run = kvmalloc(struct_size(run, pages, npages), GFP_NOFS);
 	if (!run)
 		return -ENOMEM;
 	run->base = page_offset(pages[0]);
