@@ -35,6 +35,7 @@ struct rdfs_open_file {
 	u64 handle;
 	struct list_head link;		/* on the inode's writable opens */
 	bool writable;
+	loff_t behind;			/* write-behind: the first byte not yet started */
 };
 
 /*
@@ -288,14 +289,50 @@ static ssize_t rdfs_file_read_iter(struct kiocb *iocb, struct iov_iter *to)
 	return generic_file_read_iter(iocb, to);
 }
 
+/*
+ * Write-behind: a writer that has dirtied a writeback batch's worth of pages
+ * in a row starts their writeback itself (WB_SYNC_NONE, the whole pages
+ * only), so the network takes the bytes while the writer copies the next
+ * ones, instead of the flusher finding them at the dirty background limit
+ * or fsync finding them all at once. The writer waits only when its file
+ * has RDFS_WB_INFLIGHT batches in flight (rdfs_wb_submit): the same pace as
+ * the I/O servers. A write elsewhere in the file starts the count again.
+ */
+static void rdfs_write_behind(struct file *file, loff_t pos, loff_t end)
+{
+	struct rdfs_open_file *of = file->private_data;
+	loff_t from = READ_ONCE(of->behind), to = round_down(end, PAGE_SIZE);
+	struct writeback_control wbc = {
+		.sync_mode = WB_SYNC_NONE,
+		.nr_to_write = LONG_MAX,
+	};
+
+	if (pos < from || pos > from + ((loff_t)RDFS_WB_BATCH << PAGE_SHIFT))
+		from = round_down(pos, PAGE_SIZE);
+	if (to - from < ((loff_t)RDFS_WB_BATCH << PAGE_SHIFT)) {
+		WRITE_ONCE(of->behind, from);
+		return;
+	}
+	wbc.range_start = from;
+	wbc.range_end = to - 1;
+	WRITE_ONCE(of->behind, to);
+	atomic64_add(to - from, &rdfs_stats.write_behind_bytes);
+	/* an error is the mapping's, for fsync and close to report */
+	filemap_fdatawrite_wbc(file->f_mapping, &wbc);
+}
+
 static ssize_t rdfs_file_write_iter(struct kiocb *iocb, struct iov_iter *from)
 {
 	struct file *file = iocb->ki_filp;
 	struct inode *inode = file_inode(file);
 	ssize_t ret;
 
-	if (!(iocb->ki_flags & IOCB_DIRECT) && !RDFS_SB(inode->i_sb)->direct_io)
-		return generic_file_write_iter(iocb, from);
+	if (!(iocb->ki_flags & IOCB_DIRECT) && !RDFS_SB(inode->i_sb)->direct_io) {
+		ret = generic_file_write_iter(iocb, from);
+		if (ret > 0)
+			rdfs_write_behind(file, iocb->ki_pos - ret, iocb->ki_pos);
+		return ret;
+	}
 	inode_lock(inode);
 	ret = generic_write_checks(iocb, from);
 	if (ret > 0)

@@ -235,7 +235,8 @@ int rdfs_rdma_finish(struct rdfs_rdma_req *req, u64 *verifier);
  * failed; copies_lost: copies a write missed, marked stale through the helper;
  * io_commits: IO_COMMITs of unstable writes (one per inode and commit, each
  * for all the servers written); unstable_resends: runs of unstable writes
- * sent again, stable, because a server's verifier changed or its commit failed.
+ * sent again, stable, because a server's verifier changed or its commit failed;
+ * write_behind_bytes: dirty bytes whose writeback their writer started (file.c).
  */
 struct rdfs_stats {
 	atomic64_t copy_read_bytes, copy_write_bytes;
@@ -244,6 +245,7 @@ struct rdfs_stats {
 	atomic64_t rdma_conns, rdma_reqs;	/* alive now */
 	atomic64_t read_failovers, copies_lost;
 	atomic64_t io_commits, unstable_resends;
+	atomic64_t write_behind_bytes;
 };
 extern struct rdfs_stats rdfs_stats;
 

@@ -32,13 +32,15 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 	return sysfs_emit(buf, "copy_read_bytes %lld\ncopy_write_bytes %lld\n"
 			  "rdma_read_bytes %lld\nrdma_write_bytes %lld\nmr_reg %lld\n"
 			  "mr_inv %lld\nrdma_conns %lld\nrdma_reqs %lld\nread_failovers %lld\n"
-			  "copies_lost %lld\nio_commits %lld\nunstable_resends %lld\n",
+			  "copies_lost %lld\nio_commits %lld\nunstable_resends %lld\n"
+			  "write_behind_bytes %lld\n",
 			  atomic64_read(&s->copy_read_bytes), atomic64_read(&s->copy_write_bytes),
 			  atomic64_read(&s->rdma_read_bytes), atomic64_read(&s->rdma_write_bytes),
 			  atomic64_read(&s->mr_reg), atomic64_read(&s->mr_inv),
 			  atomic64_read(&s->rdma_conns), atomic64_read(&s->rdma_reqs),
 			  atomic64_read(&s->read_failovers), atomic64_read(&s->copies_lost),
-			  atomic64_read(&s->io_commits), atomic64_read(&s->unstable_resends));
+			  atomic64_read(&s->io_commits), atomic64_read(&s->unstable_resends),
+			  atomic64_read(&s->write_behind_bytes));
 }
 
 static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
