@@ -21,10 +21,14 @@
 #include "rdfs.h"
 
 /*
- * Pages per writeback batch: as many as a read-ahead window (4 MiB), so its
- * WRITEs (at most 1 MiB each) go to all the I/O servers at once.
+ * Pages per writeback batch (one layout, one WRITE): 1 MiB. Larger batches
+ * met write layouts the metaserver cut short at a quota limit, which the
+ * write path turns into EIO instead of EDQUOT; several batches in flight
+ * (RDFS_WB_INFLIGHT) reach all the I/O servers at once instead.
  */
-#define RDFS_WB_BATCH	1024
+#define RDFS_WB_BATCH	256
+/* Write-behind starts the writeback of every this many pages written in a row. */
+#define RDFS_WB_BEHIND	1024
 /*
  * Pages per read: a whole default read-ahead window (4 MiB), so its requests
  * (at most 1 MiB each, data_tcp.c) go to all the I/O servers at once.
@@ -307,9 +311,9 @@ static void rdfs_write_behind(struct file *file, loff_t pos, loff_t end)
 		.nr_to_write = LONG_MAX,
 	};
 
-	if (pos < from || pos > from + ((loff_t)RDFS_WB_BATCH << PAGE_SHIFT))
+	if (pos < from || pos > from + ((loff_t)RDFS_WB_BEHIND << PAGE_SHIFT))
 		from = round_down(pos, PAGE_SIZE);
-	if (to - from < ((loff_t)RDFS_WB_BATCH << PAGE_SHIFT)) {
+	if (to - from < ((loff_t)RDFS_WB_BEHIND << PAGE_SHIFT)) {
 		WRITE_ONCE(of->behind, from);
 		return;
 	}

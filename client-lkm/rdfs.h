@@ -209,6 +209,8 @@ int rdfs_unstable_keep(struct inode *inode, const struct rdfs_wverf *w, struct p
 u64 rdfs_unstable_bytes(struct inode *inode);
 /* Make them durable (IO_COMMIT; resent stable where that cannot vouch for them). */
 int rdfs_unstable_commit(struct inode *inode, u64 handle);
+/* Commit every inode of @sb (sync(2), syncfs(2)): 0 or the first error. */
+int rdfs_unstable_sync_sb(struct super_block *sb);
 /* At eviction: drop what is kept. */
 void rdfs_unstable_free(struct inode *inode);
 

@@ -202,11 +202,18 @@ static int rdfs_show_options(struct seq_file *m, struct dentry *root)
 	return 0;
 }
 
+static int rdfs_sync_fs(struct super_block *sb, int wait)
+{
+	/* the first call comes before writeback has waited: the second commits */
+	return wait ? rdfs_unstable_sync_sb(sb) : 0;
+}
+
 static const struct super_operations rdfs_super_ops = {
 	.alloc_inode	= rdfs_alloc_inode,
 	.free_inode	= rdfs_free_inode,
 	.evict_inode	= rdfs_evict_inode,
 	.statfs		= rdfs_statfs,
+	.sync_fs	= rdfs_sync_fs,
 	.show_options	= rdfs_show_options,
 };
 

@@ -22,7 +22,8 @@
  * the blocks, as rdfs-fuse does, so the metadata never names blocks whose
  * bytes could still be lost; writeback commits when it runs for data
  * integrity (WB_SYNC_ALL: sync(2), syncfs, fsync) and when an inode holds
- * more than RDFS_UNSTABLE_MAX bytes, which bounds the memory kept.
+ * more than RDFS_UNSTABLE_MAX bytes, which bounds the memory kept; sync_fs
+ * (sync(2), syncfs, umount) commits every inode, written back when it may.
  *
  * Locks: ri->lock (a spinlock) covers ri->unstable's contents; a run and the
  * verifiers of its WRITEs enter together under it, so a commit takes both or
@@ -254,6 +255,37 @@ static void rdfs_unstable_requeue(struct inode *inode, const struct rdfs_wverf *
 	list_splice_init(runs, &u->runs);
 	u->bytes += bytes;
 	spin_unlock(&ri->lock);
+}
+
+/*
+ * sync(2) and syncfs(2) end here (sync_fs, after writeback has waited): the
+ * data-integrity writeback commits only the inodes it still found dirty
+ * pages in, not the runs its first pass or the flusher wrote, so every
+ * inode that ever wrote unstable is committed here (one with nothing kept
+ * costs no helper call).
+ */
+int rdfs_unstable_sync_sb(struct super_block *sb)
+{
+	struct inode *inode, *prev = NULL;
+	int err = 0, e;
+
+	spin_lock(&sb->s_inode_list_lock);
+	list_for_each_entry(inode, &sb->s_inodes, i_sb_list) {
+		if (!READ_ONCE(RDFS_I(inode)->unstable) || !igrab(inode))
+			continue;
+		/* our reference keeps @inode on the list: the walk goes on from it */
+		spin_unlock(&sb->s_inode_list_lock);
+		iput(prev);
+		prev = inode;
+		e = rdfs_unstable_commit(inode, 0);
+		if (e && !err)
+			err = e;
+		cond_resched();
+		spin_lock(&sb->s_inode_list_lock);
+	}
+	spin_unlock(&sb->s_inode_list_lock);
+	iput(prev);
+	return err;
 }
 
 int rdfs_unstable_commit(struct inode *inode, u64 handle)
