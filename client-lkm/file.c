@@ -294,8 +294,8 @@ static ssize_t rdfs_file_read_iter(struct kiocb *iocb, struct iov_iter *to)
 }
 
 /*
- * Write-behind: a writer that has dirtied a writeback batch's worth of pages
- * in a row starts their writeback itself (WB_SYNC_NONE, the whole pages
+ * Write-behind: a writer that has dirtied RDFS_WB_BEHIND pages in a row
+ * starts their writeback itself (WB_SYNC_NONE, the whole pages
  * only), so the network takes the bytes while the writer copies the next
  * ones, instead of the flusher finding them at the dirty background limit
  * or fsync finding them all at once. The writer waits only when its file
