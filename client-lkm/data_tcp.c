@@ -1,77 +1,88 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * data_tcp.c - file data to and from the I/O servers over kernel TCP sockets.
+ * data_tcp.c - one kernel TCP connection per I/O server, many READs and
+ * WRITEs in flight on it.
  *
- * The helper asks the metaserver for the layout (extents + capabilities) and
- * hands over an authenticated socket per I/O server (RDFS_DEV_CONNECT); from
- * then on READ/WRITE frames go straight between the page cache and the socket:
- * a READ's bulk data is received into the folios themselves (sock_recvmsg on a
- * bio_vec iterator over the pages), a WRITE's is sent from them. One request
- * at a time per connection (stage 1); a socket error drops the connection and
- * fails the request with EIO, and the next request reconnects. The socket
- * copies each byte once (counted in rdfs_stats). With transport=rdma the same
- * requests go to data_rdma.c instead, many in flight per connection.
- * Writeback's WRITEs are unstable (acknowledged on receipt, made durable by
- * IO_COMMIT later: unstable.c), O_DIRECT's and resent ones stable.
+ * Senders (read-ahead, writeback workers, O_DIRECT callers) write whole
+ * frames under the connection's send_lock, each with a new tag; a receiver
+ * thread per connection reads the replies in whatever order the I/O server
+ * sends them, finds each one's request by its tag, places a READ's bulk data
+ * straight into the request's pages and completes it. Receiving never waits
+ * for a sender, so a sender blocked on a full socket can never hold back the
+ * replies the I/O server is blocked sending (the deadlock of a connection
+ * where each caller reads its own reply).
+ *
+ * A request's life (enum rdfs_tcp_req_state, transitions asserted):
+ *   NEW -> SENT    the sender, under tc->lock, as it takes a tag (before its
+ *                  frame is on the wire: the reply may come at once)
+ *   SENT -> DONE   the receiver, under tc->lock, when its last frame is in or
+ *                  the connection broke; complete(&req->done) after
+ * While SENT only the receiver touches its pages and fields; once DONE only
+ * its owner, who waits in rdfs_tcp_finish() and frees it there.
+ *
+ * A socket error, a frame that breaks the protocol or a reply missing for
+ * RDFS_TCP_TIMEOUT breaks the connection: every request on it is done with
+ * -EIO, it is marked dead, and the next request makes a new one (through the
+ * helper's RDFS_DEV_CONNECT). References: sbi->conns[] holds one on the
+ * current connection (under its mutex), each request one on its own; the
+ * receiver holds none (the last put stops it and waits for it, so it must
+ * never be the one to drop the last).
  */
 #include <linux/bvec.h>
-#include <linux/highmem.h>
+#include <linux/kthread.h>
 #include <linux/net.h>
-#include <linux/pagemap.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <net/sock.h>
 
 #include "rdfs.h"
 
-/* An I/O server silent this long is dead: its readers get EIO. */
-#define RDFS_IO_TIMEOUT		(30 * HZ)
-#define RDFS_IO_MAX_BODY	4096
+/* An I/O server silent this long about a request is dead: its requests get EIO. */
+#define RDFS_TCP_TIMEOUT	(30 * HZ)
+#define RDFS_TCP_MAX_BODY	4096
 
-void rdfs_conns_close(struct rdfs_sb_info *sbi)
+enum rdfs_tcp_req_state {
+	RDFS_TCP_REQ_NEW,
+	RDFS_TCP_REQ_SENT,
+	RDFS_TCP_REQ_DONE,
+};
+
+struct rdfs_tcp_conn {
+	struct kref ref;
+	u32 server_id;
+	struct socket *sock;
+	struct task_struct *rx;		/* the receiver */
+	u8 *rxbuf;			/* the receiver's frame header and body */
+	struct mutex send_lock;		/* one frame at a time onto the socket */
+
+	spinlock_t lock;		/* everything below */
+	bool dead;
+	bool closing;			/* the last reference is gone: errors are expected */
+	u32 tag;
+	struct list_head pending;	/* SENT requests, oldest first */
+};
+
+struct rdfs_tcp_req {
+	struct rdfs_tcp_conn *tc;
+	struct list_head link;		/* on tc->pending while SENT */
+	enum rdfs_tcp_req_state state;
+	u32 tag;
+	u16 op;
+	struct page **pages;
+	size_t off;
+	u32 data_len;			/* READ: bytes expected */
+	u32 got;			/* READ: bytes placed so far */
+	int status;
+	u64 verifier;			/* the IoReply's */
+	struct completion done;
+	u8 frame[RDFS_TCP_MAX_BODY];	/* the request's header and IoReq */
+};
+
+static void rdfs_tcp_req_set(struct rdfs_tcp_req *req, enum rdfs_tcp_req_state to)
 {
-	int i;
-
-	for (i = 0; i < RDFS_MAX_SERVERS; i++) {
-		struct rdfs_conn *cn = &sbi->conns[i];
-
-		mutex_lock(&cn->lock);
-		if (cn->sock) {
-			kernel_sock_shutdown(cn->sock, SHUT_RDWR);
-			sockfd_put(cn->sock);
-			cn->sock = NULL;
-		}
-		mutex_unlock(&cn->lock);
-	}
-}
-
-/* Under cn->lock: a connected socket to @server_id, from the helper if need be. */
-static int rdfs_conn_get(struct rdfs_sb_info *sbi, struct rdfs_conn *cn, u32 server_id)
-{
-	struct rdfs_dev_connect req = { .server_id = server_id };
-	struct rdfs_dev_call c;
-	int err;
-
-	if (cn->sock)
-		return 0;
-	rdfs_call_init(&c, RDFS_DEV_CONNECT, 0, 0);
-	rdfs_call_arg(&c, &req, sizeof(req));
-	err = rdfs_call(sbi->chan, &c);
-	if (err)
-		return err;
-	cn->sock = c.sock;
-	cn->sock->sk->sk_rcvtimeo = RDFS_IO_TIMEOUT;
-	cn->sock->sk->sk_sndtimeo = RDFS_IO_TIMEOUT;
-	cn->sock->sk->sk_allocation = GFP_NOFS;
-	return 0;
-}
-
-static void rdfs_conn_drop(struct rdfs_conn *cn)
-{
-	if (cn->sock) {
-		sockfd_put(cn->sock);
-		cn->sock = NULL;
-	}
+	WARN_ON_ONCE(to != req->state + 1);
+	req->state = to;
 }
 
 /* Pages @pages from byte @off for @len bytes as a bio_vec array (caller frees). */
@@ -153,31 +164,236 @@ static int rdfs_sock_send(struct socket *sock, void *hdr, size_t hlen, struct pa
 	return ret == len ? 0 : ret < 0 ? ret : -EIO;
 }
 
-/* One READ or WRITE sent and not yet answered; holds its connection's lock. */
-struct rdfs_io_pending {
-	struct rdfs_conn *cn;
-	u32 server_id;
-	int seg;		/* the layout segment it serves (rdfs_io_set.seg_err) */
-	u16 op;
-	struct page **pages;
-	size_t off;
-	u32 data_len;		/* READ: bytes expected */
-	u64 verifier;		/* the IoReply's, once answered */
-	u8 *buf;		/* frame header + body */
-	struct rdfs_rdma_req *rreq;	/* transport=rdma: the request instead */
-};
+/* Wake the receiver out of its socket: it fails what is in flight. */
+static void rdfs_tcp_break(struct rdfs_tcp_conn *tc)
+{
+	kernel_sock_shutdown(tc->sock, SHUT_RDWR);
+}
+
+/* Under tc->lock: @req answered (or failed) with @status. */
+static void rdfs_tcp_req_done(struct rdfs_tcp_req *req, int status)
+{
+	list_del_init(&req->link);
+	req->status = status;
+	rdfs_tcp_req_set(req, RDFS_TCP_REQ_DONE);
+}
+
+/* The receiver, once its socket failed: no request on it will be answered. */
+static void rdfs_tcp_fail_all(struct rdfs_tcp_conn *tc, int err)
+{
+	struct rdfs_tcp_req *req, *next;
+	LIST_HEAD(failed);
+	bool closing;
+
+	spin_lock(&tc->lock);
+	tc->dead = true;
+	closing = tc->closing;
+	list_splice_init(&tc->pending, &failed);
+	list_for_each_entry(req, &failed, link)
+		req->status = -EIO;
+	spin_unlock(&tc->lock);
+	if (!closing)
+		pr_warn_ratelimited(RDFS_MSG(1500009) "connection to I/O server %u failed: %d\n",
+				    tc->server_id, err);
+	list_for_each_entry_safe(req, next, &failed, link) {
+		list_del_init(&req->link);
+		rdfs_tcp_req_set(req, RDFS_TCP_REQ_DONE);
+		complete(&req->done);
+	}
+}
+
+static struct rdfs_tcp_req *rdfs_tcp_find(struct rdfs_tcp_conn *tc, u32 tag)
+{
+	struct rdfs_tcp_req *req, *found = NULL;
+
+	spin_lock(&tc->lock);
+	list_for_each_entry(req, &tc->pending, link) {
+		if (req->tag == tag) {
+			found = req;
+			break;
+		}
+	}
+	spin_unlock(&tc->lock);
+	return found;
+}
 
 /*
- * Send one READ or WRITE of @len bytes on @server_id from byte @off % 4096 of
- * block @first_block (a READ: whole blocks; a WRITE may be a byte range, which
- * the I/O server merges into its blocks), data in @pages from byte @off; a
- * WRITE is durable before its reply if @stable. With @wait false, a
- * connection busy elsewhere gives -EAGAIN at once: a caller holding other
- * connections must never sleep on one (no lock-order deadlocks). On success the connection stays locked until rdfs_io_finish().
+ * Receive one frame and place it. Partial frames (RDFS_FRAME_MORE) carry data
+ * only, the last one the status and IoReply. Any error breaks the connection.
  */
-static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap,
-			 u32 cap_len, u64 first_block, struct page **pages, size_t off, u32 len,
-			 u32 data_len, bool stable, bool wait, struct rdfs_io_pending *p)
+static int rdfs_tcp_rx_frame(struct rdfs_tcp_conn *tc)
+{
+	struct rdfs_tcp_req *req;
+	struct rdfs_ioreply rep;
+	struct rdfs_frame_hdr f;
+	int err, status;
+
+	err = rdfs_sock_recv_kvec(tc->sock, tc->rxbuf, RDFS_FRAME_HDR_LEN);
+	if (err)
+		return err;
+	err = rdfs_frame_hdr_decode(tc->rxbuf, &f);
+	if (err || !(f.flags & RDFS_FRAME_REPLY) || f.body_len > RDFS_TCP_MAX_BODY)
+		return -EPROTO;
+	req = rdfs_tcp_find(tc, f.tag);
+	if (!req || f.data_len > req->data_len - req->got)
+		return -EPROTO;
+	if (!(f.flags & RDFS_FRAME_MORE)) {
+		err = rdfs_sock_recv_kvec(tc->sock, tc->rxbuf, f.body_len);
+		if (err)
+			return err;
+	}
+	err = rdfs_sock_recv_pages(tc->sock, req->pages, req->off + req->got, f.data_len);
+	if (err)
+		return err;
+	req->got += f.data_len;
+	if (f.flags & RDFS_FRAME_MORE)
+		return 0;
+	status = f.status;
+	if (status) {
+		pr_warn_ratelimited(RDFS_MSG(1500008) "%s on I/O server %u: %d\n",
+				    req->op == RDFS_OP_READ ? "READ" : "WRITE", tc->server_id,
+				    status);
+	} else {
+		if (rdfs_ioreply_decode(tc->rxbuf, f.body_len, &rep) ||
+		    (req->op == RDFS_OP_READ && req->got != req->data_len))
+			return -EPROTO;
+		req->verifier = rep.verifier;
+	}
+	spin_lock(&tc->lock);
+	rdfs_tcp_req_done(req, status);
+	spin_unlock(&tc->lock);
+	complete(&req->done);
+	return 0;
+}
+
+static int rdfs_tcp_rx(void *arg)
+{
+	struct rdfs_tcp_conn *tc = arg;
+	unsigned int nofs = memalloc_nofs_save();
+	int err;
+
+	do {
+		err = rdfs_tcp_rx_frame(tc);
+	} while (!err);
+	rdfs_tcp_fail_all(tc, err);
+	memalloc_nofs_restore(nofs);
+	/* the last reference stops us */
+	for (;;) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (kthread_should_stop())
+			break;
+		schedule();
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
+}
+
+static void rdfs_tcp_release(struct kref *ref)
+{
+	struct rdfs_tcp_conn *tc = container_of(ref, struct rdfs_tcp_conn, ref);
+
+	spin_lock(&tc->lock);
+	WARN_ON_ONCE(!list_empty(&tc->pending));
+	tc->closing = true;
+	spin_unlock(&tc->lock);
+	rdfs_tcp_break(tc);
+	kthread_stop(tc->rx);
+	sockfd_put(tc->sock);
+	kfree(tc->rxbuf);
+	kfree(tc);
+	atomic64_dec(&rdfs_stats.tcp_conns);
+}
+
+static void rdfs_tcp_put(struct rdfs_tcp_conn *tc)
+{
+	kref_put(&tc->ref, rdfs_tcp_release);
+}
+
+/* A connection over @sock (ours from now on, whatever happens). */
+static struct rdfs_tcp_conn *rdfs_tcp_conn_new(struct socket *sock, u32 server_id)
+{
+	struct rdfs_tcp_conn *tc = kzalloc(sizeof(*tc), GFP_NOFS);
+	int err = -ENOMEM;
+
+	if (!tc)
+		goto fail;
+	tc->rxbuf = kmalloc(RDFS_TCP_MAX_BODY, GFP_NOFS);
+	if (!tc->rxbuf)
+		goto fail;
+	kref_init(&tc->ref);
+	tc->server_id = server_id;
+	tc->sock = sock;
+	mutex_init(&tc->send_lock);
+	spin_lock_init(&tc->lock);
+	INIT_LIST_HEAD(&tc->pending);
+	/* the receiver waits as long as it takes; requests time out in rdfs_tcp_finish */
+	sock->sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
+	sock->sk->sk_sndtimeo = RDFS_TCP_TIMEOUT;
+	sock->sk->sk_allocation = GFP_NOFS;
+	tc->rx = kthread_run(rdfs_tcp_rx, tc, "rdfs-tcp/%u", server_id);
+	if (IS_ERR(tc->rx)) {
+		err = PTR_ERR(tc->rx);
+		goto fail;
+	}
+	atomic64_inc(&rdfs_stats.tcp_conns);
+	return tc;
+fail:
+	if (tc)
+		kfree(tc->rxbuf);
+	kfree(tc);
+	sockfd_put(sock);
+	return ERR_PTR(err);
+}
+
+/* The live connection to @server_id, referenced; made (through the helper) if need be. */
+static struct rdfs_tcp_conn *rdfs_tcp_conn_get(struct rdfs_sb_info *sbi, u32 server_id)
+{
+	struct rdfs_conn *cn = &sbi->conns[server_id];
+	struct rdfs_dev_connect arg = { .server_id = server_id };
+	struct rdfs_tcp_conn *tc;
+	struct rdfs_dev_call c;
+	int err;
+
+	mutex_lock(&cn->lock);
+	tc = cn->tc;
+	if (tc && READ_ONCE(tc->dead)) {
+		cn->tc = NULL;
+		rdfs_tcp_put(tc);
+		tc = NULL;
+	}
+	if (!tc) {
+		rdfs_call_init(&c, RDFS_DEV_CONNECT, 0, 0);
+		rdfs_call_arg(&c, &arg, sizeof(arg));
+		err = rdfs_call(sbi->chan, &c);
+		tc = err ? ERR_PTR(err) : rdfs_tcp_conn_new(c.sock, server_id);
+		if (!IS_ERR(tc))
+			cn->tc = tc;
+	}
+	if (!IS_ERR(tc))
+		kref_get(&tc->ref);
+	mutex_unlock(&cn->lock);
+	return tc;
+}
+
+void rdfs_conns_close(struct rdfs_sb_info *sbi)
+{
+	int i;
+
+	for (i = 0; i < RDFS_MAX_SERVERS; i++) {
+		struct rdfs_conn *cn = &sbi->conns[i];
+
+		mutex_lock(&cn->lock);
+		if (cn->tc) {
+			rdfs_tcp_put(cn->tc);
+			cn->tc = NULL;
+		}
+		mutex_unlock(&cn->lock);
+	}
+}
+
+int rdfs_tcp_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap, u32 cap_len,
+		   u64 first_block, struct page **pages, size_t off, u32 len, u32 data_len,
+		   bool stable, struct rdfs_tcp_req **out)
 {
 	u32 head = off % RDFS_BLOCK_SIZE;
 	struct rdfs_ioreq r = {
@@ -185,550 +401,85 @@ static int rdfs_io_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const 
 		.block_count = DIV_ROUND_UP(head + len, RDFS_BLOCK_SIZE), .head = head,
 		.length = len, .stable = op == RDFS_OP_WRITE && stable,
 	};
-	struct rdfs_conn *cn;
+	struct rdfs_tcp_conn *tc;
+	struct rdfs_tcp_req *req;
 	struct rdfs_frame_hdr f;
+	bool dead;
 	int err;
 
-	if (sbi->rdma) {
-		/* No connection lock to hold: many requests share one queue pair. */
-		*p = (struct rdfs_io_pending){ .server_id = server_id, .op = op };
-		return rdfs_rdma_start(sbi, op, server_id, cap, cap_len, first_block,
-				       pages + (off >> PAGE_SHIFT), off & ~PAGE_MASK, len, stable,
-				       &p->rreq);
-	}
 	if (server_id >= RDFS_MAX_SERVERS ||
-	    RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_IO_MAX_BODY)
+	    RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_TCP_MAX_BODY)
 		return -EIO;
-	cn = &sbi->conns[server_id];
-	if (wait)
-		mutex_lock(&cn->lock);
-	else if (!mutex_trylock(&cn->lock))
-		return -EAGAIN;
-	p->buf = kmalloc(RDFS_IO_MAX_BODY, GFP_NOFS);
-	if (!p->buf) {
-		err = -ENOMEM;
-		goto out_unlock;
+	req = kmalloc(sizeof(*req), GFP_NOFS);
+	if (!req)
+		return -ENOMEM;
+	tc = rdfs_tcp_conn_get(sbi, server_id);
+	if (IS_ERR(tc)) {
+		kfree(req);
+		return PTR_ERR(tc);
 	}
-	err = rdfs_conn_get(sbi, cn, server_id);
-	if (err)
-		goto out_free;
+	*req = (struct rdfs_tcp_req){ .tc = tc, .state = RDFS_TCP_REQ_NEW, .op = op,
+				      .pages = pages, .off = off,
+				      .data_len = op == RDFS_OP_READ ? data_len : 0 };
+	INIT_LIST_HEAD(&req->link);
+	init_completion(&req->done);
 	f = (struct rdfs_frame_hdr){
 		.magic = RDFS_FRAME_MAGIC, .version = RDFS_FRAME_VERSION, .opcode = op,
-		.tag = ++cn->tag, .body_len = rdfs_ioreq_encode(&r, p->buf + RDFS_FRAME_HDR_LEN),
+		.body_len = rdfs_ioreq_encode(&r, req->frame + RDFS_FRAME_HDR_LEN),
 		.data_len = op == RDFS_OP_WRITE ? len : 0,
 	};
-	rdfs_frame_hdr_encode(&f, p->buf);
-	err = rdfs_sock_send(cn->sock, p->buf, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
+
+	mutex_lock(&tc->send_lock);
+	spin_lock(&tc->lock);
+	dead = tc->dead;
+	if (!dead) {
+		if (!list_empty(&tc->pending))
+			atomic64_inc(&rdfs_stats.tcp_pipelined);
+		f.tag = req->tag = ++tc->tag;
+		list_add_tail(&req->link, &tc->pending);
+		rdfs_tcp_req_set(req, RDFS_TCP_REQ_SENT);
+		atomic64_inc(&rdfs_stats.tcp_reqs);
+	}
+	spin_unlock(&tc->lock);
+	if (dead) {
+		mutex_unlock(&tc->send_lock);
+		rdfs_tcp_put(tc);
+		kfree(req);
+		return -EIO;
+	}
+	rdfs_frame_hdr_encode(&f, req->frame);
+	err = rdfs_sock_send(tc->sock, req->frame, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
 			     op == RDFS_OP_WRITE ? len : 0);
+	mutex_unlock(&tc->send_lock);
 	if (err) {
+		/* the receiver fails it, with everything else on the connection */
 		pr_warn_ratelimited(RDFS_MSG(1500007) "connection to I/O server %u failed: %d\n",
 				    server_id, err);
-		rdfs_conn_drop(cn);
-		err = -EIO;
-		goto out_free;
+		rdfs_tcp_break(tc);
 	}
-	*p = (struct rdfs_io_pending){ .cn = cn, .server_id = server_id, .op = op,
-				       .pages = pages, .off = off, .data_len = data_len,
-				       .buf = p->buf, .rreq = NULL };
-	return 0;
-out_free:
-	kfree(p->buf);
-out_unlock:
-	mutex_unlock(&cn->lock);
-	return err;
-}
-
-/*
- * Receive the reply of @p and unlock its connection. Partial frames
- * (RDFS_FRAME_MORE) carry data only, the last one the status and IoReply.
- * Socket and protocol errors drop the connection: -EIO.
- */
-static int rdfs_io_finish(struct rdfs_io_pending *p)
-{
-	struct rdfs_conn *cn = p->cn;
-	struct rdfs_ioreply rep;
-	struct rdfs_frame_hdr f;
-	size_t got = 0;
-	int err;
-
-	if (p->rreq)
-		return rdfs_rdma_finish(p->rreq, &p->verifier);
-	for (;;) {
-		err = rdfs_sock_recv_kvec(cn->sock, p->buf, RDFS_FRAME_HDR_LEN);
-		if (err)
-			goto broken;
-		err = rdfs_frame_hdr_decode(p->buf, &f);
-		if (err || !(f.flags & RDFS_FRAME_REPLY) || f.tag != cn->tag ||
-		    f.body_len > RDFS_IO_MAX_BODY || got + f.data_len > p->data_len) {
-			err = -EIO;
-			goto broken;
-		}
-		if (!(f.flags & RDFS_FRAME_MORE)) {
-			err = rdfs_sock_recv_kvec(cn->sock, p->buf, f.body_len);
-			if (err)
-				goto broken;
-		}
-		err = rdfs_sock_recv_pages(cn->sock, p->pages, p->off + got, f.data_len);
-		if (err)
-			goto broken;
-		got += f.data_len;
-		if (!(f.flags & RDFS_FRAME_MORE))
-			break;
-	}
-	if (f.status) {
-		err = f.status;
-		pr_warn_ratelimited(RDFS_MSG(1500008) "%s on I/O server %u: %d\n",
-				    p->op == RDFS_OP_READ ? "READ" : "WRITE", p->server_id, err);
-		goto out;
-	}
-	if (rdfs_ioreply_decode(p->buf, f.body_len, &rep) ||
-	    (p->op == RDFS_OP_READ && got != p->data_len)) {
-		err = -EIO;
-		goto broken;
-	}
-	p->verifier = rep.verifier;
-	err = 0;
-	goto out;
-broken:
-	pr_warn_ratelimited(RDFS_MSG(1500009) "connection to I/O server %u failed: %d\n",
-			    p->server_id, err);
-	rdfs_conn_drop(cn);
-	err = -EIO;
-out:
-	mutex_unlock(&cn->lock);
-	kfree(p->buf);
-	return err;
-}
-
-/* Requests of one read-ahead window or writeback batch in flight at once. */
-#define RDFS_IO_INFLIGHT	8
-/* Bytes per READ or WRITE: what one RDMA registration covers (data_rdma.c). */
-#define RDFS_IO_MAX_LEN		(1u << 20)
-
-struct rdfs_io_set {
-	struct rdfs_io_pending p[RDFS_IO_INFLIGHT];
-	int n;
-	int err;		/* the first error */
-	u32 failed_server;	/* of the first error that was not a fence */
-	bool failed;
-	int *seg_err;		/* if set: the first error of each layout segment */
-	struct rdfs_wverf *unstable;	/* if set: WRITEs are unstable, noted here */
-};
-
-/* Request @seg's to @server_id failed with @err (at start or in its reply). */
-static void rdfs_io_failed(struct rdfs_io_set *set, int seg, u32 server_id, int err)
-{
-	if (!set->err)
-		set->err = err;
-	if (err != -ESTALE && !set->failed) {
-		set->failed = true;
-		set->failed_server = server_id;
-	}
-	if (set->seg_err && !set->seg_err[seg])
-		set->seg_err[seg] = err;
-}
-
-static void rdfs_io_drain(struct rdfs_io_set *set)
-{
-	int i, err;
-
-	for (i = 0; i < set->n; i++) {
-		err = rdfs_io_finish(&set->p[i]);
-		if (err)
-			rdfs_io_failed(set, set->p[i].seg, set->p[i].server_id, err);
-		else if (set->unstable && set->p[i].op == RDFS_OP_WRITE)
-			rdfs_wverf_note(set->unstable, set->p[i].server_id, set->p[i].verifier);
-	}
-	set->n = 0;
-}
-
-/*
- * Start one more request of @set: requests to different I/O servers go out
- * together (a read-ahead window striped over all servers at once); one to a
- * server whose connection is busy first waits for what @set has in flight.
- */
-static int rdfs_io_add(struct rdfs_sb_info *sbi, struct rdfs_io_set *set, int seg, u16 op,
-		       u32 server_id, const u8 *cap, u32 cap_len, u64 first_block,
-		       struct page **pages, size_t off, u32 len, u32 data_len)
-{
-	int err;
-
-	if (set->n == RDFS_IO_INFLIGHT)
-		rdfs_io_drain(set);
-	err = rdfs_io_start(sbi, op, server_id, cap, cap_len, first_block, pages, off, len,
-			    data_len, !set->unstable, set->n == 0, &set->p[set->n]);
-	if (err == -EAGAIN) {
-		rdfs_io_drain(set);
-		err = rdfs_io_start(sbi, op, server_id, cap, cap_len, first_block, pages, off,
-				    len, data_len, !set->unstable, true, &set->p[set->n]);
-	}
-	if (!err)
-		set->p[set->n++].seg = seg;
-	else
-		rdfs_io_failed(set, seg, server_id, err);
-	return err;
-}
-
-/*
- * What the last try of a read or write learnt: @refresh, a capability was
- * fenced (the helper must ask the metaserver again); @failed, I/O server
- * @failed_server failed (a read should go to another copy).
- */
-struct rdfs_io_try {
-	bool refresh;
-	bool failed;
-	u32 failed_server;
-};
-
-/* The layout of [pos, pos + len) of @inode from the helper, in a new buffer. */
-static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle, u64 pos,
-						 u64 len, bool allocate,
-						 const struct rdfs_io_try *t, size_t *rlen)
-{
-	struct rdfs_dev_layout_req lr = {
-		.offset = pos, .length = len, .allocate = allocate,
-		.flags = (t->refresh ? RDFS_DEV_LAYOUT_REFRESH : 0) |
-			 (t->failed ? RDFS_DEV_LAYOUT_FAILED : 0),
-		.failed_server = t->failed_server,
-	};
-	struct rdfs_dev_layout_reply *rep;
-	struct rdfs_dev_call c;
-	u32 i;
-	int err;
-
-	rep = kvmalloc(RDFS_DEV_MAX_MSG, GFP_NOFS);
-	if (!rep)
-		return ERR_PTR(-ENOMEM);
-	rdfs_call_init(&c, RDFS_DEV_LAYOUT, inode->i_ino, handle);
-	rdfs_call_arg(&c, &lr, sizeof(lr));
-	c.out = rep;
-	c.out_size = RDFS_DEV_MAX_MSG;
-	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
-	if (!err && (c.out_len < sizeof(*rep) ||
-		     rep->nsegs > (c.out_len - sizeof(*rep)) / sizeof(rep->segs[0]))) {
-		pr_warn_ratelimited(RDFS_MSG(1500010) "layout reply of %zu bytes, %u segments\n",
-				    c.out_len, rep->nsegs);
-		err = -EIO;
-	}
-	for (i = 0; !err && i < rep->nsegs; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
-
-		if ((s->offset | s->length) & (RDFS_BLOCK_SIZE - 1) ||
-		    (u64)s->cap_off + s->cap_len > c.out_len) {
-			pr_warn_ratelimited(RDFS_MSG(1500011)
-					    "bad layout segment %llu+%llu cap %u+%u\n",
-					    s->offset, s->length, s->cap_off, s->cap_len);
-			err = -EIO;
-		}
-	}
-	if (err) {
-		pr_warn_ratelimited(RDFS_MSG(1500012) "ino=%lu: layout [%llu, +%llu): %d\n",
-				    inode->i_ino, pos, len, err);
-		kvfree(rep);
-		return ERR_PTR(err);
-	}
-	*rlen = c.out_len;
-	return rep;
-}
-
-static void rdfs_zero_pages(struct page **pages, int from, int to)
-{
-	for (; from < to; from++)
-		zero_user(pages[from], 0, PAGE_SIZE);
-}
-
-/*
- * Tries of a read or write whose capability an I/O server refused as fenced,
- * or of a read whose I/O server failed (each try passes over the last one
- * that failed: with RDFS_MAX_COPIES copies, each gets its turn).
- */
-#define RDFS_IO_TRIES	RDFS_MAX_COPIES
-
-/*
- * The errors of an I/O server that is dead, unreachable or failing (not a
- * refused capability, not a lack of memory here): another copy may serve.
- */
-static bool rdfs_io_server_failed(int err)
-{
-	switch (err) {
-	case -EIO: case -ETIMEDOUT: case -ECONNREFUSED: case -ECONNRESET:
-	case -ECONNABORTED: case -EHOSTUNREACH: case -ENETUNREACH: case -ENOTCONN:
-	case -EPIPE: case -ENOLINK:	/* ENOLINK: its registration lapsed (a lease) */
-		return true;
-	}
-	return false;
-}
-
-/* A refused capability or lapsed lease that outlived the tries is an I/O error to callers. */
-static int rdfs_io_app_err(int err)
-{
-	return err == -ESTALE || err == -ENOLINK ? -EIO : err;
-}
-
-/* Take what a failed try learnt into @t: true if another try may succeed. */
-static bool rdfs_io_retry(struct rdfs_io_try *t, int err, const struct rdfs_io_set *set)
-{
-	if (err == -ESTALE) {
-		t->refresh = true;
-		return true;
-	}
-	if (!set->failed || !rdfs_io_server_failed(err))
-		return false;
-	t->failed = true;
-	t->failed_server = set->failed_server;
-	return true;
-}
-
-/* One try of rdfs_data_read(); -ESTALE: a capability was fenced. */
-static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pages,
-			       int npages, u64 base, struct rdfs_io_try *t,
-			       struct rdfs_io_set *set)
-{
-	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
-	u64 pos = base, end = pos + ((u64)npages << PAGE_SHIFT);
-	u64 isize = i_size_read(inode), done = pos;
-	struct rdfs_dev_layout_reply *rep;
-	size_t rlen;
-	u32 i;
-	int err = 0;
-
-	if (isize < end)
-		end = round_up(isize, PAGE_SIZE);
-	if (end <= pos) {
-		rdfs_zero_pages(pages, 0, npages);
-		return 0;
-	}
-	rep = rdfs_layout(inode, handle, pos, end - pos, false, t, &rlen);
-	if (IS_ERR(rep))
-		return PTR_ERR(rep);
-	for (i = 0; i < rep->nsegs && !err; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
-		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
-
-		if (a >= b)
-			continue;
-		if (a > done)
-			rdfs_zero_pages(pages, (done - pos) >> PAGE_SHIFT, (a - pos) >> PAGE_SHIFT);
-		if (s->flags & RDFS_DEV_SEG_HOLE)
-			rdfs_zero_pages(pages, (a - pos) >> PAGE_SHIFT, (b - pos) >> PAGE_SHIFT);
-		for (; !(s->flags & RDFS_DEV_SEG_HOLE) && a < b && !err; a += n) {
-			n = min_t(u64, b - a, RDFS_IO_MAX_LEN);
-			err = rdfs_io_add(sbi, set, i, RDFS_OP_READ, s->server_id,
-					  (u8 *)rep + s->cap_off, s->cap_len,
-					  s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-					  pages, a - pos, n, n);
-		}
-		done = b;
-	}
-	rdfs_io_drain(set);
-	if (!err)
-		err = set->err;
-	kvfree(rep);
-	if (err) {
-		if (err != -ESTALE)
-			pr_warn_ratelimited(RDFS_MSG(1500013)
-					    "ino=%lu: read [%llu, %llu) failed: %d\n",
-					    inode->i_ino, pos, end, err);
-		return err;
-	}
-	rdfs_zero_pages(pages, (done - pos) >> PAGE_SHIFT, npages);
-	/* the tail of the last block past the end of the file */
-	if (isize > pos && isize < pos + ((u64)npages << PAGE_SHIFT) && (isize & ~PAGE_MASK))
-		zero_user_segment(pages[(isize - pos) >> PAGE_SHIFT], isize & ~PAGE_MASK,
-				  PAGE_SIZE);
+	*out = req;
 	return 0;
 }
 
-/*
- * Fill @npages consecutive page-cache pages (locked, not uptodate) from the
- * I/O servers: holes and what lies past the end of the file read as zeros. A
- * fenced capability (the metaserver took blocks of the file back) is retried
- * with a layout the helper fetches again; a failed I/O server with a layout
- * that names another copy where the file has one.
- */
-int rdfs_data_read_at(struct inode *inode, u64 handle, struct page **pages, int npages,
-		      u64 base)
+int rdfs_tcp_finish(struct rdfs_tcp_req *req, u64 *verifier)
 {
-	struct rdfs_io_try t = {};
-	int err, i;
-
-	if (base & (PAGE_SIZE - 1))
-		return -EINVAL;
-	/*
-	 * Blocks this client wrote and has not committed are unwritten to the
-	 * metaserver, and the helper describes them as holes: commit them first
-	 * (an O_DIRECT read after an O_DIRECT write, or a page the cache dropped
-	 * after writeback).
-	 */
-	if (rdfs_dirty_overlaps(inode, base >> PAGE_SHIFT, (base >> PAGE_SHIFT) + npages)) {
-		err = rdfs_commit(inode, rdfs_wb_handle(inode));
-		if (err)
-			return err;
-	}
-	for (i = 0;; i++) {
-		struct rdfs_io_set set = {};
-
-		err = rdfs_data_read_once(inode, handle, pages, npages, base, &t, &set);
-		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
-			break;
-		if (t.failed)
-			atomic64_inc(&rdfs_stats.read_failovers);
-	}
-	return rdfs_io_app_err(err);
-}
-
-/*
- * Copy @i of a write layout missed the write that the others took: the
- * helper marks it stale (0), or it cannot (the write failed).
- */
-static int rdfs_copy_lost(struct inode *inode, u64 handle, const struct rdfs_dev_seg *s,
-			  u64 a, u64 b)
-{
-	struct rdfs_dev_copy_lost cl = { .offset = a, .length = b - a,
-					 .server_id = s->server_id };
-	struct rdfs_dev_call c;
+	struct rdfs_tcp_conn *tc = req->tc;
 	int err;
 
-	rdfs_call_init(&c, RDFS_DEV_COPY_LOST, inode->i_ino, handle);
-	rdfs_call_arg(&c, &cl, sizeof(cl));
-	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
-	if (!err)
-		atomic64_inc(&rdfs_stats.copies_lost);
-	return err;
-}
-
-/*
- * After a write to the segments of @rep, settle each run written to several
- * copies (a segment and the RDFS_DEV_SEG_COPY ones after it): a fence anywhere
- * is -ESTALE (the whole write is tried again), a run no copy took is its
- * error, and copies that failed where another took the bytes are reported
- * lost. [pos, end) is the write.
- */
-static int rdfs_write_settle(struct inode *inode, u64 handle,
-			     const struct rdfs_dev_layout_reply *rep, const int *seg_err,
-			     u64 pos, u64 end)
-{
-	u32 i, j, k;
-	int err = 0;
-
-	for (i = 0; i < rep->nsegs; i++)
-		if (seg_err[i] == -ESTALE)
-			return -ESTALE;
-	for (i = 0; i < rep->nsegs && !err; i = j) {
-		const struct rdfs_dev_seg *s = &rep->segs[i];
-		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end);
-		u32 ok = 0;
-
-		for (j = i; j < rep->nsegs && (j == i || rep->segs[j].flags & RDFS_DEV_SEG_COPY); j++)
-			ok += !seg_err[j];
-		if (a >= b)
-			continue;
-		if (!ok)
-			return seg_err[i];
-		for (k = i; k < j && !err; k++)
-			if (seg_err[k])
-				err = rdfs_copy_lost(inode, handle, &rep->segs[k], a, b);
+	if (!wait_for_completion_timeout(&req->done, RDFS_TCP_TIMEOUT)) {
+		pr_warn_ratelimited(RDFS_MSG(1500020) "I/O server %u: no reply in %d s\n",
+				    tc->server_id, RDFS_TCP_TIMEOUT / HZ);
+		rdfs_tcp_break(tc);
+		/* the receiver completes it: only then are its pages ours again */
+		wait_for_completion(&req->done);
 	}
-	return err;
-}
-
-/* One try of rdfs_data_write(); -ESTALE: a capability was fenced. */
-static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **pages,
-				int npages, u64 base, u32 off, u64 len, struct rdfs_io_try *t,
-				struct rdfs_io_set *set)
-{
-	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
-	u64 pos = base + off, end = pos + len;
-	u64 lo = round_down(pos, RDFS_BLOCK_SIZE), hi = round_up(end, RDFS_BLOCK_SIZE);
-	struct rdfs_dev_layout_reply *rep;
-	size_t rlen;
-	u64 covered = pos, copy_a = 0, copy_b = 0;
-	u32 i;
-	int err = 0;
-
-	if (!len || off + len > ((u64)npages << PAGE_SHIFT))
-		return -EINVAL;
-	rep = rdfs_layout(inode, handle, lo, hi - lo, true, t, &rlen);
-	if (IS_ERR(rep))
-		return PTR_ERR(rep);
-	set->seg_err = kcalloc(max(rep->nsegs, 1u), sizeof(*set->seg_err), GFP_NOFS);
-	if (!set->seg_err) {
-		kvfree(rep);
-		return -ENOMEM;
-	}
-	for (i = 0; i < rep->nsegs && !err; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
-		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
-
-		if (a >= b)
-			continue;
-		if (s->flags & RDFS_DEV_SEG_COPY) {
-			/* another copy of the run before it: the same bytes again */
-			if (!i || a != copy_a || b != copy_b || (s->flags & RDFS_DEV_SEG_HOLE))
-				err = -EIO;
-		} else if (a != covered || (s->flags & RDFS_DEV_SEG_HOLE)) {
-			err = -EIO;
-		}
-		if (err)
-			break;
-		copy_a = a;
-		copy_b = b;
-		/* a copy that fails at the start is settled below, with the others */
-		for (; a < b && !set->seg_err[i]; a += n) {
-			/* at most RDFS_IO_MAX_LEN / 4096 pages, whatever the head */
-			n = min_t(u64, b - a, RDFS_IO_MAX_LEN - a % RDFS_BLOCK_SIZE);
-			rdfs_io_add(sbi, set, i, RDFS_OP_WRITE, s->server_id,
-				    (u8 *)rep + s->cap_off, s->cap_len,
-				    s->block + ((a - s->offset) / RDFS_BLOCK_SIZE),
-				    pages, a - base, n, 0);
-		}
-		covered = b;
-	}
-	rdfs_io_drain(set);
-	if (err)
-		pr_warn_ratelimited(RDFS_MSG(1500014)
-				    "ino=%lu: bad write layout [%llu, %llu) at %llu\n",
-				    inode->i_ino, pos, end, covered);
-	else if (covered < end)
+	WARN_ON_ONCE(req->state != RDFS_TCP_REQ_DONE);
+	err = req->status;
+	if (err > 0 || err < -MAX_ERRNO)
 		err = -EIO;
-	else if (set->err)
-		err = rdfs_write_settle(inode, handle, rep, set->seg_err, pos, end);
-	kfree(set->seg_err);
-	set->seg_err = NULL;
-	kvfree(rep);
-	if (err && err != -ESTALE)
-		pr_warn_ratelimited(RDFS_MSG(1500015) "ino=%lu: write [%llu, %llu) failed: %d\n",
-				    inode->i_ino, pos, end, err);
+	*verifier = req->verifier;
+	kfree(req);
+	atomic64_dec(&rdfs_stats.tcp_reqs);
+	rdfs_tcp_put(tc);
 	return err;
-}
-
-/*
- * Write the @len bytes from byte @off of @npages consecutive pages (under
- * writeback) to the I/O servers, allocating blocks as needed. Exactly those
- * bytes go: a partial page's other bytes are as this client last read them
- * and may be stale, so the I/O server keeps its own (read-modify-write). A
- * fenced capability is retried with a layout the helper fetches again, and so
- * is a failed I/O server (a restarted one: the connection to it was stale;
- * writes are idempotent). Where a file has several copies, one that fails
- * while another takes the bytes is reported lost instead. With @unstable
- * the I/O servers acknowledge on receipt, and each one's verifier is noted
- * there for the IO_COMMIT that makes the bytes durable (unstable.c).
- */
-int rdfs_data_write_at(struct inode *inode, u64 handle, struct page **pages, int npages,
-		       u64 base, u32 off, u64 len, struct rdfs_wverf *unstable)
-{
-	struct rdfs_io_try t = {};
-	int err, i;
-
-	if (base & (PAGE_SIZE - 1))
-		return -EINVAL;
-	for (i = 0;; i++) {
-		struct rdfs_io_set set = { .unstable = unstable };
-
-		err = rdfs_data_write_once(inode, handle, pages, npages, base, off, len, &t,
-					   &set);
-		if (!err || i + 1 == RDFS_IO_TRIES || !rdfs_io_retry(&t, err, &set))
-			break;
-	}
-	return rdfs_io_app_err(err);
 }

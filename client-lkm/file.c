@@ -31,7 +31,7 @@
 #define RDFS_WB_BEHIND	1024
 /*
  * Pages per read: a whole default read-ahead window (4 MiB), so its requests
- * (at most 1 MiB each, data_tcp.c) go to all the I/O servers at once.
+ * (at most 1 MiB each, data.c) go to all the I/O servers at once.
  */
 #define RDFS_RA_BATCH	1024
 

@@ -2,7 +2,7 @@
 /*
  * rdfs.h - the kernel client's internal interfaces: the helper channel
  * (dev.c), the VFS glue (super.c, inode.c, file.c) and the data path to the
- * I/O servers (data_tcp.c, codec.c).
+ * I/O servers (data.c, data_tcp.c, codec.c).
  */
 #ifndef RDFS_H
 #define RDFS_H
@@ -49,10 +49,11 @@ struct rdfs_dev_call {
 	wait_queue_head_t wait;
 };
 
+/* The TCP connection to one I/O server (data_tcp.c). */
+struct rdfs_tcp_conn;
 struct rdfs_conn {
-	struct mutex lock;		/* one request at a time on the socket */
-	struct socket *sock;		/* NULL: not connected */
-	u32 tag;
+	struct mutex lock;		/* making or replacing tc */
+	struct rdfs_tcp_conn *tc;	/* NULL: not connected */
 };
 
 struct rdfs_sb_info {
@@ -155,7 +156,7 @@ u64 rdfs_wb_handle(struct inode *inode);
 ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle);
 ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle);
 
-/* data_tcp.c */
+/* data.c */
 struct rdfs_io_seg;
 /*
  * The pages hold the file from byte @base (a multiple of PAGE_SIZE): page-cache
@@ -191,6 +192,17 @@ static inline int rdfs_data_write(struct inode *inode, u64 handle, struct page *
 	return rdfs_data_write_at(inode, handle, pages, npages, page_offset(pages[0]), off,
 				  len, unstable);
 }
+
+/*
+ * data_tcp.c: READs and WRITEs over TCP, many in flight per connection.
+ * rdfs_tcp_start sends one (@data_len: a READ's bytes expected) and returns
+ * it in *@out; rdfs_tcp_finish waits for its reply and frees it.
+ */
+struct rdfs_tcp_req;
+int rdfs_tcp_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *cap, u32 cap_len,
+		   u64 first_block, struct page **pages, size_t off, u32 len, u32 data_len,
+		   bool stable, struct rdfs_tcp_req **out);
+int rdfs_tcp_finish(struct rdfs_tcp_req *req, u64 *verifier);
 void rdfs_conns_close(struct rdfs_sb_info *sbi);
 
 /* unstable.c: writeback's unstable writes, kept until their IO_COMMIT */
@@ -245,6 +257,8 @@ struct rdfs_stats {
 	atomic64_t rdma_read_bytes, rdma_write_bytes;
 	atomic64_t mr_reg, mr_inv;	/* per-request registrations, invalidations */
 	atomic64_t rdma_conns, rdma_reqs;	/* alive now */
+	atomic64_t tcp_conns, tcp_reqs;		/* alive now */
+	atomic64_t tcp_pipelined;	/* TCP requests sent behind another on their connection */
 	atomic64_t read_failovers, copies_lost;
 	atomic64_t io_commits, unstable_resends;
 	atomic64_t write_behind_bytes;

@@ -12,7 +12,7 @@
  * writeback batch wrote keeps its pages (a reference each; they may be clean
  * by then, even out of the page cache) until a commit, which then drops them
  * or, where a verifier changed or a server could not commit, sends every run
- * again as stable WRITEs (data_tcp.c tries those on a fresh layout and
+ * again as stable WRITEs (data.c tries those on a fresh layout and
  * reports copies lost as for any write). Runs it can neither vouch for nor
  * send (the servers still down) stay for the next commit, and its caller
  * gets -EIO.
@@ -40,7 +40,7 @@
 
 #include "rdfs.h"
 
-/* One run a writeback batch wrote unstable: data_tcp.c's arguments, kept. */
+/* One run a writeback batch wrote unstable: data.c's arguments, kept. */
 struct rdfs_unstable_run {
 	struct list_head link;
 	u64 base;		/* file offset of pages[0] */
@@ -59,7 +59,7 @@ struct rdfs_unstable {
 void rdfs_wverf_note(struct rdfs_wverf *w, u32 server_id, u64 verifier)
 {
 	if (server_id >= RDFS_MAX_SERVERS)
-		return;		/* data_tcp.c refuses those before sending */
+		return;		/* data.c refuses those before sending */
 	if (!__test_and_set_bit(server_id, w->servers))
 		w->verifier[server_id] = verifier;
 	else if (w->verifier[server_id] != verifier)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the kernel-client guest steps (tests/vm/suite.d/lkm-*) after their
 # tests, with $rc (the tests' status), $taint_before and kernel_log() set:
-# nothing mounted, every module object counter back at zero, rmmod works, and
+# nothing mounted, every module object counter back at zero, no data
+# connection or request alive (their receivers are module code), rmmod works, and
 # the kernel said nothing of leaks, oopses or warnings. Exits the step.
 failures=0
 if grep -q ' rdfs ' /proc/mounts; then
@@ -21,8 +22,16 @@ if grep -q '=[1-9-]' "$objs"; then
 	vm_note "FAIL: objects still held with every mount gone"
 	failures=$((failures + 1))
 fi
+stats=/sys/module/rdfs/parameters/stats
+alive=$(awk '$1 ~ /^(tcp|rdma)_(conns|reqs)$/ && $2 != 0 { printf "%s=%s ", $1, $2 }' "$stats")
+if [ -n "$alive" ]; then
+	vm_note "FAIL: data connections or requests alive with every mount gone: $alive"
+	failures=$((failures + 1))
+fi
 # kmem_cache_destroy() at rmmod names every rdfs inode still allocated
-if rmmod rdfs; then
+if [ -n "$alive" ]; then
+	vm_note "FAIL: rmmod not tried (a connection's receiver would run freed code)"
+elif rmmod rdfs; then
 	vm_note "ok: rmmod"
 else
 	vm_note "FAIL: rmmod rdfs"
