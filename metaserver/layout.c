@@ -591,6 +591,9 @@ static int alloc_range(struct ms *ms, struct alloc_ctx *a, struct ms_inode *in,
 		uint32_t hi = (uint32_t)((b1 < base + cpb ? b1 : base + cpb) - base);
 		uint32_t pos = lo;
 
+		/* loaded for the range asked for, which quota_clip may have cut short */
+		if (b1 <= base || b0 >= base + cpb)
+			continue;
 		chunk_normalize(c);
 		if (a->flags & MS_EXT_KEPT)
 			ret = chunk_reflag(c, base, base + lo, base + hi, MS_EXT_UNWRITTEN, a->flags);

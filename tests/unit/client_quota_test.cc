@@ -188,6 +188,23 @@ TEST_F(ClientQuota, ASynchronousWriteGetsEdquotAtOnce)
 	EXPECT_EQ(usage(uid), 256 * KiB / BLK);
 }
 
+// One write (the kernel client's writeback batch) that only partly fits: EDQUOT, never ENOSPC.
+TEST_F(ClientQuota, AWriteStraddlingTheLimitGetsEdquot)
+{
+	const uint32_t uid = 40006;
+	struct rdfs_cred cr = user(uid);
+	uint64_t ino = file_of(uid, "straddle");
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+	std::vector<uint8_t> data = pattern(4 * MiB, 7);
+
+	hard_limit(uid, 1 * MiB);
+	ASSERT_EQ(rdfs_open(c, &cr, ino, O_WRONLY | O_SYNC, &st, &f), 0);
+	EXPECT_EQ(rdfs_pwrite(f, data.data(), 4 * MiB, 0), -EDQUOT);
+	EXPECT_EQ(rdfs_release(f), 0);
+	EXPECT_LE(usage(uid), 1 * MiB / BLK);
+}
+
 TEST_F(ClientQuota, AStreamUpToTheLimitNeverFailsOnItsAllocateAhead)
 {
 	const uint32_t uid = 40004;

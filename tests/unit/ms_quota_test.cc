@@ -396,6 +396,20 @@ TEST_F(QuotaTest, HardBlockLimitGrantsWhatFitsThenRefuses)
 	expect_usage_exact("at the limit");
 }
 
+/* Cut short chunks before the range's end: the chunks past the cut are left alone. */
+TEST_F(QuotaTest, ALimitCuttingAManyChunkAllocationGrantsWhatFits)
+{
+	uint64_t d = mkdir_(1, "d", 0777);
+	uint64_t f = mkfile(d, "f", 0644, &alice);
+	const uint64_t cpb = MS_DEFAULT_CHUNK / BLK;
+
+	ASSERT_EQ(set_limits(MS_QUOTA_USER, alice.uid, 0, cpb + 44, 0, 0), 0);
+	EXPECT_EQ(alloc(f, 0, 4 * cpb, &alice), (int64_t)(cpb + 44));
+	EXPECT_EQ(attr(f).blocks, cpb + 44);
+	EXPECT_EQ(alloc(f, cpb + 44, 2 * cpb, &alice), -EDQUOT);
+	expect_usage_exact("cut inside the second of four chunks");
+}
+
 TEST_F(QuotaTest, RootIsNeverRefusedButCounts)
 {
 	uint64_t d = mkdir_(1, "d", 0777);
