@@ -21,12 +21,11 @@
 #include "rdfs.h"
 
 /*
- * Pages per writeback batch (one layout, one WRITE): 1 MiB. Larger batches
- * met write layouts the metaserver cut short at a quota limit, which the
- * write path turns into EIO instead of EDQUOT; several batches in flight
- * (RDFS_WB_INFLIGHT) reach all the I/O servers at once instead.
+ * Pages per writeback batch (one layout, one WRITE per I/O server it
+ * touches): 1 MiB; several batches in flight (RDFS_WB_INFLIGHT) reach all
+ * the I/O servers at once.
  */
-#define RDFS_WB_BATCH	256
+#define RDFS_WB_BATCH	1024
 /* Write-behind starts the writeback of every this many pages written in a row. */
 #define RDFS_WB_BEHIND	1024
 /*
@@ -803,23 +802,69 @@ struct rdfs_wb_ctx {
 	struct rdfs_wb *cur;		/* the batch being filled, if any */
 };
 
-/* Send the batch: unstable, kept for the commit (stable if it cannot be kept). */
-static int rdfs_wb_write(struct rdfs_wb *wb)
+/*
+ * Send pages [i, j) of the batch: unstable, kept for the commit (stable if
+ * they cannot be kept); on success they join the inode's dirty range, for
+ * the commit to name.
+ */
+static int rdfs_wb_write(struct rdfs_wb *wb, int i, int j)
 {
-	u64 len = ((u64)(wb->n - 1) << PAGE_SHIFT) + wb->to - wb->from;
+	struct rdfs_inode_info *ri = RDFS_I(wb->inode);
+	unsigned int from = i ? 0 : wb->from, to = j == wb->n ? wb->to : PAGE_SIZE;
+	u64 len = ((u64)(j - i - 1) << PAGE_SHIFT) + to - from;
+	struct page **pages = wb->pages + i;
 	int err;
 
 	if (!wb->handle)
 		return -EBADF;
-	if (rdfs_unstable_prepare(wb->inode))
-		return rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
-				       NULL);
-	rdfs_wverf_clear(&wb->verf);
-	err = rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
-			      &wb->verf);
-	if (!err && rdfs_unstable_keep(wb->inode, &wb->verf, wb->pages, wb->n, wb->from, len))
-		err = rdfs_data_write(wb->inode, wb->handle, wb->pages, wb->n, wb->from, len,
-				      NULL);
+	if (rdfs_unstable_prepare(wb->inode)) {
+		err = rdfs_data_write(wb->inode, wb->handle, pages, j - i, from, len, NULL);
+	} else {
+		rdfs_wverf_clear(&wb->verf);
+		err = rdfs_data_write(wb->inode, wb->handle, pages, j - i, from, len, &wb->verf);
+		if (!err && rdfs_unstable_keep(wb->inode, &wb->verf, pages, j - i, from, len))
+			err = rdfs_data_write(wb->inode, wb->handle, pages, j - i, from, len,
+					      NULL);
+	}
+	if (!err) {
+		spin_lock(&ri->lock);
+		ri->dirty_first = min_t(u64, ri->dirty_first, pages[0]->index);
+		ri->dirty_end = max_t(u64, ri->dirty_end, pages[j - i - 1]->index + 1);
+		spin_unlock(&ri->lock);
+	}
+	return err;
+}
+
+/*
+ * Write the batch. Where a quota or the space runs out inside it, the pages
+ * before the limit are still written (found by halving: [0, ok) written,
+ * [ok, bad) does not fit), as rdfs-fuse's write-behind does: the writer was
+ * told they were taken. Returns the pages written in *@done.
+ */
+static int rdfs_wb_write_fitting(struct rdfs_wb *wb, int *done)
+{
+	int ok = 0, bad = wb->n, err, mid;
+
+	err = rdfs_wb_write(wb, 0, wb->n);
+	*done = err ? 0 : wb->n;
+	if (err != -EDQUOT && err != -ENOSPC)
+		return err;
+	while (bad - ok > 1) {
+		mid = ok + (bad - ok) / 2;
+		switch (rdfs_wb_write(wb, ok, mid)) {
+		case 0:
+			ok = mid;
+			break;
+		case -EDQUOT:
+		case -ENOSPC:
+			bad = mid;
+			break;
+		default:
+			bad = ok;	/* another error: what is not written stays so */
+			break;
+		}
+	}
+	*done = ok;
 	return err;
 }
 
@@ -828,15 +873,10 @@ static void rdfs_wb_work(struct work_struct *work)
 	struct rdfs_wb *wb = container_of(work, struct rdfs_wb, work);
 	struct inode *inode = wb->inode;
 	struct rdfs_inode_info *ri = RDFS_I(inode);
-	int err, i;
+	int err, i, done;
 
-	err = rdfs_wb_write(wb);
-	if (!err) {
-		spin_lock(&ri->lock);
-		ri->dirty_first = min_t(u64, ri->dirty_first, wb->pages[0]->index);
-		ri->dirty_end = max_t(u64, ri->dirty_end, wb->pages[wb->n - 1]->index + 1);
-		spin_unlock(&ri->lock);
-	} else {
+	err = rdfs_wb_write_fitting(wb, &done);
+	if (err) {
 		pr_warn_ratelimited(RDFS_MSG(1500017) "ino=%lu: writeback failed: %d\n",
 				    inode->i_ino, err);
 		mapping_set_error(inode->i_mapping, err);
@@ -845,7 +885,7 @@ static void rdfs_wb_work(struct work_struct *work)
 	wake_up_all(&ri->wb_wait);
 	/* the inode may go once the last page's writeback ends: not touched after */
 	for (i = 0; i < wb->n; i++) {
-		if (err)
+		if (i >= done)
 			SetPageError(wb->pages[i]);
 		end_page_writeback(wb->pages[i]);
 	}

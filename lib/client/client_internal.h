@@ -555,6 +555,12 @@ int io_copy_stale(struct rdfs_client *c, struct rdfs_inode *in, struct rdfs_file
 		  const struct rdfs_cred *cr, uint32_t server_id, uint64_t b0, uint64_t b1);
 /* Write all of [off, off + size) now, with one retry on a fresh layout. */
 int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off);
+/*
+ * write_now() for bytes the application was told were taken (write-behind):
+ * where a quota or the space runs out inside them, the longest prefix that
+ * still fits is written (to a block boundary) and the limit's error returned.
+ */
+int write_what_fits(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off);
 
 /* ---------------------------------------------------------------- read-ahead (readahead.c) */
 

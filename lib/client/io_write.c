@@ -315,6 +315,42 @@ int write_now(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off
 	return io_cap_error(ret) ? -EIO : ret;
 }
 
+/* Where a quota or the volumes' space ran out. */
+static int limit_error(int ret)
+{
+	return ret == -EDQUOT || ret == -ENOSPC;
+}
+
+int write_what_fits(struct rdfs_file *f, const uint8_t *buf, size_t size, uint64_t off)
+{
+	uint64_t ok = off, bad = off + size;
+	int ret = write_now(f, buf, size, off);
+
+	if (!limit_error(ret))
+		return ret;
+	/*
+	 * Invariant: [off, ok) is written and [ok, bad) does not fit. Try up
+	 * to a block boundary halfway; what the limit still allows ends up
+	 * written in at most log2(blocks) tries, on this error path only.
+	 */
+	for (;;) {
+		uint64_t mid = (ok + (bad - ok) / 2) / BLK * BLK;
+		int r;
+
+		if (mid <= ok)
+			mid = (ok / BLK + 1) * BLK;
+		if (mid >= bad)
+			return ret;
+		r = write_now(f, buf + (ok - off), (size_t)(mid - ok), ok);
+		if (!r)
+			ok = mid;
+		else if (limit_error(r))
+			bad = mid;
+		else
+			return r;
+	}
+}
+
 static int write_behind_on(const struct rdfs_file *f)
 {
 	return f->c->opts.write_behind_kb > 0 && !(f->flags & O_DIRECT) &&

@@ -10,7 +10,8 @@
  * What is gathered goes out when a write does not continue it, and everything
  * is waited for at a read of the file through this client, a truncate,
  * flush, fsync and release. A unit whose WRITEs fail is retried once on a
- * fresh layout; if that fails too the error is kept and returned by the
+ * fresh layout (a unit a quota or the space cuts short: what still fits of
+ * it); if that fails too the error is kept and returned by the
  * file's next write and by its next flush, fsync or release, which forgets it
  * (NFS's deferred write errors): a failure is never silent.
  *
@@ -89,7 +90,9 @@ static void wb_complete_oldest(struct rdfs_inode *in, struct write_behind *wb)
 	ret = write_plan_end(wb->owner, &u->plan);
 	if (ret == -EIO || io_cap_error(ret)) {
 		layout_refused(in, ret, BLK_DOWN(u->off), BLK_UP(u->off + u->len));
-		ret = write_now(wb->owner, u->buf, u->len, u->off);
+		ret = write_what_fits(wb->owner, u->buf, u->len, u->off);
+	} else if (ret == -EDQUOT || ret == -ENOSPC) {
+		ret = write_what_fits(wb->owner, u->buf, u->len, u->off);
 	}
 	if (ret) {
 		log_warn(1600015, "write-behind of ino=%llu bytes %llu+%zu failed: %s",
@@ -144,7 +147,7 @@ static void wb_send_fill(struct rdfs_inode *in, struct write_behind *wb)
 	if (ret) {
 		/* no WRITE went out: try the whole unit the synchronous way */
 		write_plan_end(wb->owner, &u->plan);
-		ret = write_now(wb->owner, u->buf, u->len, u->off);
+		ret = write_what_fits(wb->owner, u->buf, u->len, u->off);
 		if (ret && !wb->error)
 			wb->error = wb_error_of(ret);
 		unit_free(u);

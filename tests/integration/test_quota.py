@@ -45,7 +45,8 @@ from test_trust import client_secret, connect, lookup, node_add, node_name, serv
 BLK = 4096
 CHUNK = 64 * 1024
 # Every test has users of its own: limits are cluster-wide.
-U_SOFT, U_GRACE, U_INODES, U_CHGRP, U_TWO, U_AHEAD, U_CRASH, U_PROJ, U_TOOL = range(31001, 31010)
+U_SOFT, U_GRACE, U_INODES, U_CHGRP, U_TWO, U_AHEAD, U_CRASH, U_PROJ, U_TOOL, U_EXACT = \
+    range(31001, 31011)
 G_SMALL, G_ROOMY = 41001, 41002
 
 
@@ -207,6 +208,24 @@ def test_soft_then_hard_block_limit_by_writes(qc, qdir):
     r = write_as(U_SOFT, qdir / "c", 512 * 1024)
     assert r["stage"] is None, r
     assert quota(qc, "user", U_SOFT)["blocks"] == owned_blocks(qc, qdir, U_SOFT)
+
+
+def test_hard_limit_inside_a_write_back_unit_keeps_all_it_allows(qc, qdir):
+    """A limit that falls inside what the client writes back at once (a
+    kernel writeback batch, a write-behind window): the bytes before it are
+    still written, up to the last whole application write that fits."""
+    limit = 3 * MiB // 2 + 16 * 1024  # not a multiple of any unit
+    set_limits(qc, "user", U_EXACT, block_hard=str(limit // 1024) + "K")
+    r = write_as(U_EXACT, qdir / "f", 4 * MiB)
+    assert r["stage"] is not None and r["errno"] == errno.EDQUOT, r
+    expect_prefix(qdir / "f", r["acked"])
+    with open(qdir / "f", "rb") as f:
+        data = f.read()
+    d = first_difference(pattern(len(data)), data)
+    intact = len(data) if d is None else d
+    assert intact >= limit - CHUNK, \
+        "only %d intact bytes under a limit of %d" % (intact, limit)
+    assert quota(qc, "user", U_EXACT)["blocks"] == owned_blocks(qc, qdir, U_EXACT)
 
 
 def test_soft_limit_refuses_once_its_grace_is_over(qc, qdir):
