@@ -127,55 +127,10 @@ struct rdfs_io_try {
 	u32 failed_server;
 };
 
-/* The layout of [pos, pos + len) of @inode from the helper, in a new buffer. */
-static struct rdfs_dev_layout_reply *rdfs_layout(struct inode *inode, u64 handle, u64 pos,
-						 u64 len, bool allocate,
-						 const struct rdfs_io_try *t, size_t *rlen)
+/* What a try learnt, as RDFS_DEV_LAYOUT_* flags for the next layout. */
+static u32 rdfs_io_try_flags(const struct rdfs_io_try *t)
 {
-	struct rdfs_dev_layout_req lr = {
-		.offset = pos, .length = len, .allocate = allocate,
-		.flags = (t->refresh ? RDFS_DEV_LAYOUT_REFRESH : 0) |
-			 (t->failed ? RDFS_DEV_LAYOUT_FAILED : 0),
-		.failed_server = t->failed_server,
-	};
-	struct rdfs_dev_layout_reply *rep;
-	struct rdfs_dev_call c;
-	u32 i;
-	int err;
-
-	rep = kvmalloc(RDFS_DEV_MAX_MSG, GFP_NOFS);
-	if (!rep)
-		return ERR_PTR(-ENOMEM);
-	rdfs_call_init(&c, RDFS_DEV_LAYOUT, inode->i_ino, handle);
-	rdfs_call_arg(&c, &lr, sizeof(lr));
-	c.out = rep;
-	c.out_size = RDFS_DEV_MAX_MSG;
-	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
-	if (!err && (c.out_len < sizeof(*rep) ||
-		     rep->nsegs > (c.out_len - sizeof(*rep)) / sizeof(rep->segs[0]))) {
-		pr_warn_ratelimited(RDFS_MSG(1500010) "layout reply of %zu bytes, %u segments\n",
-				    c.out_len, rep->nsegs);
-		err = -EIO;
-	}
-	for (i = 0; !err && i < rep->nsegs; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
-
-		if ((s->offset | s->length) & (RDFS_BLOCK_SIZE - 1) ||
-		    (u64)s->cap_off + s->cap_len > c.out_len) {
-			pr_warn_ratelimited(RDFS_MSG(1500011)
-					    "bad layout segment %llu+%llu cap %u+%u\n",
-					    s->offset, s->length, s->cap_off, s->cap_len);
-			err = -EIO;
-		}
-	}
-	if (err) {
-		pr_warn_ratelimited(RDFS_MSG(1500012) "ino=%lu: layout [%llu, +%llu): %d\n",
-				    inode->i_ino, pos, len, err);
-		kvfree(rep);
-		return ERR_PTR(err);
-	}
-	*rlen = c.out_len;
-	return rep;
+	return (t->refresh ? RDFS_DEV_LAYOUT_REFRESH : 0) | (t->failed ? RDFS_DEV_LAYOUT_FAILED : 0);
 }
 
 static void rdfs_zero_pages(struct page **pages, int from, int to)
@@ -234,8 +189,8 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 pos = base, end = pos + ((u64)npages << PAGE_SHIFT);
 	u64 isize = i_size_read(inode), done = pos;
-	struct rdfs_dev_layout_reply *rep;
-	size_t rlen;
+	const struct rdfs_dev_layout_reply *rep;
+	struct rdfs_layout *l;
 	u32 i;
 	int err = 0;
 
@@ -245,11 +200,13 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
 		rdfs_zero_pages(pages, 0, npages);
 		return 0;
 	}
-	rep = rdfs_layout(inode, handle, pos, end - pos, false, t, &rlen);
-	if (IS_ERR(rep))
-		return PTR_ERR(rep);
+	l = rdfs_layout_get(inode, handle, pos, end - pos, false, rdfs_io_try_flags(t),
+			    t->failed_server);
+	if (IS_ERR(l))
+		return PTR_ERR(l);
+	rep = rdfs_layout_reply(l);
 	for (i = 0; i < rep->nsegs && !err; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
+		const struct rdfs_dev_seg *s = &rep->segs[i];
 		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
 
 		if (a >= b)
@@ -270,7 +227,7 @@ static int rdfs_data_read_once(struct inode *inode, u64 handle, struct page **pa
 	rdfs_io_drain(set);
 	if (!err)
 		err = set->err;
-	kvfree(rep);
+	rdfs_layout_put(l);
 	if (err) {
 		if (err != -ESTALE)
 			pr_warn_ratelimited(RDFS_MSG(1500013)
@@ -341,6 +298,8 @@ static int rdfs_copy_lost(struct inode *inode, u64 handle, const struct rdfs_dev
 	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
 	if (!err)
 		atomic64_inc(&rdfs_stats.copies_lost);
+	/* the next write layout must not name the stale copy */
+	rdfs_layout_forget(inode);
 	return err;
 }
 
@@ -387,24 +346,26 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
 	struct rdfs_sb_info *sbi = RDFS_SB(inode->i_sb);
 	u64 pos = base + off, end = pos + len;
 	u64 lo = round_down(pos, RDFS_BLOCK_SIZE), hi = round_up(end, RDFS_BLOCK_SIZE);
-	struct rdfs_dev_layout_reply *rep;
-	size_t rlen;
+	const struct rdfs_dev_layout_reply *rep;
+	struct rdfs_layout *l;
 	u64 covered = pos, copy_a = 0, copy_b = 0;
 	u32 i;
 	int err = 0;
 
 	if (!len || off + len > ((u64)npages << PAGE_SHIFT))
 		return -EINVAL;
-	rep = rdfs_layout(inode, handle, lo, hi - lo, true, t, &rlen);
-	if (IS_ERR(rep))
-		return PTR_ERR(rep);
+	l = rdfs_layout_get(inode, handle, lo, hi - lo, true, rdfs_io_try_flags(t),
+			    t->failed_server);
+	if (IS_ERR(l))
+		return PTR_ERR(l);
+	rep = rdfs_layout_reply(l);
 	set->seg_err = kcalloc(max(rep->nsegs, 1u), sizeof(*set->seg_err), GFP_NOFS);
 	if (!set->seg_err) {
-		kvfree(rep);
+		rdfs_layout_put(l);
 		return -ENOMEM;
 	}
 	for (i = 0; i < rep->nsegs && !err; i++) {
-		struct rdfs_dev_seg *s = &rep->segs[i];
+		const struct rdfs_dev_seg *s = &rep->segs[i];
 		u64 a = max(s->offset, pos), b = min(s->offset + s->length, end), n;
 
 		if (a >= b)
@@ -442,7 +403,7 @@ static int rdfs_data_write_once(struct inode *inode, u64 handle, struct page **p
 		err = rdfs_write_settle(inode, handle, rep, set->seg_err, pos, end);
 	kfree(set->seg_err);
 	set->seg_err = NULL;
-	kvfree(rep);
+	rdfs_layout_put(l);
 	if (err && err != -ESTALE)
 		pr_warn_ratelimited(RDFS_MSG(1500015) "ino=%lu: write [%llu, %llu) failed: %d\n",
 				    inode->i_ino, pos, end, err);

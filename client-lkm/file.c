@@ -198,6 +198,8 @@ static int rdfs_open(struct inode *inode, struct file *file)
 		rdfs_open_file_free(of);
 		return err;
 	}
+	/* close-to-open: where we saw holes another client may have written */
+	rdfs_layout_forget(inode);
 	rdfs_attr_apply(inode, &rep.attr);
 	rdfs_file_attach(inode, file, of, rep.handle);
 	if ((file->f_flags & O_TRUNC) && i_size_read(inode))
@@ -395,6 +397,7 @@ static long rdfs_file_fallocate(struct file *file, int mode, loff_t offset, loff
 	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
 	if (!err && c.out_len < sizeof(attr))
 		err = -EIO;
+	rdfs_layout_forget(inode);
 	/* the helper zeroed and punched on the servers: the cached pages are stale */
 	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		truncate_pagecache_range(inode, offset, offset + len - 1);
@@ -471,6 +474,7 @@ static ssize_t rdfs_copy_file_range(struct file *fin, loff_t pos_in, struct file
 	err = rdfs_call(RDFS_SB(in->i_sb)->chan, &c);
 	if (!err && c.out_len < sizeof(attr))
 		err = -EIO;
+	rdfs_layout_forget(out);
 	if (err)
 		goto out;
 	if (c.val) {

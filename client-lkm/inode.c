@@ -45,9 +45,12 @@ void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 		struct timespec64 mtime = ri->ms_mtime;
 
 		/* changed elsewhere: drop what we cached (close-to-open) */
-		if (S_ISREG(inode->i_mode) && inode->i_mapping->nrpages &&
-		    (a->size != i_size_read(inode) || !timespec64_equal(&mtime, &inode->i_mtime)))
-			invalidate_inode_pages2(inode->i_mapping);
+		if (S_ISREG(inode->i_mode) &&
+		    (a->size != i_size_read(inode) || !timespec64_equal(&mtime, &inode->i_mtime))) {
+			rdfs_layout_forget(inode);
+			if (inode->i_mapping->nrpages)
+				invalidate_inode_pages2(inode->i_mapping);
+		}
 		i_size_write(inode, a->size);
 		inode->i_mtime = mtime;
 	} else if (a->size > i_size_read(inode)) {
@@ -493,6 +496,7 @@ static int rdfs_setattr(struct user_namespace *ns, struct dentry *dentry, struct
 	if (ia->ia_valid & ATTR_MODE)
 		forget_all_cached_acls(inode);
 	if (ia->ia_valid & ATTR_SIZE) {
+		rdfs_layout_forget(inode);
 		truncate_setsize(inode, ia->ia_size);
 		i_size_write(inode, a.size);
 	}

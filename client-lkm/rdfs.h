@@ -82,6 +82,9 @@ struct rdfs_inode_info {
 	struct mutex commit_lock;	/* one IO_COMMIT of this inode's writes at a time */
 	atomic_t wb_inflight;		/* writeback batches on rdfs_wb_wq (file.c) */
 	wait_queue_head_t wb_wait;	/* woken as each of them ends */
+	/* the layouts kept for reuse (layout.c), under lock */
+	struct rdfs_layout *layout_read, *layout_write;
+	u64 layout_write_next;		/* where the last write layout asked for ended */
 };
 
 static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)
@@ -155,6 +158,19 @@ u64 rdfs_wb_handle(struct inode *inode);
 /* direct.c: O_DIRECT; rdfs_direct_write under the inode lock */
 ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle);
 ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle);
+
+/*
+ * layout.c: the layout of [pos, pos + len) of a file (bytes, block-aligned),
+ * for writing (@allocate) or reading, kept or from the helper (always from
+ * the helper with @flags RDFS_DEV_LAYOUT_*); referenced, or an ERR_PTR.
+ */
+struct rdfs_layout;
+struct rdfs_layout *rdfs_layout_get(struct inode *inode, u64 handle, u64 pos, u64 len,
+				    bool allocate, u32 flags, u32 failed_server);
+const struct rdfs_dev_layout_reply *rdfs_layout_reply(const struct rdfs_layout *l);
+void rdfs_layout_put(struct rdfs_layout *l);
+/* Nothing kept of @inode's layout may be used again (see layout.c for when). */
+void rdfs_layout_forget(struct inode *inode);
 
 /* data.c */
 struct rdfs_io_seg;
@@ -259,6 +275,7 @@ struct rdfs_stats {
 	atomic64_t rdma_conns, rdma_reqs;	/* alive now */
 	atomic64_t tcp_conns, tcp_reqs;		/* alive now */
 	atomic64_t tcp_pipelined;	/* TCP requests sent behind another on their connection */
+	atomic64_t layout_calls, layout_hits;	/* layouts asked of the helper, reused */
 	atomic64_t read_failovers, copies_lost;
 	atomic64_t io_commits, unstable_resends;
 	atomic64_t write_behind_bytes;

@@ -225,7 +225,7 @@ struct rdfs_dev_seg {
 struct rdfs_dev_layout_reply {
 	__u64 size;		/* the file's size as the helper knows it */
 	__u32 nsegs;
-	__u32 pad;
+	__u32 ttl_ms;		/* the module may reuse it this long (capabilities' lifetime) */
 	struct rdfs_dev_seg segs[];
 };
 

@@ -34,7 +34,7 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 			  "mr_inv %lld\nrdma_conns %lld\nrdma_reqs %lld\nread_failovers %lld\n"
 			  "copies_lost %lld\nio_commits %lld\nunstable_resends %lld\n"
 			  "write_behind_bytes %lld\ntcp_conns %lld\ntcp_reqs %lld\n"
-			  "tcp_pipelined %lld\n",
+			  "tcp_pipelined %lld\nlayout_calls %lld\nlayout_hits %lld\n",
 			  atomic64_read(&s->copy_read_bytes), atomic64_read(&s->copy_write_bytes),
 			  atomic64_read(&s->rdma_read_bytes), atomic64_read(&s->rdma_write_bytes),
 			  atomic64_read(&s->mr_reg), atomic64_read(&s->mr_inv),
@@ -42,13 +42,14 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 			  atomic64_read(&s->read_failovers), atomic64_read(&s->copies_lost),
 			  atomic64_read(&s->io_commits), atomic64_read(&s->unstable_resends),
 			  atomic64_read(&s->write_behind_bytes), atomic64_read(&s->tcp_conns),
-			  atomic64_read(&s->tcp_reqs), atomic64_read(&s->tcp_pipelined));
+			  atomic64_read(&s->tcp_reqs), atomic64_read(&s->tcp_pipelined),
+			  atomic64_read(&s->layout_calls), atomic64_read(&s->layout_hits));
 }
 
 static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
 module_param_cb(stats, &rdfs_stats_ops, NULL, 0444);
 MODULE_PARM_DESC(stats,
-		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed, IO_COMMITs of unstable writes, runs of them sent again, bytes write-behind started, TCP connections and requests alive, TCP requests sent while another was in flight on their connection");
+		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed, IO_COMMITs of unstable writes, runs of them sent again, bytes write-behind started, TCP connections and requests alive, TCP requests sent while another was in flight on their connection, layouts asked of the helper and reused");
 
 struct rdfs_mount_opts {
 	int fd;
@@ -146,6 +147,9 @@ static struct inode *rdfs_alloc_inode(struct super_block *sb)
 	mutex_init(&ri->commit_lock);
 	atomic_set(&ri->wb_inflight, 0);
 	init_waitqueue_head(&ri->wb_wait);
+	ri->layout_read = NULL;
+	ri->layout_write = NULL;
+	ri->layout_write_next = 0;
 	return &ri->vfs_inode;
 }
 
@@ -158,6 +162,7 @@ static void rdfs_evict_inode(struct inode *inode)
 {
 	truncate_inode_pages_final(&inode->i_data);
 	rdfs_unstable_free(inode);
+	rdfs_layout_forget(inode);
 	clear_inode(inode);
 }
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cap.h"
 #include "client_internal.h"
 #include "helper.h"
 #include "log.h"
@@ -476,6 +477,22 @@ static int layout_seg_fill(struct msg *m, struct rdfs_dev_seg *s, const struct l
 }
 
 /*
+ * How long the module may reuse a layout of @segs: until the first of their
+ * capabilities comes within the margin lib/client keeps for its own cache.
+ */
+static uint32_t layout_ttl_ms(const struct layout_seg *segs, int n)
+{
+	int64_t left = INT64_MAX, now = cap_now_ns();
+
+	for (int i = 0; i < n; i++)
+		if (segs[i].piece->expiry_ns - now - RDFS_CAP_MARGIN_NS < left)
+			left = segs[i].piece->expiry_ns - now - RDFS_CAP_MARGIN_NS;
+	if (left <= 0 || n == 0)
+		return 0;
+	return left / 1000000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(left / 1000000);
+}
+
+/*
  * A read layout names one copy per segment (the one seg_pick_copy chose, past
  * a server the module saw fail); a write layout names every copy, the first
  * as the segment and the others after it with RDFS_DEV_SEG_COPY.
@@ -519,6 +536,7 @@ static int op_layout(struct msg *m)
 		err = -E2BIG;
 	pthread_mutex_lock(&in->lock);
 	rep->size = inode_size(in);
+	rep->ttl_ms = layout_ttl_ms(segs, n);
 	for (i = 0; i < n && !err; i++) {
 		const struct layout_seg *ls = &segs[i];
 		uint32_t flags = 0;
