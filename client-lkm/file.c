@@ -141,6 +141,8 @@ int rdfs_commit(struct inode *inode, u64 handle)
 	rdfs_call_init(&c, RDFS_DEV_COMMIT, inode->i_ino, handle);
 	rdfs_call_arg(&c, &cm, sizeof(cm));
 	err = rdfs_call(RDFS_SB(inode->i_sb)->chan, &c);
+	/* a read layout kept from before names the blocks just committed as holes */
+	rdfs_layout_forget_read(inode);
 	if (err) {
 		spin_lock(&ri->lock);
 		ri->dirty_first = min(ri->dirty_first, cm.first_block);

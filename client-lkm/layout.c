@@ -19,9 +19,11 @@
  *     where this one saw holes), its data changed elsewhere (attributes),
  *     it was truncated, punched, allocated or copied into here, or a copy
  *     of it was reported lost (rdfs_layout_forget);
- *   - for the read layout: any write layout asked for or used, since this
- *     client's own writes turn holes and unwritten blocks into data that
- *     only a new read layout names.
+ *   - for the read layout: any write layout asked for or used, and any
+ *     commit, since this client's own writes turn holes and unwritten blocks
+ *     into data that only a layout asked for after their commit names (the
+ *     helper describes what the module wrote and has not committed as holes,
+ *     and a layout asked for ahead may cover such blocks).
  *
  * Threads and ownership: a kept layout is immutable and reference counted;
  * ri->lock guards the two pointers. Callers hold a reference while their
@@ -62,6 +64,17 @@ static struct rdfs_layout *rdfs_layout_take(struct rdfs_layout **slot)
 
 	*slot = NULL;
 	return l;
+}
+
+void rdfs_layout_forget_read(struct inode *inode)
+{
+	struct rdfs_inode_info *ri = RDFS_I(inode);
+	struct rdfs_layout *r;
+
+	spin_lock(&ri->lock);
+	r = rdfs_layout_take(&ri->layout_read);
+	spin_unlock(&ri->lock);
+	rdfs_layout_put(r);
 }
 
 void rdfs_layout_forget(struct inode *inode)

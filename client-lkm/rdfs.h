@@ -171,6 +171,8 @@ const struct rdfs_dev_layout_reply *rdfs_layout_reply(const struct rdfs_layout *
 void rdfs_layout_put(struct rdfs_layout *l);
 /* Nothing kept of @inode's layout may be used again (see layout.c for when). */
 void rdfs_layout_forget(struct inode *inode);
+/* The same for its read layout only: after a commit. */
+void rdfs_layout_forget_read(struct inode *inode);
 
 /* data.c */
 struct rdfs_io_seg;

@@ -493,10 +493,78 @@ static uint32_t layout_ttl_ms(const struct layout_seg *segs, int n)
 }
 
 /*
- * A read layout names one copy per segment (the one seg_pick_copy chose, past
- * a server the module saw fail); a write layout names every copy, the first
- * as the segment and the others after it with RDFS_DEV_SEG_COPY.
+ * Where the run of blocks from @b (below @end) ends whose blocks are all
+ * written by this client (*@here 1) or none of them (0).
  */
+static uint64_t written_here_run(const struct rdfs_inode *in, uint64_t b, uint64_t end, int *here)
+{
+	*here = inode_block_written_here(in, b, b + 1);
+	while (++b < end && inode_block_written_here(in, b, b + 1) == *here)
+		;
+	return b;
+}
+
+/* Blocks [b, e) of segment @ls, as a segment of their own. */
+static void seg_part(const struct layout_seg *ls, uint64_t b, uint64_t e, struct layout_seg *part)
+{
+	*part = *ls;
+	part->start = b;
+	part->end = e;
+	for (int k = 0; k < part->ncopies; k++)
+		part->copy[k].block += b - ls->start;
+}
+
+/*
+ * The segments of the reply for @segs. A read layout names one copy per
+ * segment (the one seg_pick_copy chose, past a server the module saw fail),
+ * and splits an unwritten segment where this client wrote some of its blocks
+ * (an extent allocated ahead and written in part): those are read from the
+ * server, the others read as zeros. A write layout names every copy, the
+ * first as the segment and the others after it with RDFS_DEV_SEG_COPY.
+ * With @fill false only counts them.
+ */
+static int layout_segs_out(struct msg *m, struct rdfs_file *f, const struct layout_seg *segs,
+			   int n, int allocate, int fill, size_t *caps)
+{
+	struct rdfs_dev_layout_reply *rep = (void *)m->out;
+	struct rdfs_inode *in = f->in;
+	uint32_t nout = 0;
+	int i, k, here, err = 0;
+
+	for (i = 0; i < n && !err; i++) {
+		const struct layout_seg *ls = &segs[i];
+		struct layout_seg part;
+		uint64_t b, e;
+
+		if (allocate && !ls->hole) {
+			for (k = 0; k < ls->ncopies && !err; k++, nout++)
+				if (fill)
+					err = layout_seg_fill(m, &rep->segs[nout], ls, k,
+							      k ? RDFS_DEV_SEG_COPY : 0, caps);
+			continue;
+		}
+		k = ls->hole ? 0 : seg_pick_copy(f->c, ls);
+		if (allocate || ls->hole || !ls->unwritten) {
+			if (fill)
+				err = layout_seg_fill(m, &rep->segs[nout], ls, k,
+						      ls->hole ? RDFS_DEV_SEG_HOLE : 0, caps);
+			nout++;
+			continue;
+		}
+		/* unwritten blocks read as zeros, except for the client that wrote them */
+		for (b = ls->start; b < ls->end && !err; b = e, nout++) {
+			e = written_here_run(in, b, ls->end, &here);
+			seg_part(ls, b, e, &part);
+			if (fill)
+				err = layout_seg_fill(m, &rep->segs[nout], &part, k,
+						      here ? 0 : RDFS_DEV_SEG_HOLE, caps);
+		}
+	}
+	if (!err)
+		rep->nsegs = nout;
+	return err;
+}
+
 static int op_layout(struct msg *m)
 {
 	const struct rdfs_dev_layout_req *lr = (const void *)m->in;
@@ -506,8 +574,7 @@ static int op_layout(struct msg *m)
 	struct rdfs_file *f;
 	struct rdfs_inode *in;
 	uint64_t bstart, bend;
-	uint32_t nout = 0;
-	int n, i, err = 0;
+	int n, err;
 
 	if (m->in_len < sizeof(*lr) || lr->offset % BLK || lr->length % BLK)
 		return -EINVAL;
@@ -529,34 +596,17 @@ static int op_layout(struct msg *m)
 	if (n < 0)
 		return n;
 	memset(rep, 0, sizeof(*rep));
-	caps = sizeof(*rep);
-	for (i = 0; i < n; i++)
-		caps += (lr->allocate && !segs[i].hole ? segs[i].ncopies : 1) * sizeof(rep->segs[0]);
-	if (caps > room)
-		err = -E2BIG;
 	pthread_mutex_lock(&in->lock);
 	rep->size = inode_size(in);
 	rep->ttl_ms = layout_ttl_ms(segs, n);
-	for (i = 0; i < n && !err; i++) {
-		const struct layout_seg *ls = &segs[i];
-		uint32_t flags = 0;
-		int k;
-
-		/* unwritten blocks read as zeros, except for the client that wrote them */
-		if (ls->hole || (!lr->allocate && ls->unwritten &&
-				 !inode_block_written_here(in, ls->start, ls->end)))
-			flags |= RDFS_DEV_SEG_HOLE;
-		if (!lr->allocate || ls->hole) {
-			k = ls->hole ? 0 : seg_pick_copy(f->c, ls);
-			err = layout_seg_fill(m, &rep->segs[nout++], ls, k, flags, &caps);
-			continue;
-		}
-		for (k = 0; k < ls->ncopies && !err; k++)
-			err = layout_seg_fill(m, &rep->segs[nout++], ls, k,
-					      flags | (k ? RDFS_DEV_SEG_COPY : 0), &caps);
-	}
+	/* first how many: the capabilities follow the segment array */
+	err = layout_segs_out(m, f, segs, n, lr->allocate, 0, NULL);
+	caps = sizeof(*rep) + (size_t)rep->nsegs * sizeof(rep->segs[0]);
+	if (!err && caps > room)
+		err = -E2BIG;
+	if (!err)
+		err = layout_segs_out(m, f, segs, n, lr->allocate, 1, &caps);
 	pthread_mutex_unlock(&in->lock);
-	rep->nsegs = nout;
 	layout_segs_put(segs, n);
 	if (err)
 		return err;

@@ -25,6 +25,10 @@ file system can show is compared with the model:
               cluster) PATH2 is then opened read-only and all of it compared
               (close-to-open consistency)
   verify      pread of the whole file, compared
+  dread       with --direct: pread through a second descriptor opened O_DIRECT,
+              any offset and length (the client bounces what is unaligned)
+  dwrite      with --direct: pwrite of random bytes through that descriptor
+              (cached pages of the range must not hide them afterwards)
 
 After every operation that may change the size, fstat's st_size must equal
 the model's length.
@@ -41,7 +45,7 @@ where the largest extent is the largest size the model ever had, or the end
 of a FALLOC_FL_KEEP_SIZE range if further (those blocks stay past the end).
 --alloc-ahead is how far past a write at the end of the file a client may
 allocate: rdfs's allocate-ahead window, RDFS_PREALLOC_MAX in
-lib/client/client_internal.h (64 MiB; the kernel client allocates none).
+lib/client/client_internal.h (64 MiB; the kernel client's write layouts ask 16 MiB).
 st_blocks comes from statx(AT_STATX_FORCE_SYNC), so a FUSE mount asks its
 server rather than its attribute cache (plain fstat where there is no
 statx); the bound only grows, so a stale st_blocks could only hide a leak
@@ -123,11 +127,16 @@ WEIGHTS = {
     "reopen": 3,
     "verify": 2,
 }
-KINDS = tuple(WEIGHTS)
+# With --direct: through a descriptor opened O_DIRECT.
+DIRECT_WEIGHTS = {
+    "dread": 8,
+    "dwrite": 8,
+}
+KINDS = tuple(WEIGHTS) + tuple(DIRECT_WEIGHTS)
 # Not possible on an empty file (nothing to map or copy from).
 NEED_DATA = ("mapread", "mapwrite", "copy_range")
 # Operations after which st_size is compared with the model.
-SIZE_CHANGING = ("write", "truncate", "falloc", "falloc_keep", "punch_hole", "zero_range",
+SIZE_CHANGING = ("write", "dwrite", "truncate", "falloc", "falloc_keep", "punch_hole", "zero_range",
                  "copy_range")
 
 LOG_TAIL = 50
@@ -256,7 +265,7 @@ class Fsx:
     def __init__(self, path, seed=1, ops=DEFAULT_OPS, max_size=DEFAULT_MAX_SIZE, max_len=None,
                  second=None, log=None, use_mmap=True, use_fallocate=True, out=sys.stdout,
                  space_check=True, space_every=DEFAULT_SPACE_EVERY, chunk_size=DEFAULT_CHUNK,
-                 alloc_ahead=DEFAULT_ALLOC_AHEAD, copies=1, df=False):
+                 alloc_ahead=DEFAULT_ALLOC_AHEAD, copies=1, df=False, use_direct=False):
         if max_size < 4 * PAGE:
             raise ValueError("--max-size must be at least %d" % (4 * PAGE))
         self.path = str(path)
@@ -270,6 +279,8 @@ class Fsx:
         self.rng = random.Random(seed)
         self.model = bytearray()
         self.fd = -1
+        self.dfd = -1                   # O_DIRECT, with use_direct
+        self.use_direct = use_direct
         self.log = []                   # (index, kind, offset, length, details)
         self.index = 0                  # the operation being done
         self.counts = {k: 0 for k in KINDS}
@@ -292,6 +303,8 @@ class Fsx:
         if not use_fallocate:
             for k in FALLOC_MODES:
                 del self.enabled[k]
+        if use_direct:
+            self.enabled.update(DIRECT_WEIGHTS)
 
     # ------------------------------------------------------------ random choices
     def pick_len(self, limit):
@@ -457,11 +470,12 @@ class Fsx:
             chunks.append(b)
             off += len(b)
 
-    def pwrite_all(self, data, off):
+    def pwrite_all(self, data, off, fd=None):
+        fd = self.fd if fd is None else fd
         view = memoryview(data)
         done = 0
         while done < len(data):
-            n = os.pwrite(self.fd, view[done:], off + done)
+            n = os.pwrite(fd, view[done:], off + done)
             if n <= 0:
                 self.fail("pwrite returned %d after %d of %d bytes" % (n, done, len(data)))
             done += n
@@ -491,6 +505,29 @@ class Fsx:
                                                     if off > len(self.model) else ""))
         self.pwrite_all(data, off)
         self.model_write(off, data)
+
+    def op_dread(self):
+        size = len(self.model)
+        off = self.pick_offset(max(size + self.max_len, PAGE))
+        n = self.pick_len(self.max_len)
+        self.record("dread", off, n)
+        got = os.pread(self.dfd, n, off)
+        self.amend("got %d" % len(got))
+        self.check_bytes("O_DIRECT pread(%d, %d)" % (off, n), self.model[off:off + n], got, off)
+
+    def op_dwrite(self):
+        off = self.pick_offset(self.max_size - 1)
+        n = self.pick_len(min(self.max_len, self.max_size - off))
+        data = self.random_bytes(n)
+        self.record("dwrite", off, n, "crc %08x%s" % (zlib.crc32(data),
+                                                     " (past EOF %d)" % len(self.model)
+                                                     if off > len(self.model) else ""))
+        self.pwrite_all(data, off, self.dfd)
+        self.model_write(off, data)
+
+    def open_direct(self):
+        if self.use_direct:
+            self.dfd = os.open(self.path, os.O_RDWR | os.O_DIRECT)
 
     def map_range(self):
         size = len(self.model)
@@ -604,7 +641,11 @@ class Fsx:
         self.record("reopen", 0, 0, "size %d" % len(self.model))
         os.close(self.fd)
         self.fd = -1
+        if self.dfd >= 0:
+            os.close(self.dfd)
+            self.dfd = -1
         self.fd = os.open(self.path, os.O_RDWR)
+        self.open_direct()
         self.check_size("fstat after reopen")
         self.check_space("space after close and reopen")
         if self.second:
@@ -650,6 +691,7 @@ class Fsx:
         t0 = time.monotonic()
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            self.open_direct()
             self.check_size("fstat after open with O_TRUNC")
             if self.space_check and self.df:
                 self.df_base = self.df_used()       # the file holds nothing now
@@ -660,6 +702,9 @@ class Fsx:
             self.check_size("final fstat")
             self.check_bytes("final whole-file read", self.model, self.read_all(self.fd), 0)
             self.check_space("final space")
+            if self.dfd >= 0:
+                os.close(self.dfd)
+                self.dfd = -1
             os.close(self.fd)
             self.fd = -1
             self.check_space("space after the last close", closed=True)
@@ -668,9 +713,10 @@ class Fsx:
         except OSError as e:
             self.fail("unexpected error: %s" % e)
         finally:
-            if self.fd >= 0:
-                os.close(self.fd)
-                self.fd = -1
+            for fd in (self.fd, self.dfd):
+                if fd >= 0:
+                    os.close(fd)
+            self.fd = self.dfd = -1
         self.write_log()
         return Result(self.seed, self.nops, dict(self.counts), dict(self.disabled),
                       len(self.model), time.monotonic() - t0,
@@ -698,7 +744,8 @@ def main(argv=None):
         description="Model-based random file-operation tester (fsx-like) for one file.",
         epilog="""\
 operations: read write mapread mapwrite truncate falloc falloc_keep punch_hole
-zero_range copy_range fsync reopen verify (see the module docstring).
+zero_range copy_range fsync reopen verify, and with --direct dread dwrite (see
+the module docstring).
 A fallocate mode or copy_file_range the file system does not support
 (EOPNOTSUPP; also EXDEV or ENOSYS for copy_file_range) is disabled for the rest of the run
 and named in the summary.
@@ -731,6 +778,9 @@ Soak (many more operations; rdfs-fuse does some 400-1000 ops/s on 2 cores):
                    help="write the whole operation log here (on failure and on success)")
     p.add_argument("--no-mmap", action="store_true", help="no mapread/mapwrite")
     p.add_argument("--no-fallocate", action="store_true", help="no fallocate modes")
+    p.add_argument("--direct", action="store_true",
+                   help="also dread/dwrite: reads and writes through a second descriptor "
+                        "opened O_DIRECT (any offset and length)")
     p.add_argument("--no-space-check", action="store_true",
                    help="do not check the file's allocated space against the bound")
     p.add_argument("--space-every", type=int, default=DEFAULT_SPACE_EVERY, metavar="N",
@@ -762,7 +812,8 @@ Soak (many more operations; rdfs-fuse does some 400-1000 ops/s on 2 cores):
                   second=a.second, log=a.log, use_mmap=not a.no_mmap,
                   use_fallocate=not a.no_fallocate, space_check=not a.no_space_check,
                   space_every=a.space_every, chunk_size=a.chunk_size,
-                  alloc_ahead=a.alloc_ahead, copies=a.copies, df=a.df)
+                  alloc_ahead=a.alloc_ahead, copies=a.copies, df=a.df,
+                  use_direct=a.direct)
     except Failure as f:
         print(f.report, flush=True)
         return 1

@@ -139,6 +139,16 @@ def test_fsx_close_to_open_through_a_second_mount(cluster, workdir, other_mount)
     assert "reopen=" in summary, summary
 
 
+@pytest.mark.parametrize("seed", [21, 22])
+def test_fsx_with_o_direct_beside_the_page_cache(cluster, workdir, seed):
+    """O_DIRECT reads and writes of any offset and length mixed with cached ones,
+    mappings, truncates and fallocate on the same file."""
+    summary = fsx(cluster, workdir / "fsx", seed, ops(6000), "--direct")
+    assert "dread=" in summary and "dwrite=" in summary, summary
+    assert summary.endswith("disabled: none"), summary
+
+
 def test_fsx_several_chunks_without_mmap(cluster, workdir):
     summary = fsx(cluster, workdir / "fsx", 12, ops(6000), "--no-mmap", "--max-size", "4m")
     assert "mapread" not in summary.split("disabled:")[0], summary
+
