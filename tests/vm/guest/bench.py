@@ -10,9 +10,12 @@ as ratios of the raw RDMA ones. Each file is written (fsync'd), then read
 twice with the client's page cache dropped: "read" with the I/O servers'
 read-ahead cache cold (nothing of the file in it: only written), "read-warm"
 with it holding what the first read brought in (the Gfarm paper's figure 4,
-x and y). Prints a table and writes the records to OUT (a JSON list of
-{"target", "op", "mib_per_s", ...}; kernel-client reads also carry
-"copies_per_byte", the CPU copies of file data the module counted).
+x and y); then O_DIRECT writes and reads at 1 MiB (64 MiB) and 4 KiB (4 MiB).
+Everything --runs times per target; the medians go in the table and in the
+records written to OUT (a JSON list of {"target", "op", "mib_per_s",
+"runs_mib_per_s", "cpu_s_per_gib", ...}: CPU-seconds the whole guest was busy
+per GiB; kernel-client reads also carry "copies_per_byte", the CPU copies of
+file data the module counted).
 """
 
 import argparse
@@ -20,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -74,10 +78,19 @@ def drop_caches():
         f.write("3\n")
 
 
+def cpu_busy_s():
+    """CPU-seconds the whole guest spent busy so far (every CPU; steal left out)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq ...
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+
+
 def timed_dd(args):
-    t0 = time.monotonic()
+    """(seconds, guest CPU-seconds) of one dd."""
+    c0, t0 = cpu_busy_s(), time.monotonic()
     run(["dd", "status=none"] + args)
-    return time.monotonic() - t0
+    return time.monotonic() - t0, cpu_busy_s() - c0
 
 
 LKM_PORT = 7360
@@ -90,26 +103,52 @@ def lkm_stats():
         return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
 
 
-def sequential(f, size_mib, stats=None):
-    """Write @f (fsync'd), then read it twice, page cache dropped each time:
-    [(op, MiB/s, copies per byte or None)]."""
-    out = []
-    secs = timed_dd(["if=/dev/zero", f"of={f}", "bs=1M", f"count={size_mib}", "conv=fsync"])
-    out.append(("write", size_mib / secs, None))
-    for op in ("read", "read-warm"):
-        drop_caches()
-        before = stats() if stats else None
-        secs = timed_dd([f"if={f}", "of=/dev/null", "bs=1M"])
-        copies = None
-        if stats:
-            copies = (stats()["copy_read_bytes"] - before["copy_read_bytes"]) / (size_mib * MiB)
-        out.append((op, size_mib / secs, copies))
-    if os.path.getsize(f) != size_mib * MiB:
-        raise RuntimeError(f"{f}: size {os.path.getsize(f)}, wrote {size_mib} MiB")
+# O_DIRECT: (op, dd block size, MiB moved), on a file of their own
+DIRECT_OPS = (("1M", "1M", 64), ("4K", "4k", 4))
+DIRECT_MIB = {f"d{rw}-{name}": mib for name, _, mib in DIRECT_OPS for rw in ("write", "read")}
+
+
+def sequential(d, size_mib, runs, stats=None):
+    """In directory @d, @runs times: write a file (fsync'd), then read it twice,
+    page cache dropped each time; then O_DIRECT writes and reads at 1 MiB and
+    4 KiB. {op: [(MiB/s, guest CPU-s per GiB, copies per byte or None), ...]}."""
+    out = {}
+
+    def note(op, mib, secs, cpu, copies=None):
+        out.setdefault(op, []).append((mib / secs, cpu * 1024 / mib, copies))
+
+    for i in range(runs):
+        f = os.path.join(d, f"seq{i}")
+        secs, cpu = timed_dd(["if=/dev/zero", f"of={f}", "bs=1M", f"count={size_mib}",
+                              "conv=fsync"])
+        note("write", size_mib, secs, cpu)
+        for op in ("read", "read-warm"):
+            drop_caches()
+            before = stats() if stats else None
+            secs, cpu = timed_dd([f"if={f}", "of=/dev/null", "bs=1M"])
+            copies = None
+            if stats:
+                copies = (stats()["copy_read_bytes"] - before["copy_read_bytes"]) / \
+                    (size_mib * MiB)
+            note(op, size_mib, secs, cpu, copies)
+        if os.path.getsize(f) != size_mib * MiB:
+            raise RuntimeError(f"{f}: size {os.path.getsize(f)}, wrote {size_mib} MiB")
+        os.unlink(f)
+        for name, bs, mib in DIRECT_OPS:
+            mib = min(mib, size_mib)
+            g = os.path.join(d, f"direct{i}-{name}")
+            count = mib * MiB // (1 << 20 if bs == "1M" else 4096)
+            secs, cpu = timed_dd(["if=/dev/zero", f"of={g}", f"bs={bs}", f"count={count}",
+                                  "oflag=direct", "conv=fsync"])
+            note(f"dwrite-{name}", mib, secs, cpu)
+            drop_caches()
+            secs, cpu = timed_dd([f"if={g}", "of=/dev/null", f"bs={bs}", "iflag=direct"])
+            note(f"dread-{name}", mib, secs, cpu)
+            os.unlink(g)
     return out
 
 
-def fuse_sequential(name, up_opts, size_mib, bindir, lkm=None):
+def fuse_sequential(name, up_opts, size_mib, runs, bindir, lkm=None):
     """sequential() through the FUSE mount of a fresh cluster, or with @lkm
     (the module's dir, mount options) through a kernel mount of it."""
     d = os.path.join("/run/rdfs-vm", f"bench-{name}")
@@ -121,13 +160,13 @@ def fuse_sequential(name, up_opts, size_mib, bindir, lkm=None):
     mounted = False
     try:
         if not lkm:
-            return sequential(os.path.join(d, "mnt", "seq"), size_mib)
+            return sequential(os.path.join(d, "mnt"), size_mib, runs)
         lkmdir, kopts = lkm
         os.makedirs(LKM_MNT, exist_ok=True)
         run([os.path.join(lkmdir, "mount.rdfs"), "-o", f"{kopts},secret_file={d}/secret",
              f"127.0.0.1:{LKM_PORT}", LKM_MNT], timeout=120)
         mounted = True
-        return sequential(os.path.join(LKM_MNT, "seq"), size_mib, lkm_stats)
+        return sequential(LKM_MNT, size_mib, runs, lkm_stats)
     finally:
         if mounted:
             run(["umount", LKM_MNT], timeout=120, check=False)
@@ -190,6 +229,8 @@ def rdma_variants():
 def main(argv):
     ap = argparse.ArgumentParser(prog="bench.py")
     ap.add_argument("--size-mib", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs of every measurement per target (medians reported)")
     ap.add_argument("--ib-sizes", default="4096,65536,1048576")
     ap.add_argument("--ib-mib", type=int, default=64,
                     help="MiB each perftest run moves (iterations = this / size)")
@@ -236,20 +277,24 @@ def main(argv):
                                  (lkmdir, f"transport=rdma,rdma_mode={m}")))
     for target, opts, note, lkm in variants:
         try:
-            results = fuse_sequential(target, opts, args.size_mib, bindir, lkm)
+            results = fuse_sequential(target, opts, args.size_mib, args.runs, bindir, lkm)
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
             failures.append(f"{target}: {e}")
             continue
-        for op, bw, copies in results:
-            rec = {"target": target, "op": op, "mib_per_s": round(bw, 2),
-                   "file_mib": args.size_mib}
-            if copies is not None:
-                rec["copies_per_byte"] = round(copies, 3)
+        for op, samples in results.items():
+            rec = {"target": target, "op": op,
+                   "mib_per_s": round(statistics.median(x[0] for x in samples), 2),
+                   "runs_mib_per_s": [round(x[0], 2) for x in samples],
+                   "cpu_s_per_gib": round(statistics.median(x[1] for x in samples), 2),
+                   "file_mib": min(DIRECT_MIB.get(op, args.size_mib), args.size_mib)}
+            if samples[0][2] is not None:
+                rec["copies_per_byte"] = round(statistics.median(x[2] for x in samples), 3)
             if note:
                 rec["note"] = note
             records.append(rec)
-        say(f"{target} {args.size_mib} MiB: " +
-            ", ".join(f"{op} {bw:.1f} MiB/s" for op, bw, _ in results))
+        say(f"{target} {args.size_mib} MiB, median of {args.runs}: " +
+            ", ".join(f"{op} {r['mib_per_s']:.1f} MiB/s" for op, r in
+                      ((r["op"], r) for r in records if r["target"] == target)))
     if not lkm_skipped:
         subprocess.run(["rmmod", "rdfs"], check=False)
 
@@ -264,8 +309,8 @@ def main(argv):
     raw["read-warm"] = raw.get("read")
     by = {(r["target"], r["op"]): r["mib_per_s"] for r in records}
     print()
-    print(f"{'target':18} {'op':9} {'size':>10} {'MiB/s':>9} {'vs raw 1M':>10} "
-          f"{'vs fuse-tcp':>12} {'vs fuse-rdma':>13} {'copies/B':>9}")
+    print(f"{'target':18} {'op':10} {'size':>10} {'MiB/s':>9} {'vs raw 1M':>10} "
+          f"{'vs fuse-tcp':>12} {'vs fuse-rdma':>13} {'copies/B':>9} {'CPU s/GiB':>10}")
     for r in records:
         size = f"{r['bytes']} B" if "bytes" in r else f"{r['file_mib']} MiB"
         ratio = vs_tcp = vs_rdma = ""
@@ -280,8 +325,11 @@ def main(argv):
             if fuse:
                 vs_rdma = f"{r['mib_per_s'] / fuse:.2f}x"
         copies = f"{r['copies_per_byte']:.3f}" if "copies_per_byte" in r else ""
-        print(f"{r['target']:18} {r['op']:9} {size:>10} {r['mib_per_s']:9.1f} {ratio:>10} "
-              f"{vs_tcp:>12} {vs_rdma:>13} {copies:>9}")
+        cpu = f"{r['cpu_s_per_gib']:.1f}" if "cpu_s_per_gib" in r else ""
+        print(f"{r['target']:18} {r['op']:10} {size:>10} {r['mib_per_s']:9.1f} {ratio:>10} "
+              f"{vs_tcp:>12} {vs_rdma:>13} {copies:>9} {cpu:>10}")
+    print(f"medians of {args.runs} runs each; CPU s/GiB: CPU-seconds the whole guest "
+          "(client and servers) was busy per GiB moved")
     for r in records:
         if r.get("note") and r["op"] == "read":
             print(f"{r['target']}: {r['note']}")
