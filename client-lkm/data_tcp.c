@@ -32,6 +32,7 @@
 #include <linux/kthread.h>
 #include <linux/net.h>
 #include <linux/sched/mm.h>
+#include <linux/signal.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <net/sock.h>
@@ -138,30 +139,39 @@ static int rdfs_sock_recv_pages(struct socket *sock, struct page **pages, size_t
 	return ret == len ? 0 : ret < 0 ? ret : -EIO;
 }
 
-/* Send @hdr (header + body) then @len bytes of @pages from byte @off. */
-static int rdfs_sock_send(struct socket *sock, void *hdr, size_t hlen, struct page **pages,
-			  size_t off, size_t len)
+/*
+ * Send @hdr (header + body) then the @len bytes of @bv (@nr entries). With
+ * every signal blocked: a sender interrupted halfway would leave a partial
+ * frame, which breaks the connection for every request on it (a fatal
+ * signal still does, as it must).
+ */
+static int rdfs_sock_send(struct socket *sock, void *hdr, size_t hlen, struct bio_vec *bv, int nr,
+			  size_t len)
 {
 	struct kvec iov = { .iov_base = hdr, .iov_len = hlen };
 	struct msghdr msg = { .msg_flags = len ? MSG_MORE : 0 };
-	struct bio_vec *bv;
-	int nr, ret;
+	sigset_t all, old;
+	int ret;
 
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	ret = kernel_sendmsg(sock, &msg, &iov, 1, hlen);
-	if (ret != hlen)
-		return ret < 0 ? ret : -EIO;
+	if (ret != hlen) {
+		ret = ret < 0 ? ret : -EIO;
+		goto out;
+	}
+	ret = 0;
 	if (!len)
-		return 0;
-	bv = rdfs_pages_bvec(pages, off, len, &nr);
-	if (!bv)
-		return -ENOMEM;
+		goto out;
 	memset(&msg, 0, sizeof(msg));
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, nr, len);
 	ret = sock_sendmsg(sock, &msg);
-	kfree(bv);
 	if (ret > 0)
 		atomic64_add(ret, &rdfs_stats.copy_write_bytes);
-	return ret == len ? 0 : ret < 0 ? ret : -EIO;
+	ret = ret == len ? 0 : ret < 0 ? ret : -EIO;
+out:
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return ret;
 }
 
 /* Wake the receiver out of its socket: it fails what is in flight. */
@@ -401,20 +411,28 @@ int rdfs_tcp_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *ca
 		.block_count = DIV_ROUND_UP(head + len, RDFS_BLOCK_SIZE), .head = head,
 		.length = len, .stable = op == RDFS_OP_WRITE && stable,
 	};
+	u32 wlen = op == RDFS_OP_WRITE ? len : 0;
 	struct rdfs_tcp_conn *tc;
 	struct rdfs_tcp_req *req;
 	struct rdfs_frame_hdr f;
+	struct bio_vec *bv = NULL;
+	int nr = 0, err;
 	bool dead;
-	int err;
 
 	if (server_id >= RDFS_MAX_SERVERS ||
 	    RDFS_FRAME_HDR_LEN + rdfs_ioreq_size(&r) > RDFS_TCP_MAX_BODY)
 		return -EIO;
 	req = kmalloc(sizeof(*req), GFP_NOFS);
-	if (!req)
+	/* what can fail here fails before the frame takes a tag */
+	if (req && wlen)
+		bv = rdfs_pages_bvec(pages, off, wlen, &nr);
+	if (!req || (wlen && !bv)) {
+		kfree(req);
 		return -ENOMEM;
+	}
 	tc = rdfs_tcp_conn_get(sbi, server_id);
 	if (IS_ERR(tc)) {
+		kfree(bv);
 		kfree(req);
 		return PTR_ERR(tc);
 	}
@@ -426,7 +444,7 @@ int rdfs_tcp_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *ca
 	f = (struct rdfs_frame_hdr){
 		.magic = RDFS_FRAME_MAGIC, .version = RDFS_FRAME_VERSION, .opcode = op,
 		.body_len = rdfs_ioreq_encode(&r, req->frame + RDFS_FRAME_HDR_LEN),
-		.data_len = op == RDFS_OP_WRITE ? len : 0,
+		.data_len = wlen,
 	};
 
 	mutex_lock(&tc->send_lock);
@@ -444,13 +462,14 @@ int rdfs_tcp_start(struct rdfs_sb_info *sbi, u16 op, u32 server_id, const u8 *ca
 	if (dead) {
 		mutex_unlock(&tc->send_lock);
 		rdfs_tcp_put(tc);
+		kfree(bv);
 		kfree(req);
 		return -EIO;
 	}
 	rdfs_frame_hdr_encode(&f, req->frame);
-	err = rdfs_sock_send(tc->sock, req->frame, RDFS_FRAME_HDR_LEN + f.body_len, pages, off,
-			     op == RDFS_OP_WRITE ? len : 0);
+	err = rdfs_sock_send(tc->sock, req->frame, RDFS_FRAME_HDR_LEN + f.body_len, bv, nr, wlen);
 	mutex_unlock(&tc->send_lock);
+	kfree(bv);
 	if (err) {
 		/* the receiver fails it, with everything else on the connection */
 		pr_warn_ratelimited(RDFS_MSG(1500007) "connection to I/O server %u failed: %d\n",

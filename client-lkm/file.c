@@ -22,7 +22,7 @@
 
 /*
  * Pages per writeback batch (one layout, one WRITE per I/O server it
- * touches): 1 MiB; several batches in flight (RDFS_WB_INFLIGHT) reach all
+ * touches): 4 MiB; several batches in flight (RDFS_WB_INFLIGHT) reach all
  * the I/O servers at once.
  */
 #define RDFS_WB_BATCH	1024

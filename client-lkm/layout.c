@@ -26,7 +26,9 @@
  *     and a layout asked for ahead may cover such blocks).
  *
  * Threads and ownership: a kept layout is immutable and reference counted;
- * ri->lock guards the two pointers. Callers hold a reference while their
+ * ri->lock guards the two pointers and layout_gen, which every forget
+ * bumps: a layout fetched across a forget serves its own request but is not
+ * kept. Callers hold a reference while their
  * requests use the capabilities inside it (rdfs_layout_put when done).
  */
 #include <linux/jiffies.h>
@@ -73,6 +75,7 @@ void rdfs_layout_forget_read(struct inode *inode)
 
 	spin_lock(&ri->lock);
 	r = rdfs_layout_take(&ri->layout_read);
+	ri->layout_gen++;
 	spin_unlock(&ri->lock);
 	rdfs_layout_put(r);
 }
@@ -86,6 +89,7 @@ void rdfs_layout_forget(struct inode *inode)
 	r = rdfs_layout_take(&ri->layout_read);
 	w = rdfs_layout_take(&ri->layout_write);
 	ri->layout_write_next = 0;
+	ri->layout_gen++;
 	spin_unlock(&ri->lock);
 	rdfs_layout_put(r);
 	rdfs_layout_put(w);
@@ -179,6 +183,8 @@ struct rdfs_layout *rdfs_layout_get(struct inode *inode, u64 handle, u64 pos, u6
 	struct rdfs_layout **slot = allocate ? &ri->layout_write : &ri->layout_read;
 	u64 end = pos + len, isize = round_up(i_size_read(inode), RDFS_BLOCK_SIZE), ahead = end;
 	struct rdfs_layout *l = NULL, *old, *stale_read = NULL;
+	u64 gen;
+	int err;
 
 	if (!flags) {
 		l = rdfs_layout_lookup(ri, slot, pos, end);
@@ -186,20 +192,36 @@ struct rdfs_layout *rdfs_layout_get(struct inode *inode, u64 handle, u64 pos, u6
 			atomic64_inc(&rdfs_stats.layout_hits);
 	}
 	if (!l) {
+		spin_lock(&ri->lock);
+		gen = ri->layout_gen;
+		spin_unlock(&ri->lock);
 		if (!allocate)
 			ahead = max(end, min(pos + RDFS_LAYOUT_READ_AHEAD, isize));
 		else if (pos && pos == READ_ONCE(ri->layout_write_next))
 			ahead = max(end, pos + RDFS_LAYOUT_WRITE_AHEAD);
 		l = rdfs_layout_fetch(inode, handle, pos, ahead, allocate, flags, failed_server);
-		if (PTR_ERR_OR_ZERO(l) == -E2BIG && ahead > end)
+		/*
+		 * Too big to describe, or (allocating ahead) past a quota or the
+		 * space: what was asked for alone may still be fine.
+		 */
+		err = PTR_ERR_OR_ZERO(l);
+		if ((err == -E2BIG || err == -EDQUOT || err == -ENOSPC) && ahead > end)
 			l = rdfs_layout_fetch(inode, handle, pos, end, allocate, flags,
 					      failed_server);
 		if (IS_ERR(l))
 			return l;
-		refcount_inc(&l->ref);
+		/*
+		 * Kept only if nothing was forgotten meanwhile: asked for
+		 * before a commit, open or change elsewhere, it may name as
+		 * holes what is data now (this request may still use it).
+		 */
+		old = NULL;
 		spin_lock(&ri->lock);
-		old = *slot;
-		*slot = l;
+		if (ri->layout_gen == gen) {
+			refcount_inc(&l->ref);
+			old = *slot;
+			*slot = l;
+		}
 		spin_unlock(&ri->lock);
 		rdfs_layout_put(old);
 	}
@@ -208,6 +230,7 @@ struct rdfs_layout *rdfs_layout_get(struct inode *inode, u64 handle, u64 pos, u6
 		if (end > ri->layout_write_next)
 			ri->layout_write_next = end;
 		stale_read = rdfs_layout_take(&ri->layout_read);
+		ri->layout_gen++;
 		spin_unlock(&ri->lock);
 		rdfs_layout_put(stale_read);
 	}

@@ -85,6 +85,7 @@ struct rdfs_inode_info {
 	/* the layouts kept for reuse (layout.c), under lock */
 	struct rdfs_layout *layout_read, *layout_write;
 	u64 layout_write_next;		/* where the last write layout asked for ended */
+	u64 layout_gen;			/* bumped by every forget (layout.c) */
 };
 
 static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)

@@ -150,6 +150,7 @@ static struct inode *rdfs_alloc_inode(struct super_block *sb)
 	ri->layout_read = NULL;
 	ri->layout_write = NULL;
 	ri->layout_write_next = 0;
+	ri->layout_gen = 0;
 	return &ri->vfs_inode;
 }
 

@@ -453,7 +453,7 @@ static int op_release(struct msg *m)
  * *@caps (advanced) unless the reader sees a hole. -E2BIG: no room left.
  */
 static int layout_seg_fill(struct msg *m, struct rdfs_dev_seg *s, const struct layout_seg *ls,
-			   int k, uint32_t flags, size_t *caps)
+			   int k, uint32_t flags, const struct rdfs_dev_seg *same_cap, size_t *caps)
 {
 	size_t room = RDFS_DEV_MAX_MSG - sizeof(struct rdfs_dev_reply);
 
@@ -467,6 +467,12 @@ static int layout_seg_fill(struct msg *m, struct rdfs_dev_seg *s, const struct l
 		s->flags |= RDFS_DEV_SEG_UNWRITTEN;
 	if (s->flags & RDFS_DEV_SEG_HOLE || !ls->copy[k].cap)
 		return 0;
+	/* a piece of a segment already described: its capability once */
+	if (same_cap) {
+		s->cap_off = same_cap->cap_off;
+		s->cap_len = same_cap->cap_len;
+		return 0;
+	}
 	s->cap_len = rdfs__capability__get_packed_size(ls->copy[k].cap);
 	if (*caps + s->cap_len > room)
 		return -E2BIG;
@@ -533,6 +539,7 @@ static int layout_segs_out(struct msg *m, struct rdfs_file *f, const struct layo
 
 	for (i = 0; i < n && !err; i++) {
 		const struct layout_seg *ls = &segs[i];
+		const struct rdfs_dev_seg *first;
 		struct layout_seg part;
 		uint64_t b, e;
 
@@ -540,24 +547,27 @@ static int layout_segs_out(struct msg *m, struct rdfs_file *f, const struct layo
 			for (k = 0; k < ls->ncopies && !err; k++, nout++)
 				if (fill)
 					err = layout_seg_fill(m, &rep->segs[nout], ls, k,
-							      k ? RDFS_DEV_SEG_COPY : 0, caps);
+							      k ? RDFS_DEV_SEG_COPY : 0, NULL, caps);
 			continue;
 		}
 		k = ls->hole ? 0 : seg_pick_copy(f->c, ls);
 		if (allocate || ls->hole || !ls->unwritten) {
 			if (fill)
 				err = layout_seg_fill(m, &rep->segs[nout], ls, k,
-						      ls->hole ? RDFS_DEV_SEG_HOLE : 0, caps);
+						      ls->hole ? RDFS_DEV_SEG_HOLE : 0, NULL, caps);
 			nout++;
 			continue;
 		}
 		/* unwritten blocks read as zeros, except for the client that wrote them */
-		for (b = ls->start; b < ls->end && !err; b = e, nout++) {
+		for (b = ls->start, first = NULL; b < ls->end && !err; b = e, nout++) {
 			e = written_here_run(in, b, ls->end, &here);
 			seg_part(ls, b, e, &part);
-			if (fill)
-				err = layout_seg_fill(m, &rep->segs[nout], &part, k,
-						      here ? 0 : RDFS_DEV_SEG_HOLE, caps);
+			if (!fill)
+				continue;
+			err = layout_seg_fill(m, &rep->segs[nout], &part, k,
+					      here ? 0 : RDFS_DEV_SEG_HOLE, first, caps);
+			if (here && !first)
+				first = &rep->segs[nout];
 		}
 	}
 	if (!err)

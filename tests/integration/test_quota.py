@@ -45,8 +45,8 @@ from test_trust import client_secret, connect, lookup, node_add, node_name, serv
 BLK = 4096
 CHUNK = 64 * 1024
 # Every test has users of its own: limits are cluster-wide.
-U_SOFT, U_GRACE, U_INODES, U_CHGRP, U_TWO, U_AHEAD, U_CRASH, U_PROJ, U_TOOL, U_EXACT = \
-    range(31001, 31011)
+U_SOFT, U_GRACE, U_INODES, U_CHGRP, U_TWO, U_AHEAD, U_CRASH, U_PROJ, U_TOOL, U_EXACT, \
+    U_AHEAD_LONG = range(31001, 31012)
 G_SMALL, G_ROOMY = 41001, 41002
 
 
@@ -272,6 +272,18 @@ def test_stream_up_to_the_limit_never_fails_on_allocate_ahead(qc, qdir):
     assert r["errno"] == errno.EDQUOT, r
     expect_prefix(qdir / "f", r["acked"] + size + 1)
     assert quota(qc, "user", U_AHEAD)["blocks"] == blocks_of(qc, qdir / "f")
+
+
+def test_a_longer_stream_up_to_the_limit_never_fails_on_allocate_ahead(qc, qdir):
+    # past its first unit a stream allocates ahead (the kernel client's write
+    # layouts 16 MiB, rdfs-fuse's up to 64 MiB): near the limit that is cut
+    # short or refused, and the bytes that fit must still go
+    size = 9 * MiB + 5000
+    set_limits(qc, "user", U_AHEAD_LONG, block_hard=str(9 * MiB + 8192))
+    r = write_as(U_AHEAD_LONG, qdir / "f", size)
+    assert r["stage"] is None, r
+    expect_prefix(qdir / "f", size)
+    assert quota(qc, "user", U_AHEAD_LONG)["blocks"] == (size + BLK - 1) // BLK
 
 
 def test_two_mounts_of_one_user_share_its_limit(qc, qdir):
