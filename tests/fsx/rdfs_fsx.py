@@ -487,43 +487,30 @@ class Fsx:
         self.amend("-> %s: disabled for the rest of the run" % name)
 
     # ------------------------------------------------------------ operations
-    def op_read(self):
+    def op_read(self, kind="read", fd=None, call="pread"):
         size = len(self.model)
         off = self.pick_offset(max(size + self.max_len, PAGE))
         n = self.pick_len(self.max_len)
-        self.record("read", off, n)
-        got = os.pread(self.fd, n, off)
+        self.record(kind, off, n)
+        got = os.pread(self.fd if fd is None else fd, n, off)
         self.amend("got %d" % len(got))
-        self.check_bytes("pread(%d, %d)" % (off, n), self.model[off:off + n], got, off)
+        self.check_bytes("%s(%d, %d)" % (call, off, n), self.model[off:off + n], got, off)
 
-    def op_write(self):
+    def op_write(self, kind="write", fd=None):
         off = self.pick_offset(self.max_size - 1)
         n = self.pick_len(min(self.max_len, self.max_size - off))
         data = self.random_bytes(n)
-        self.record("write", off, n, "crc %08x%s" % (zlib.crc32(data),
-                                                    " (past EOF %d)" % len(self.model)
-                                                    if off > len(self.model) else ""))
-        self.pwrite_all(data, off)
+        self.record(kind, off, n, "crc %08x%s" % (zlib.crc32(data),
+                                                 " (past EOF %d)" % len(self.model)
+                                                 if off > len(self.model) else ""))
+        self.pwrite_all(data, off, fd)
         self.model_write(off, data)
 
     def op_dread(self):
-        size = len(self.model)
-        off = self.pick_offset(max(size + self.max_len, PAGE))
-        n = self.pick_len(self.max_len)
-        self.record("dread", off, n)
-        got = os.pread(self.dfd, n, off)
-        self.amend("got %d" % len(got))
-        self.check_bytes("O_DIRECT pread(%d, %d)" % (off, n), self.model[off:off + n], got, off)
+        self.op_read("dread", self.dfd, "O_DIRECT pread")
 
     def op_dwrite(self):
-        off = self.pick_offset(self.max_size - 1)
-        n = self.pick_len(min(self.max_len, self.max_size - off))
-        data = self.random_bytes(n)
-        self.record("dwrite", off, n, "crc %08x%s" % (zlib.crc32(data),
-                                                     " (past EOF %d)" % len(self.model)
-                                                     if off > len(self.model) else ""))
-        self.pwrite_all(data, off, self.dfd)
-        self.model_write(off, data)
+        self.op_write("dwrite", self.dfd)
 
     def open_direct(self):
         if self.use_direct:
