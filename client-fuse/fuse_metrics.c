@@ -73,6 +73,7 @@ static struct {
 	struct metric *in_flight;
 	struct metric *read_bytes;
 	struct metric *write_bytes;
+	struct metric *groups_reads;
 } fm;
 
 /* The request the calling thread is handling. */
@@ -125,6 +126,11 @@ void fuse_metrics_read_bytes(uint64_t n)
 void fuse_metrics_write_bytes(uint64_t n)
 {
 	metrics_add(fm.write_bytes, 0, 0, n);
+}
+
+void fuse_metrics_groups_read(void)
+{
+	metrics_add(fm.groups_reads, 0, 0, 1);
 }
 
 /* ---------------------------------------------------------------- the client core */
@@ -234,8 +240,13 @@ int fuse_metrics_register(struct metrics *r, struct rdfs_client *c)
 	fm.write_bytes = metrics_counter(r, "rdfs_fuse_write_bytes_total",
 					 "Bytes of file data the kernel's WRITE requests brought.",
 					 NULL, NULL, 0);
+	fm.groups_reads = metrics_counter(
+		r, "rdfs_fuse_groups_reads_total",
+		"Callers' supplementary groups read from /proc; the other requests found them "
+		"remembered (groups_timeout).",
+		NULL, NULL, 0);
 	bad |= !fm.requests || !fm.errors || !fm.duration || !fm.in_flight || !fm.read_bytes ||
-	       !fm.write_bytes;
+	       !fm.write_bytes || !fm.groups_reads;
 	bad |= !metrics_collector(r, "rdfs_client_metaserver_requests_total",
 				  "Requests the client core sent to the metaserver, by operation "
 				  "(retries on a new connection included).",

@@ -40,5 +40,7 @@ void fuse_metrics_error(int err);
 /* File data a READ answered with, a WRITE took. */
 void fuse_metrics_read_bytes(uint64_t n);
 void fuse_metrics_write_bytes(uint64_t n);
+/* A caller's supplementary groups were read from /proc (groups_cache.c). */
+void fuse_metrics_groups_read(void);
 
 #endif

@@ -26,6 +26,7 @@
 #include "auth.h"
 #include "config.h"
 #include "fuse_metrics.h"
+#include "groups_cache.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -49,6 +50,7 @@ enum exit_status { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 struct cmdline {
 	char *attr_timeout;
 	char *entry_timeout;
+	char *groups_timeout;
 	char *secret_file;
 	char *config;
 	char *log_level;
@@ -87,6 +89,7 @@ enum { KEY_HELP, KEY_VERSION, KEY_DEBUG };
 static const struct fuse_opt cmdline_spec[] = {
 	{ "attr_timeout=%s", offsetof(struct cmdline, attr_timeout), 0 },
 	{ "entry_timeout=%s", offsetof(struct cmdline, entry_timeout), 0 },
+	{ "groups_timeout=%s", offsetof(struct cmdline, groups_timeout), 0 },
 	{ "secret_file=%s", offsetof(struct cmdline, secret_file), 0 },
 	{ "config=%s", offsetof(struct cmdline, config), 0 },
 	{ "log_level=%s", offsetof(struct cmdline, log_level), 0 },
@@ -170,6 +173,12 @@ static void help(void)
 "    attr_timeout=SEC      seconds the kernel caches attributes (default 1)\n"
 "    entry_timeout=SEC     seconds the kernel caches name lookups, found or not\n"
 "                          (default 1)\n"
+"    groups_timeout=SEC    seconds a calling thread's supplementary groups are\n"
+"                          remembered (default 1; 0 reads them for every request).\n"
+"                          FUSE requests carry only uid and gid; the groups come\n"
+"                          from /proc, read again at once when the thread's uid\n"
+"                          or gid changes. A thread that drops groups with\n"
+"                          setgroups(2) alone keeps them here up to SEC\n"
 "    direct_io             bypass the page cache for every file (default off;\n"
 "                          O_DIRECT does the same per file)\n"
 "    direct_writes, no_direct_writes\n"
@@ -286,7 +295,8 @@ static void help(void)
 static void cmdline_free(struct cmdline *cl)
 {
 	char **strs[] = {
-		&cl->attr_timeout, &cl->entry_timeout, &cl->secret_file, &cl->config,
+		&cl->attr_timeout, &cl->entry_timeout, &cl->groups_timeout, &cl->secret_file,
+		&cl->config,
 		&cl->log_level, &cl->log_file, &cl->timeout, &cl->max_threads, &cl->readahead,
 		&cl->write_behind, &cl->rdma_mode, &cl->metrics_listen, &cl->spec, &cl->mountpoint,
 	};
@@ -386,6 +396,7 @@ static int merge_cmdline(struct rdfs_config *cfg, const struct cmdline *cl)
 	} kv[] = {
 		{ "attr_timeout", cl->attr_timeout },
 		{ "entry_timeout", cl->entry_timeout },
+		{ "groups_timeout", cl->groups_timeout },
 		{ "secret_file", cl->secret_file },
 		{ "log_level", cl->log_level },
 		{ "log_file", cl->log_file },
@@ -441,6 +452,7 @@ struct settings {
 	uint64_t write_behind;
 	int unstable_writes;
 	int rdma_mode;
+	double groups_timeout;
 };
 
 static int read_settings(const struct rdfs_config *cfg, struct settings *s)
@@ -453,6 +465,9 @@ static int read_settings(const struct rdfs_config *cfg, struct settings *s)
 		return -EINVAL;
 	v = config_get(cfg, "fuse", "entry_timeout", "1");
 	if (parse_seconds("entry_timeout", v, &s->fs.entry_timeout) < 0)
+		return -EINVAL;
+	v = config_get(cfg, "fuse", "groups_timeout", "1");
+	if (parse_seconds("groups_timeout", v, &s->groups_timeout) < 0)
 		return -EINVAL;
 	if (config_get_bool(cfg, "fuse", "direct_io", 0, &direct_io) < 0) {
 		fprintf(stderr, PROG ": invalid direct_io '%s': expected true or false\n",
@@ -852,6 +867,7 @@ int main(int argc, char *argv[])
 	if (s.readahead && (ret = readahead_set_async(mountpoint, s.readahead >> 10)) < 0)
 		log_warn(1300004, "cannot start the read-ahead thread: %s", strerror(-ret));
 
+	groups_cache_set_timeout(s.groups_timeout);
 	/* A positive return is the signal that ended the loop: a clean unmount. */
 	ret = run_session(se, &cl, &s);
 	status = ret < 0 ? EXIT_RUNTIME : EXIT_OK;

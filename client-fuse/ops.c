@@ -22,6 +22,7 @@
 
 #include "frame.h"
 #include "fuse_metrics.h"
+#include "groups_cache.h"
 #include "log.h"
 #include "rdfs_fuse.h"
 #include "session_loop.h"
@@ -55,14 +56,13 @@ static struct rdfs_dir *fi_dir(const struct fuse_file_info *fi)
 
 /*
  * The caller's credentials. FUSE requests carry only uid and gid; the
- * supplementary groups come from /proc/PID/status (fuse_req_getgroups), which
- * fails when the caller has already exited - then it gets no extra groups, which
- * can only deny, never grant, access.
+ * supplementary groups come from /proc (groups_cache.c, remembered for
+ * groups_timeout), which fails when the caller has already exited - then it
+ * gets no extra groups, which can only deny, never grant, access.
  */
 static void req_cred(fuse_req_t req, struct rdfs_cred *cr)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t groups[RDFS_MAX_GROUPS];
 	int n;
 
 	cr->uid = ctx->uid;
@@ -74,14 +74,8 @@ static void req_cred(fuse_req_t req, struct rdfs_cred *cr)
 	 * already and applying it again changes nothing.
 	 */
 	cr->umask = ctx->umask;
-	n = fuse_req_getgroups(req, RDFS_MAX_GROUPS, groups);
-	if (n < 0)
-		n = 0;
-	if (n > RDFS_MAX_GROUPS)
-		n = RDFS_MAX_GROUPS;
+	n = groups_cache_get(req, cr->groups, RDFS_MAX_GROUPS);
 	cr->ngroups = n;
-	for (int i = 0; i < n; i++)
-		cr->groups[i] = groups[i];
 }
 
 /*

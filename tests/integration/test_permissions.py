@@ -8,8 +8,11 @@ import errno
 import os
 import pickle
 import stat
+import time
 
 import pytest
+
+from conftest import fuse_only
 
 ALICE = (12345, 12345)
 BOB = (23456, 23456)
@@ -189,3 +192,95 @@ def test_setgid_cleared_by_chmod_of_non_member(workdir):
     # A member keeps it.
     ok(ALICE, lambda: os.chmod(d / "f", 0o2755), groups=[SHARED_GID])
     assert stat.S_IMODE(os.stat(d / "f").st_mode) == 0o2755
+
+
+# ------------------------------------------------------------------ remembered groups
+# rdfs-fuse reads a caller's supplementary groups from /proc and remembers them
+# per thread for groups_timeout, keyed by the thread's uid and gid too. These
+# mounts leave every check to the metaserver (no_default_permissions), so the
+# groups rdfs-fuse sends are what decides.
+
+def _groups_mount(cluster, name, timeout):
+    return cluster.mount_second(
+        cluster.dir / name,
+        opts="no_default_permissions,attr_timeout=0,entry_timeout=0,groups_timeout=%s" % timeout)
+
+
+def _group_file(pdir):
+    f = pdir / "g"
+    f.write_bytes(b"group")
+    os.chown(f, 0, SHARED_GID)
+    os.chmod(f, 0o640)
+    return f
+
+
+def _read_as(path, uid, gid, groups):
+    """Switch this process's effective ids (the saved uid stays 0) and read @path:
+    the bytes, or the errno."""
+    os.seteuid(0)
+    os.setgroups(list(groups))
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        with open(path, "rb") as fp:
+            return fp.read()
+    except OSError as e:
+        return e.errno
+
+
+def _steps(path, steps, pause=0):
+    """In one forked process (one thread id): read @path as each (uid, gid, groups)
+    in @steps, sleeping @pause seconds before each step after the first."""
+    def fn():
+        out = []
+        for i, (uid, gid, groups) in enumerate(steps):
+            if i and pause:
+                time.sleep(pause)
+            out.append(_read_as(path, uid, gid, groups))
+        return out
+    return ok((0, 0), fn)
+
+
+@fuse_only("rdfs-fuse reads groups from /proc")
+def test_groups_timeout_zero_reads_the_groups_for_every_request(cluster, pdir):
+    _group_file(pdir)
+    m = _groups_mount(cluster, "mnt-groups0", 0)
+    try:
+        g = m / pdir.name / "g"
+        assert _steps(g, [(ALICE[0], ALICE[1], [SHARED_GID]),
+                          (ALICE[0], ALICE[1], [])]) == [b"group", errno.EACCES]
+    finally:
+        cluster.unmount(m)
+
+
+@fuse_only("rdfs-fuse reads groups from /proc")
+def test_remembered_groups_follow_uid_gid_and_thread_changes(cluster, pdir):
+    _group_file(pdir)
+    m = _groups_mount(cluster, "mnt-groups", 3600)
+    try:
+        g = m / pdir.name / "g"
+        with_g = (ALICE[0], ALICE[1], [SHARED_GID])
+        # Within the timeout, a thread keeping its uid and gid keeps its groups
+        # (the documented window); a changed uid or gid reads them again at once.
+        assert _steps(g, [with_g, (ALICE[0], ALICE[1], [])]) == [b"group", b"group"]
+        assert _steps(g, [with_g, (BOB[0], ALICE[1], [])]) == [b"group", errno.EACCES]
+        assert _steps(g, [with_g, (ALICE[0], BOB[1], [])]) == [b"group", errno.EACCES]
+        # Another process of the same user, without the group, is denied at once.
+        assert _steps(g, [with_g]) == [b"group"]
+        assert _steps(g, [(ALICE[0], ALICE[1], [])]) == [errno.EACCES]
+    finally:
+        cluster.unmount(m)
+
+
+@fuse_only("rdfs-fuse reads groups from /proc")
+def test_remembered_groups_are_read_again_after_the_timeout(cluster, pdir):
+    _group_file(pdir)
+    m = _groups_mount(cluster, "mnt-groups-short", 0.2)
+    try:
+        g = m / pdir.name / "g"
+        assert _steps(g, [(ALICE[0], ALICE[1], [SHARED_GID]), (ALICE[0], ALICE[1], [])],
+                      pause=1) == [b"group", errno.EACCES]
+        assert _steps(g, [(ALICE[0], ALICE[1], []), (ALICE[0], ALICE[1], [SHARED_GID])],
+                      pause=1) == [errno.EACCES, b"group"]
+    finally:
+        cluster.unmount(m)
