@@ -39,6 +39,7 @@ struct rdfs_open_file {
 	struct list_head link;		/* on the inode's writable opens */
 	bool writable;
 	loff_t behind;			/* write-behind: the first byte not yet started */
+	bool dir_plus;			/* a directory: every page of this listing with attributes */
 };
 
 /*
@@ -544,11 +545,69 @@ static int rdfs_releasedir(struct inode *inode, struct file *file)
 	return 0;
 }
 
-/* ctx->pos: 0 ".", 1 "..", 2 + i the helper's entry i. */
+/*
+ * A listed name with its attributes, as if it had been looked up (NFS's
+ * nfs_prime_dcache): a new dentry, or a cached one of the same file refreshed.
+ * A cached name the listing contradicts is left to d_revalidate.
+ */
+static void rdfs_prime_dentry(struct dentry *parent, const struct rdfs_dev_dirent *d,
+			      const struct rdfs_dev_attr *a)
+{
+	DECLARE_WAIT_QUEUE_HEAD_ONSTACK(wq);
+	struct qstr name = QSTR_INIT(d->name, d->namelen);
+	struct dentry *dentry, *alias;
+	struct inode *inode;
+
+	if (a->ino != d->ino || !a->ino)
+		return;
+	name.hash = full_name_hash(parent, name.name, name.len);
+	dentry = d_lookup(parent, &name);
+	if (!dentry) {
+		dentry = d_alloc_parallel(parent, &name, &wq);
+		if (IS_ERR(dentry))
+			return;
+	}
+	if (!d_in_lookup(dentry)) {
+		inode = d_inode(dentry);
+		if (inode && inode->i_ino == a->ino && !((inode->i_mode ^ a->mode) & S_IFMT)) {
+			rdfs_attr_apply(inode, a);
+			dentry->d_time = jiffies;
+		}
+		dput(dentry);
+		return;
+	}
+	inode = rdfs_iget(parent->d_sb, a);
+	if (IS_ERR(inode)) {
+		d_lookup_done(dentry);
+		dput(dentry);
+		return;
+	}
+	alias = d_splice_alias(inode, dentry);
+	d_lookup_done(dentry);
+	if (alias) {
+		if (!IS_ERR(alias)) {
+			alias->d_time = jiffies;
+			dput(alias);
+		}
+	} else {
+		dentry->d_time = jiffies;
+	}
+	dput(dentry);
+	atomic64_inc(&rdfs_stats.readdir_plus_entries);
+}
+
+/*
+ * ctx->pos: 0 ".", 1 "..", 2 + i the helper's entry i. The first page comes
+ * with attributes, and so does every page of a listing begun after names of
+ * the directory were used (RDFS_I_NAMES_USED): they prime the dentry cache,
+ * so `ls -l` asks nothing per name. A listing nobody stats (find, ls -f)
+ * costs the metaserver one page of attributes.
+ */
 static int rdfs_readdir(struct file *file, struct dir_context *ctx)
 {
+	struct rdfs_open_file *of = file->private_data;
 	struct inode *inode = file_inode(file);
-	struct rdfs_dev_readdir rd;
+	struct rdfs_dev_readdir rd = {};
 	struct rdfs_dev_call c;
 	size_t off;
 	void *buf;
@@ -561,6 +620,9 @@ static int rdfs_readdir(struct file *file, struct dir_context *ctx)
 		return -ENOMEM;
 	for (;;) {
 		rd.index = ctx->pos - 2;
+		if (rd.index == 0)
+			of->dir_plus = test_and_clear_bit(RDFS_I_NAMES_USED, &RDFS_I(inode)->flags);
+		rd.flags = rd.index == 0 || of->dir_plus ? RDFS_DEV_READDIR_PLUS : 0;
 		rdfs_call_init(&c, RDFS_DEV_READDIR, inode->i_ino, rdfs_file_handle(file));
 		rdfs_call_arg(&c, &rd, sizeof(rd));
 		c.out = buf;
@@ -570,13 +632,18 @@ static int rdfs_readdir(struct file *file, struct dir_context *ctx)
 			break;
 		for (off = 0; off + sizeof(struct rdfs_dev_dirent) <= c.out_len;) {
 			struct rdfs_dev_dirent *d = buf + off;
+			size_t attr_off = RDFS_DEV_DIRENT_ATTR_OFF(d->namelen);
 
-			if (d->reclen < sizeof(*d) + d->namelen || off + d->reclen > c.out_len) {
+			if (d->reclen < attr_off || off + d->reclen > c.out_len ||
+			    ((d->flags & RDFS_DEV_DIRENT_ATTR) &&
+			     d->reclen < attr_off + sizeof(struct rdfs_dev_attr))) {
 				err = -EIO;
 				goto out;
 			}
 			if (!dir_emit(ctx, d->name, d->namelen, d->ino, d->type))
 				goto out;
+			if (d->flags & RDFS_DEV_DIRENT_ATTR)
+				rdfs_prime_dentry(file->f_path.dentry, d, (void *)d + attr_off);
 			ctx->pos++;
 			off += d->reclen;
 		}

@@ -150,6 +150,8 @@ static struct dentry *rdfs_lookup(struct inode *dir, struct dentry *dentry, unsi
 
 	if (dentry->d_name.len > NAME_MAX)
 		return ERR_PTR(-ENAMETOOLONG);
+	set_bit(RDFS_I_NAMES_USED, &RDFS_I(dir)->flags);
+	atomic64_inc(&rdfs_stats.lookups);
 	rdfs_call_init(&c, RDFS_DEV_LOOKUP, dir->i_ino, 0);
 	rdfs_call_arg(&c, dentry->d_name.name, dentry->d_name.len + 1);
 	err = rdfs_entry_call(dir, dentry, &c, &a);
@@ -544,13 +546,22 @@ static int rdfs_d_revalidate(struct dentry *dentry, unsigned int flags)
 	struct dentry *parent;
 	int err;
 
-	if (time_before(jiffies, dentry->d_time + sbi->entry_timeout))
+	if (time_before(jiffies, dentry->d_time + sbi->entry_timeout)) {
+		/* dentries and inodes are freed after a grace period */
+		rcu_read_lock();
+		dir = d_inode_rcu(READ_ONCE(dentry->d_parent));
+		if (dir && !test_bit(RDFS_I_NAMES_USED, &RDFS_I(dir)->flags))
+			set_bit(RDFS_I_NAMES_USED, &RDFS_I(dir)->flags);
+		rcu_read_unlock();
 		return 1;
+	}
 	if (flags & LOOKUP_RCU)
 		return -ECHILD;
 	parent = dget_parent(dentry);
 	dir = d_inode(parent);
 	inode = d_inode(dentry);
+	set_bit(RDFS_I_NAMES_USED, &RDFS_I(dir)->flags);
+	atomic64_inc(&rdfs_stats.lookups);
 	rdfs_call_init(&c, RDFS_DEV_LOOKUP, dir->i_ino, 0);
 	rdfs_call_arg(&c, dentry->d_name.name, dentry->d_name.len + 1);
 	c.out = &a;

@@ -86,7 +86,16 @@ struct rdfs_inode_info {
 	struct rdfs_layout *layout_read, *layout_write;
 	u64 layout_write_next;		/* where the last write layout asked for ended */
 	u64 layout_gen;			/* bumped by every forget (layout.c) */
+	unsigned long flags;		/* RDFS_I_* bits */
 };
+
+/*
+ * A directory's names were used since its last listing began (a lookup, or a
+ * cached name trusted): its next listing asks every page with attributes, not
+ * only the first (readdirplus; NFS learns the same way from its misses). Set
+ * without locks; a listing starting at its first entry tests and clears it.
+ */
+#define RDFS_I_NAMES_USED	0
 
 static inline struct rdfs_sb_info *RDFS_SB(struct super_block *sb)
 {
@@ -279,6 +288,8 @@ struct rdfs_stats {
 	atomic64_t tcp_conns, tcp_reqs;		/* alive now */
 	atomic64_t tcp_pipelined;	/* TCP requests sent behind another on their connection */
 	atomic64_t layout_calls, layout_hits;	/* layouts asked of the helper, reused */
+	atomic64_t lookups;		/* names looked up through the helper */
+	atomic64_t readdir_plus_entries;	/* names a listing brought with attributes */
 	atomic64_t read_failovers, copies_lost;
 	atomic64_t io_commits, unstable_resends;
 	atomic64_t write_behind_bytes;

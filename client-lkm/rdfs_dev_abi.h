@@ -26,9 +26,10 @@
  * values); 5: files with several copies (LAYOUT_FAILED, SEG_COPY, COPY_LOST);
  * 6: POSIX ACLs: the caller's umask in rdfs_dev_mknod;
  * 7: CREATE_OPEN (atomic_open: create and open in one call);
- * 8: IO_COMMIT (the module's unstable writes made durable)
+ * 8: IO_COMMIT (the module's unstable writes made durable);
+ * 9: readdirplus (RDFS_DEV_READDIR_PLUS, entries with attributes)
  */
-#define RDFS_DEV_ABI_VERSION	8
+#define RDFS_DEV_ABI_VERSION	9
 #define RDFS_DEV_NAME		"rdfs"
 /* Largest message either way: header + payload. */
 #define RDFS_DEV_MAX_MSG	(128u * 1024u)
@@ -151,18 +152,35 @@ struct rdfs_dev_open_reply {
 	struct rdfs_dev_attr attr;
 };
 
+/* rdfs_dev_readdir.flags: entries with their attributes, where the helper has them */
+#define RDFS_DEV_READDIR_PLUS	1u
+
 struct rdfs_dev_readdir {
 	__u64 index;		/* first entry wanted (0 = the first after . and ..) */
+	__u32 flags;		/* RDFS_DEV_READDIR_* */
+	__u32 pad;
 };
 
-/* Entries follow each other, each padded to 8 bytes; reply.val = 1 at the end. */
+/* rdfs_dev_dirent.flags: a struct rdfs_dev_attr follows the name (RDFS_DEV_DIRENT_ATTR_OFF) */
+#define RDFS_DEV_DIRENT_ATTR	1u
+
+/*
+ * Entries follow each other, each padded to 8 bytes; reply.val = 1 at the end.
+ * The helper may send attributes without being asked (the page it holds has
+ * them) and may leave them out when asked (an entry removed meanwhile).
+ */
 struct rdfs_dev_dirent {
 	__u64 ino;
-	__u16 reclen;		/* this entry, name and padding included */
+	__u16 reclen;		/* this entry, name, attributes and padding included */
 	__u16 namelen;		/* without the NUL */
-	__u32 type;		/* DT_* */
+	__u16 type;		/* DT_* */
+	__u16 flags;		/* RDFS_DEV_DIRENT_* */
 	char name[];
 };
+
+/* Where an entry's attributes start: after its name and NUL, 8-aligned. */
+#define RDFS_DEV_DIRENT_ATTR_OFF(namelen) \
+	((sizeof(struct rdfs_dev_dirent) + (namelen) + 1 + 7) & ~(__u64)7)
 
 struct rdfs_dev_statfs {
 	__u64 blocks;

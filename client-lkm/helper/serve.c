@@ -318,7 +318,8 @@ static int op_opendir(struct msg *m)
 	struct rdfs_dir *d;
 	int err;
 
-	err = rdfs_opendir(m->h->client, &m->cred, m->req->ino, &d);
+	/* the module asks the first page with attributes (readdirplus) */
+	err = rdfs_opendir_flags(m->h->client, &m->cred, m->req->ino, RDFS_DIR_PLUS, &d);
 	if (err)
 		return err;
 	memset(o, 0, sizeof(*o));
@@ -345,9 +346,10 @@ static int op_readdir(struct msg *m)
 	d = handle_get(m, m->req->handle, HANDLE_DIR);
 	if (!d)
 		return -EBADF;
+	rdfs_dir_set_plus(d, !!(rd->flags & RDFS_DEV_READDIR_PLUS));
 	for (i = rd->index;; i++) {
 		struct rdfs_dev_dirent *de = (void *)(m->out + m->out_len);
-		size_t nlen, reclen;
+		size_t nlen, reclen, attr_off;
 
 		ret = rdfs_readdir_at(d, i, &ent);
 		if (ret < 0)
@@ -357,14 +359,18 @@ static int op_readdir(struct msg *m)
 			return 0;
 		}
 		nlen = strlen(ent.name);
-		reclen = (sizeof(*de) + nlen + 1 + 7) & ~(size_t)7;
+		attr_off = RDFS_DEV_DIRENT_ATTR_OFF(nlen);
+		reclen = ent.has_attr ? attr_off + sizeof(struct rdfs_dev_attr) : attr_off;
 		if (m->out_len + reclen > room)
 			return 0;
 		de->ino = ent.ino;
 		de->reclen = reclen;
 		de->namelen = nlen;
 		de->type = IFTODT(ent.type);
+		de->flags = ent.has_attr ? RDFS_DEV_DIRENT_ATTR : 0;
 		memcpy(de->name, ent.name, nlen + 1);
+		if (ent.has_attr)
+			stat_to_attr(&ent.st, (struct rdfs_dev_attr *)((char *)de + attr_off));
 		m->out_len += reclen;
 	}
 }
