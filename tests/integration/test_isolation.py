@@ -358,10 +358,11 @@ def test_slowloris_peers(fresh_cluster):
     """On the metaserver and an I/O server at once: a peer that takes the
     AUTH_CHALLENGE and sends its AUTH_RESPONSE a byte a second is closed by the
     handshake timeout (10 s after it connected, long before its AUTH_RESPONSE
-    is in); a peer that authenticated and then sends a PING a byte a second is
-    not closed (no rule closes a client for sending slowly) and gets its PING
-    answered once the 24 bytes are in, the frame put together right. All the
-    while a normal client is served, again and again."""
+    is in); a peer that authenticated and then sends a PING a byte every half
+    second (12 s: past the handshake's timeout) is not closed (no rule closes a
+    client for sending slowly) and gets its PING answered once the 24 bytes are
+    in, the frame put together right. All the while a normal client is served,
+    again and again."""
     c = fresh_cluster
     p, data = striped_file(c)
     key = client_secret(c)
@@ -386,7 +387,7 @@ def test_slowloris_peers(fresh_cluster):
         conn = connect(port, key, timeout=60)
         t0 = time.monotonic()
         try:
-            sent, _, how = dribble(conn.sock, w.frame(w.OP_PING, tag=4242), 60)
+            sent, _, how = dribble(conn.sock, w.frame(w.OP_PING, tag=4242), 60, interval=0.5)
             reply = None
             if how == "sent":
                 conn.sock.settimeout(30)
@@ -417,8 +418,9 @@ def test_slowloris_peers(fresh_cluster):
                 port, elapsed, HANDSHAKE_S)
         sent, elapsed, how, reply = results[("authed", port)]
         assert how == "sent" and reply is not None, \
-            "port %d: an authenticated peer sending a PING a byte a second: %s after %d " \
+            "port %d: an authenticated peer sending a PING a byte per 0.5 s: %s after %d " \
             "bytes, %.1f s" % (port, how, sent, elapsed)
+        assert elapsed > HANDSHAKE_S, elapsed   # it outlasted what a handshake may take
         assert (reply["opcode"], reply["tag"], reply["status"], reply["flags"] & w.FLAG_REPLY) \
             == (w.OP_PING, 4242, 0, w.FLAG_REPLY), "port %d: %r" % (port, reply)
 
