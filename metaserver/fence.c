@@ -21,9 +21,6 @@
 #include "log.h"
 #include "ms_int.h"
 
-/* Servers one fence may name: more than any file's blocks span in practice. */
-#define FENCE_MAX_SERVERS	256
-
 void gens_init(struct ms_gens *g)
 {
 	pthread_mutex_init(&g->mu, NULL);
@@ -100,6 +97,9 @@ void gens_forget(struct ms *ms, uint64_t ino)
 
 void ms_set_fencer(struct ms *ms, ms_fence_fn fn, void *arg)
 {
+	/* what waits for a fence gets it from the fencer it was queued under */
+	if (!fn)
+		ms_set_freeing_async(ms, 0);
 	ms->fence = fn;
 	ms->fence_arg = arg;
 }
@@ -163,13 +163,19 @@ void fence_file(struct ms *ms, uint64_t ino)
 			  (unsigned long long)ino);
 }
 
-void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n)
+void fence_only(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
+		struct fence_result *r)
 {
-	uint32_t servers[FENCE_MAX_SERVERS], gen = 0;
-	int status[FENCE_MAX_SERVERS] = { 0 };
-	int ns = fence_send(ms, ino, e, n, servers, status, &gen);
+	uint32_t gen = 0;
 
-	if (ns < 0) {
+	memset(r->status, 0, sizeof(r->status));
+	r->ns = fence_send(ms, ino, e, n, r->servers, r->status, &gen);
+}
+
+void fence_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
+		const struct fence_result *r)
+{
+	if (r->ns < 0) {
 		/* never hand out blocks a capability of the old generation reaches */
 		log_error(1100003,
 			  "ino=%llu: out of memory for its fence; %zu extents stay used until "
@@ -179,14 +185,22 @@ void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t 
 	for (size_t i = 0; i < n; i++) {
 		int j, told;
 
-		for (j = 0; j < ns && servers[j] != e[i].server_id; j++)
+		for (j = 0; j < r->ns && r->servers[j] != e[i].server_id; j++)
 			;
 		/* down servers need no fence: they get a new epoch before serving again */
-		told = j < ns ? status[j] == 0 : !ms->fence || !registry_is_up(&ms->reg,
-									      e[i].server_id);
+		told = j < r->ns ? r->status[j] == 0
+				 : !ms->fence || !registry_is_up(&ms->reg, e[i].server_id);
 		/* not told: its blocks wait for its next registration (a new epoch) */
 		if (!told && registry_hold(&ms->reg, e[i].server_id, &e[i], 1) == 0)
 			continue;
 		alloc_free(&ms->alloc, e[i].server_id, e[i].block, e[i].count);
 	}
+}
+
+void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n)
+{
+	struct fence_result r;
+
+	fence_only(ms, ino, e, n, &r);
+	fence_free(ms, ino, e, n, &r);
 }

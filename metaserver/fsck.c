@@ -338,6 +338,9 @@ static int take_moment(struct fsck *f)
 	}
 	if (!ret)
 		ret = registry_copy_held(&ms->reg, &f->held, &f->nheld);
+	/* out of their files' layouts, waiting for the fence (freeing.c): held too */
+	if (!ret)
+		ret = freeing_copy(ms, &f->held, &f->nheld);
 	f->nheld_only = f->nheld;
 	if (!ret)
 		ret = quarantine_copy(&ms->quarantine, &f->held, &f->nheld);

@@ -853,8 +853,9 @@ void ms_layout_free(struct ms_layout *l)
 	l->n = 0;
 }
 
-int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
-	      uint64_t off, uint64_t len, int allocate, uint64_t handle, struct ms_layout *out)
+static int layout_once(struct ms *ms, struct ms_session *s, const struct ms_cred *cr,
+		       uint64_t ino, uint64_t off, uint64_t len, int allocate, uint64_t handle,
+		       struct ms_layout *out)
 {
 	struct ms_lockset ls;
 	struct ms_inode *in = malloc(sizeof(*in));
@@ -1022,6 +1023,17 @@ out:
 	free(a);
 	chunks_free(cs, ncs);
 	free(in);
+	return ret;
+}
+
+int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+	      uint64_t off, uint64_t len, int allocate, uint64_t handle, struct ms_layout *out)
+{
+	int ret = layout_once(ms, s, cr, ino, off, len, allocate, handle, out);
+
+	/* blocks of removed files on their way back (freeing.c) may be the space */
+	if (ret == -ENOSPC && freeing_wait(ms))
+		ret = layout_once(ms, s, cr, ino, off, len, allocate, handle, out);
 	return ret;
 }
 

@@ -469,6 +469,17 @@ typedef void (*ms_fence_fn)(void *arg, const uint32_t *servers, size_t n, uint64
 			    uint32_t gen, int *status);
 /* Set (or with NULL clear) the fencer; not while requests run. */
 void ms_set_fencer(struct ms *ms, ms_fence_fn fn, void *arg);
+/*
+ * With @on, the blocks of files gone for good (unlinked, an orphan's last
+ * close, a rename over them) are fenced and freed by a thread of their own
+ * after the operation's reply, not on its thread before it (freeing.c); an
+ * allocation short of space waits for them. Off (the default) drains what is
+ * queued first. Needs the fencer, which must stay set while it is on.
+ * 0 or -errno (no thread).
+ */
+int ms_set_freeing_async(struct ms *ms, int on);
+/* Files queued for their fence so far, files fenced and freed, blocks waiting. */
+void ms_freeing_stats(struct ms *ms, uint64_t *queued, uint64_t *done, uint64_t *blocks);
 /* The layout generation of @ino now (capabilities carry it). */
 uint32_t ms_file_gen(struct ms *ms, uint64_t ino);
 /* Blocks of server @id waiting for it to register again (a fence it missed). */

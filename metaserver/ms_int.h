@@ -254,6 +254,56 @@ void gens_destroy(struct ms_gens *g);
  * registers again. Caller holds the inode lock.
  */
 void fence_and_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n);
+
+/* Servers one fence may name: more than any file's blocks span in practice. */
+#define FENCE_MAX_SERVERS	256
+
+/* What fence_only() told, for fence_free(). */
+struct fence_result {
+	uint32_t servers[FENCE_MAX_SERVERS];
+	int status[FENCE_MAX_SERVERS];
+	int ns;				/* servers told, or -ENOMEM: free nothing */
+};
+
+/*
+ * fence_and_free() in two steps, for freeing.c: fence @ino on the up servers
+ * of @e (no lock needed for an inode gone for good), then, with blocks_rw
+ * held shared, return the blocks as fence_and_free() does.
+ */
+void fence_only(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
+		struct fence_result *r);
+void fence_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
+		const struct fence_result *r);
+
+/* ---------------------------------------------------------------- freeing (freeing.c) */
+
+struct freeing_item;
+
+struct ms_freeing {
+	pthread_mutex_t mu;		/* everything below but thread and running */
+	pthread_cond_t work;		/* an item queued, or stopping */
+	pthread_cond_t drained;		/* the queue became empty */
+	struct freeing_item *head, **tail;
+	uint64_t blocks;		/* in the queue */
+	uint64_t queued, done;		/* items, ever */
+	int stopping;
+	pthread_t thread;
+	int running;			/* ms_set_freeing_async(): not under mu */
+};
+
+void freeing_init(struct ms_freeing *fr);
+void freeing_destroy(struct ms_freeing *fr);
+/*
+ * Queue purged inode @ino's freed extents @e (taken over on success; the
+ * caller holds blocks_rw shared). 0, or -ESRCH (not async) / -ENOMEM: the
+ * caller frees them itself.
+ */
+int freeing_queue(struct ms *ms, uint64_t ino, struct ms_ext *e, size_t n);
+/* Append the queued extents to @out (fsck, under blocks_rw exclusive). */
+int freeing_copy(struct ms *ms, struct ms_ext **out, size_t *n);
+/* Wait until nothing is queued; 1 if anything was, 0 if the queue was empty. */
+int freeing_wait(struct ms *ms);
+uint64_t ext_blocks(const struct ms_ext *e, size_t n);
 /* Fence @ino on every up server (rights may have been taken away). Inode lock held. */
 void fence_file(struct ms *ms, uint64_t ino);
 /* @ino is gone for good: no capability will name it again. */
@@ -515,6 +565,7 @@ struct ms {
 	struct ms_registry reg;
 	struct ms_nodes nodes;
 	struct ms_gens gens;
+	struct ms_freeing freeing;	/* blocks of purged inodes awaiting their fence */
 	ms_fence_fn fence;		/* ms_set_fencer(); NULL: blocks freed at once */
 	void *fence_arg;
 	struct ms_opentab opentab;

@@ -247,7 +247,19 @@ int ns_write_freeing(struct ms *ms, struct ms_batch *mb, struct ms_freelist *f)
 
 void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 {
-	/* a capability of the file may still name them: fenced first (fence.c) */
+	int queued = 0;
+
+	/*
+	 * A capability of the file may still name them: fenced first (fence.c),
+	 * after the reply when the file is gone for good and freeing is async
+	 * (freeing.c, which forgets its generation after the fence).
+	 */
+	if (commit && f->n && f->inodes && f->busy &&
+	    freeing_queue(ms, f->ino, f->e, f->n) == 0) {
+		queued = 1;
+		f->e = NULL;
+		f->n = f->cap = 0;
+	}
 	if (commit && f->n)
 		fence_and_free(ms, f->ino, f->e, f->n);
 	if (f->busy)
@@ -255,7 +267,8 @@ void freelist_release(struct ms *ms, struct ms_freelist *f, int commit)
 	f->busy = 0;
 	if (commit && f->inodes) {
 		atomic_fetch_sub(&ms->nfiles, f->inodes);
-		gens_forget(ms, f->ino);
+		if (!queued)
+			gens_forget(ms, f->ino);
 	}
 	free(f->e);
 	f->e = NULL;
@@ -453,6 +466,7 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	pthread_mutex_init(&ms->reg.mu, NULL);
 	pthread_mutex_init(&ms->nodes.mu, NULL);
 	gens_init(&ms->gens);
+	freeing_init(&ms->freeing);
 	pthread_mutex_init(&ms->high_mu, NULL);
 	{
 		pthread_rwlockattr_t ra;
@@ -562,6 +576,8 @@ void ms_close(struct ms *ms)
 {
 	if (!ms)
 		return;
+	/* the queue needs the registry and the maps */
+	ms_set_freeing_async(ms, 0);
 	if (ms->db)
 		leveldb_close(ms->db);
 	leveldb_options_destroy(ms->opts);
@@ -571,6 +587,7 @@ void ms_close(struct ms *ms)
 	leveldb_writeoptions_destroy(ms->wsync);
 	registry_destroy(&ms->reg);
 	nodes_destroy(&ms->nodes);
+	freeing_destroy(&ms->freeing);
 	gens_destroy(&ms->gens);
 	quarantine_destroy(&ms->quarantine);
 	pthread_rwlock_destroy(&ms->blocks_rw);

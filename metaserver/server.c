@@ -329,6 +329,9 @@ int ms_server_create(struct ms *ms, const struct ms_server_opts *o, struct ms_se
 		log_warn(1100064,
 			 "metrics: cannot register the server's families; some are missing");
 	ms_set_fencer(ms, fence_counted, srv);
+	/* removes reply before their fence; their blocks follow it (freeing.c) */
+	if (ms_set_freeing_async(ms, 1))
+		log_warn(1100068, "cannot start the freeing thread: removes wait for their fence");
 	/* ... and the rebuilder copies between I/O servers through it */
 	ms_set_copier(ms, ms_zeroer_copy, srv->zeroer);
 	pthread_cond_init(&srv->rebuilder_cv, NULL);

@@ -5,12 +5,17 @@
  * the allocator has them again, open file or not; a server the fence does not
  * reach keeps them until it registers again (with a new epoch); a chmod that
  * takes rights away fences too; reused blocks are zeroed; and the high-water
- * mark a volume's first registration sets, pristine or not.
+ * mark a volume's first registration sets, pristine or not. With async freeing
+ * (freeing.c), a remove replies before its fence and its blocks still wait
+ * for it, held in fsck's eyes, and an allocation short of space waits too.
  */
 #include <errno.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "ms_fixture.h"
@@ -20,7 +25,7 @@ namespace {
 /*
  * Stands in for the I/O servers' FENCE: records each fence and what the
  * allocator had free when it came (blocks must not be free before it), and
- * fails for the servers in @fail.
+ * fails for the servers in @fail. While @closed, a fence waits (a slow server).
  */
 struct FenceLog {
 	struct Fence {
@@ -33,14 +38,17 @@ struct FenceLog {
 	std::vector<Fence> fences;
 	std::set<uint32_t> fail;
 	struct ms *ms = nullptr;
+	bool closed = false;
+	std::condition_variable opened;
 
 	static void fn(void *arg, const uint32_t *servers, size_t n, uint64_t ino, uint32_t gen,
 		       int *status)
 	{
 		FenceLog *f = static_cast<FenceLog *>(arg);
 		struct ms_statfs st;
-		std::lock_guard<std::mutex> g(f->mu);
+		std::unique_lock<std::mutex> g(f->mu);
 
+		f->opened.wait(g, [f] { return !f->closed; });
 		ms_statfs(f->ms, &st);
 		f->fences.push_back({ ino, gen, std::vector<uint32_t>(servers, servers + n),
 				      st.free_blocks });
@@ -74,6 +82,7 @@ protected:
 
 	void TearDown() override
 	{
+		gate(false);
 		if (other)
 			ms_session_close(ms, other);
 		other = nullptr;
@@ -94,6 +103,19 @@ protected:
 		EXPECT_EQ(ms_layout(ms, s, &root, a.ino, 0, nblocks * 4096, 1, *h, &l), 0);
 		ms_layout_free(&l);
 		return a.ino;
+	}
+
+	/* A closed file named @name whose @nblocks blocks are written; its ino. */
+	uint64_t make_written_file(const char *name, uint64_t nblocks)
+	{
+		uint64_t h;
+		uint64_t f = make_open_file(sess, name, nblocks, &h);
+		struct ms_range w = { 0, nblocks * 4096 };
+		struct ms_attr a;
+
+		EXPECT_EQ(ms_commit(ms, sess, &root, f, nblocks * 4096, 0, &w, 1, h, &a), 0);
+		EXPECT_EQ(ms_release(ms, sess, h), 0);
+		return f;
 	}
 
 	/* Allocate @nblocks blocks for @ino (no handle); the blocks it got, or -errno. */
@@ -159,6 +181,15 @@ protected:
 		EXPECT_EQ(ms_layout(ms, sess, &root, ino, 0, 4096, 0, 0, &l), 0);
 		ms_layout_free(&l);
 		return l.gen;
+	}
+
+	/* Hold every fence (a slow I/O server) until gate(false). */
+	void gate(bool closed)
+	{
+		std::lock_guard<std::mutex> g(fences.mu);
+
+		fences.closed = closed;
+		fences.opened.notify_all();
 	}
 
 	std::vector<FenceLog::Fence> fenced()
@@ -451,4 +482,71 @@ TEST_F(MsRegisterMarkTest, ReregistrationKeepsTheMark)
 	EXPECT_EQ(add_server("dirty", 1000, nullptr, true), dirty);
 	EXPECT_EQ(mark(clean), 0u);
 	EXPECT_EQ(mark(dirty), 1000u);
+}
+
+TEST_F(MsFenceTest, AsyncRemoveRepliesBeforeItsFenceAndFreesOnlyAfterIt)
+{
+	uint64_t queued, done, blocks;
+
+	ASSERT_EQ(ms_set_freeing_async(ms, 1), 0);
+	uint64_t f = make_written_file("f", 10);
+	fenced();
+	gate(true);
+	/* the server has not answered the fence: the remove is done anyway */
+	ASSERT_EQ(ms_unlink(ms, &root, 1, "f"), 0);
+	EXPECT_EQ(free_blocks(), kBlocks - 10) << "freed before their fence";
+	ms_freeing_stats(ms, &queued, &done, &blocks);
+	EXPECT_EQ(queued, 1u);
+	EXPECT_EQ(blocks, 10u);
+
+	/* fsck counts them as held, not leaked */
+	struct ms_session *srv = ms_session_new(ms, "server");
+	struct ms_fsck_report rep;
+	ASSERT_EQ(ms_fsck(ms, srv, 0, 0, 10, &rep), 0);
+	EXPECT_EQ(rep.problems, 0u);
+	EXPECT_EQ(rep.blocks_held, 10u);
+	ms_fsck_report_free(&rep);
+	ms_session_close(ms, srv);
+
+	/* the fence is answered: then, and only then, they are free */
+	gate(false);
+	ASSERT_EQ(ms_set_freeing_async(ms, 0), 0);	/* drains the queue */
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].ino, f);
+	EXPECT_EQ(fs[0].free_then, kBlocks - 10) << "blocks were free before their fence";
+	EXPECT_EQ(free_blocks(), kBlocks);
+	ms_freeing_stats(ms, &queued, &done, &blocks);
+	EXPECT_EQ(done, 1u);
+	EXPECT_EQ(blocks, 0u);
+}
+
+TEST_F(MsFenceTest, AsyncAllocationShortOfSpaceWaitsForRemovedFilesBlocks)
+{
+	ASSERT_EQ(ms_set_freeing_async(ms, 1), 0);
+	make_written_file("f", kBlocks);
+	gate(true);
+	ASSERT_EQ(ms_unlink(ms, &root, 1, "f"), 0);
+	uint64_t g = mkfile(1, "g");
+	/* the server answers later; the allocation meanwhile must not fail ENOSPC */
+	std::thread answer([this] {
+		std::this_thread::sleep_for(std::chrono::milliseconds(300));
+		gate(false);
+	});
+	int ret = alloc(g, kBlocks);
+	answer.join();
+	EXPECT_EQ(ret, 0);
+	EXPECT_EQ(free_blocks(), 0u);
+}
+
+TEST_F(MsFenceTest, AsyncFreeingOfAServerThatMissedTheFenceWaitsForItsRegistration)
+{
+	ASSERT_EQ(ms_set_freeing_async(ms, 1), 0);
+	make_written_file("f", 10);
+	fences.fail.insert(id);
+	ASSERT_EQ(ms_unlink(ms, &root, 1, "f"), 0);
+	ASSERT_EQ(ms_set_freeing_async(ms, 0), 0);
+	EXPECT_EQ(free_blocks(), kBlocks - 10) << "freed although the server was not told";
+	EXPECT_EQ(ms_blocks_held(ms, id), 10u);
+	fences.fail.clear();
 }
