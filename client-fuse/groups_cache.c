@@ -44,6 +44,11 @@ static int64_t groups_ttl_ns = 1000000000;
 
 void groups_cache_set_timeout(double seconds)
 {
+	/* an hour at most: and no conversion of inf or nan */
+	if (!(seconds > 0))
+		seconds = 0;
+	else if (seconds > 3600)
+		seconds = 3600;
 	groups_ttl_ns = (int64_t)(seconds * 1e9);
 }
 

@@ -547,8 +547,10 @@ static int rdfs_releasedir(struct inode *inode, struct file *file)
 
 /*
  * A listed name with its attributes, as if it had been looked up (NFS's
- * nfs_prime_dcache): a new dentry, or a cached one of the same file refreshed.
- * A cached name the listing contradicts is left to d_revalidate.
+ * nfs_prime_dcache), for names this mount does not know yet: the page the
+ * helper answers from may be older than what this mount learned since (its
+ * own writes, a rewinddir of a long-open stream), so a cached dentry, and a
+ * cached inode's attributes, are left as they are.
  */
 static void rdfs_prime_dentry(struct dentry *parent, const struct rdfs_dev_dirent *d,
 			      const struct rdfs_dev_attr *a)
@@ -562,21 +564,18 @@ static void rdfs_prime_dentry(struct dentry *parent, const struct rdfs_dev_diren
 		return;
 	name.hash = full_name_hash(parent, name.name, name.len);
 	dentry = d_lookup(parent, &name);
-	if (!dentry) {
-		dentry = d_alloc_parallel(parent, &name, &wq);
-		if (IS_ERR(dentry))
-			return;
-	}
-	if (!d_in_lookup(dentry)) {
-		inode = d_inode(dentry);
-		if (inode && inode->i_ino == a->ino && !((inode->i_mode ^ a->mode) & S_IFMT)) {
-			rdfs_attr_apply(inode, a);
-			dentry->d_time = jiffies;
-		}
+	if (dentry) {
 		dput(dentry);
 		return;
 	}
-	inode = rdfs_iget(parent->d_sb, a);
+	dentry = d_alloc_parallel(parent, &name, &wq);
+	if (IS_ERR(dentry))
+		return;
+	if (!d_in_lookup(dentry)) {
+		dput(dentry);
+		return;
+	}
+	inode = rdfs_iget_keep(parent->d_sb, a);
 	if (IS_ERR(inode)) {
 		d_lookup_done(dentry);
 		dput(dentry);
@@ -594,6 +593,16 @@ static void rdfs_prime_dentry(struct dentry *parent, const struct rdfs_dev_diren
 	}
 	dput(dentry);
 	atomic64_inc(&rdfs_stats.readdir_plus_entries);
+}
+
+/* A name a helper may hand to the dcache: one component, not "." or "..". */
+static bool rdfs_dirent_name_ok(const struct rdfs_dev_dirent *d)
+{
+	if (d->namelen == 0 || d->namelen > NAME_MAX || memchr(d->name, '/', d->namelen) ||
+	    memchr(d->name, '\0', d->namelen))
+		return false;
+	return !(d->name[0] == '.' &&
+		 (d->namelen == 1 || (d->namelen == 2 && d->name[1] == '.')));
 }
 
 /*
@@ -634,9 +643,10 @@ static int rdfs_readdir(struct file *file, struct dir_context *ctx)
 			struct rdfs_dev_dirent *d = buf + off;
 			size_t attr_off = RDFS_DEV_DIRENT_ATTR_OFF(d->namelen);
 
-			if (d->reclen < attr_off || off + d->reclen > c.out_len ||
+			if (d->reclen < attr_off || d->reclen % 8 || off + d->reclen > c.out_len ||
 			    ((d->flags & RDFS_DEV_DIRENT_ATTR) &&
-			     d->reclen < attr_off + sizeof(struct rdfs_dev_attr))) {
+			     d->reclen < attr_off + sizeof(struct rdfs_dev_attr)) ||
+			    !rdfs_dirent_name_ok(d)) {
 				err = -EIO;
 				goto out;
 			}

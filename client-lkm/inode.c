@@ -59,14 +59,16 @@ void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a)
 	ri->attr_time = jiffies;
 }
 
-struct inode *rdfs_iget(struct super_block *sb, const struct rdfs_dev_attr *a)
+static struct inode *rdfs_iget_cond(struct super_block *sb, const struct rdfs_dev_attr *a,
+				    bool apply_cached)
 {
 	struct inode *inode = iget_locked(sb, a->ino);
 
 	if (!inode)
 		return ERR_PTR(-ENOMEM);
 	if (!(inode->i_state & I_NEW)) {
-		rdfs_attr_apply(inode, a);
+		if (apply_cached)
+			rdfs_attr_apply(inode, a);
 		return inode;
 	}
 	inode->i_mode = a->mode;
@@ -94,6 +96,16 @@ struct inode *rdfs_iget(struct super_block *sb, const struct rdfs_dev_attr *a)
 	rdfs_attr_apply(inode, a);
 	unlock_new_inode(inode);
 	return inode;
+}
+
+struct inode *rdfs_iget(struct super_block *sb, const struct rdfs_dev_attr *a)
+{
+	return rdfs_iget_cond(sb, a, true);
+}
+
+struct inode *rdfs_iget_keep(struct super_block *sb, const struct rdfs_dev_attr *a)
+{
+	return rdfs_iget_cond(sb, a, false);
 }
 
 int rdfs_revalidate_attr(struct inode *inode, bool force)

@@ -138,6 +138,8 @@ extern const struct inode_operations rdfs_symlink_iops;
 extern const struct dentry_operations rdfs_dentry_ops;
 extern const struct xattr_handler *rdfs_xattr_handlers[];
 struct inode *rdfs_iget(struct super_block *sb, const struct rdfs_dev_attr *a);
+/* As rdfs_iget(), but an inode already cached keeps its attributes (@a may be old). */
+struct inode *rdfs_iget_keep(struct super_block *sb, const struct rdfs_dev_attr *a);
 void rdfs_attr_apply(struct inode *inode, const struct rdfs_dev_attr *a);
 int rdfs_revalidate_attr(struct inode *inode, bool force);
 

@@ -72,8 +72,7 @@ static void *freeing_main(void *arg)
 			fr->tail = &fr->head;
 		fr->blocks -= ext_blocks(it->e, it->n);
 		fr->done++;
-		if (!fr->head)
-			pthread_cond_broadcast(&fr->drained);
+		pthread_cond_broadcast(&fr->drained);
 		pthread_mutex_unlock(&fr->mu);
 		pthread_rwlock_unlock(&ms->blocks_rw);
 		gens_forget(ms, it->ino);
@@ -188,10 +187,13 @@ int freeing_copy(struct ms *ms, struct ms_ext **out, size_t *n)
 int freeing_wait(struct ms *ms)
 {
 	struct ms_freeing *fr = &ms->freeing;
+	uint64_t target;
 	int waited = 0;
 
 	pthread_mutex_lock(&fr->mu);
-	while (fr->head) {
+	/* what is queued now; removes that keep coming must not hold us forever */
+	target = fr->queued;
+	while (fr->done < target) {
 		waited = 1;
 		pthread_cond_wait(&fr->drained, &fr->mu);
 	}

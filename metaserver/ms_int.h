@@ -282,7 +282,7 @@ struct freeing_item;
 struct ms_freeing {
 	pthread_mutex_t mu;		/* everything below but thread and running */
 	pthread_cond_t work;		/* an item queued, or stopping */
-	pthread_cond_t drained;		/* the queue became empty */
+	pthread_cond_t drained;		/* an item was fenced and freed */
 	struct freeing_item *head, **tail;
 	uint64_t blocks;		/* in the queue */
 	uint64_t queued, done;		/* items, ever */
@@ -301,7 +301,7 @@ void freeing_destroy(struct ms_freeing *fr);
 int freeing_queue(struct ms *ms, uint64_t ino, struct ms_ext *e, size_t n);
 /* Append the queued extents to @out (fsck, under blocks_rw exclusive). */
 int freeing_copy(struct ms *ms, struct ms_ext **out, size_t *n);
-/* Wait until nothing is queued; 1 if anything was, 0 if the queue was empty. */
+/* Wait until what is queued now is freed; 1 if anything was, 0 if nothing. */
 int freeing_wait(struct ms *ms);
 uint64_t ext_blocks(const struct ms_ext *e, size_t n);
 /* Fence @ino on every up server (rights may have been taken away). Inode lock held. */
