@@ -11,7 +11,10 @@
  * (default 1), keyed by the thread id together with its uid and gid: a
  * thread that changes its uid or gid is read afresh at once. What the window
  * allows: a thread that drops supplementary groups with setgroups(2) alone
- * and keeps its uid and gid keeps them here for up to groups_timeout. NFS
+ * and keeps its uid and gid keeps them here for up to groups_timeout, and so
+ * does a new process of the same uid and gid given a thread id reused within
+ * the window (pid_max is often 32768; a liveness check through a pidfd would
+ * close that, at a syscall per request). NFS
  * servers that resolve groups themselves (--manage-gids) keep them for much
  * longer; groups_timeout=0 reads them for every request, as before.
  *
