@@ -284,3 +284,60 @@ def test_remembered_groups_are_read_again_after_the_timeout(cluster, pdir):
                       pause=1) == [errno.EACCES, b"group"]
     finally:
         cluster.unmount(m)
+
+
+def _read_in_child(path, groups, want_pid=None):
+    """Fork a child that becomes ALICE with @groups and reads @path: (its pid,
+    the bytes or the errno); with @want_pid, a child given another pid reports
+    None instead of reading."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            res = None
+            if want_pid is None or os.getpid() == want_pid:
+                os.setgroups(list(groups))
+                os.setresgid(ALICE[1], ALICE[1], ALICE[1])
+                os.setresuid(ALICE[0], ALICE[0], ALICE[0])
+                try:
+                    with open(path, "rb") as fp:
+                        res = fp.read()
+                except OSError as e:
+                    res = e.errno
+            os.write(w, pickle.dumps(res))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        data += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    return pid, pickle.loads(data)
+
+
+@fuse_only("rdfs-fuse reads groups from /proc")
+def test_a_reused_thread_id_does_not_inherit_remembered_groups(cluster, pdir):
+    """A process that exits leaves its groups remembered for groups_timeout; a new
+    process of the same uid and gid that gets the same id (ns_last_pid makes the
+    kernel hand it out again) must be read afresh, not given them."""
+    _group_file(pdir)
+    m = _groups_mount(cluster, "mnt-groups-reuse", 3600)
+    try:
+        g = m / pdir.name / "g"
+        for _ in range(10):
+            pid_a, res = _read_in_child(g, [SHARED_GID])
+            assert res == b"group"
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid_a - 1))
+            pid_b, res = _read_in_child(g, [], want_pid=pid_a)
+            if pid_b == pid_a:
+                assert res == errno.EACCES, "the reused id got the exited process's groups"
+                return
+        pytest.skip("the kernel gave the id to someone else ten times")
+    finally:
+        cluster.unmount(m)
