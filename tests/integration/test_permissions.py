@@ -19,26 +19,29 @@ BOB = (23456, 23456)
 SHARED_GID = 4242
 
 
-def as_user(user, fn, groups=()):
-    """Run @fn() as @user (uid, gid) with supplementary @groups.
+def _become(user, fn, groups):
+    """In a child: become @user with @groups and run @fn(): ("ok", value),
+    ("errno", n) or ("exception", text) for a bug in the test itself."""
+    try:
+        os.setgroups(list(groups))
+        os.setresgid(user[1], user[1], user[1])
+        os.setresuid(user[0], user[0], user[0])
+        return ("ok", fn())
+    except OSError as e:
+        return ("errno", e.errno)
+    except BaseException as e:
+        return ("exception", repr(e))
 
-    Returns ("ok", value) or ("errno", n).
-    """
+
+def _in_child(body):
+    """Run @body() in a forked child: (its pid, what it returned, unpickled;
+    None if the child exec'd something or died instead of returning)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            try:
-                os.setgroups(list(groups))
-                os.setresgid(user[1], user[1], user[1])
-                os.setresuid(user[0], user[0], user[0])
-                res = ("ok", fn())
-            except OSError as e:
-                res = ("errno", e.errno)
-            except BaseException as e:          # a bug in the test itself
-                res = ("exception", repr(e))
-            os.write(w, pickle.dumps(res))
+            os.write(w, pickle.dumps(body()))
         finally:
             os._exit(0)
     os.close(w)
@@ -50,9 +53,17 @@ def as_user(user, fn, groups=()):
         data += b
     os.close(r)
     os.waitpid(pid, 0)
-    if not data:        # the child exec'd something (or died) instead of returning
+    return pid, pickle.loads(data) if data else None
+
+
+def as_user(user, fn, groups=()):
+    """Run @fn() as @user (uid, gid) with supplementary @groups.
+
+    Returns ("ok", value) or ("errno", n).
+    """
+    _, res = _in_child(lambda: _become(user, fn, groups))
+    if res is None:
         return ("ok", "no result from the child")
-    res = pickle.loads(data)
     assert res[0] != "exception", res[1]
     return res
 
@@ -290,34 +301,20 @@ def _read_in_child(path, groups, want_pid=None):
     """Fork a child that becomes ALICE with @groups and reads @path: (its pid,
     the bytes or the errno); with @want_pid, a child given another pid reports
     None instead of reading."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            res = None
-            if want_pid is None or os.getpid() == want_pid:
-                os.setgroups(list(groups))
-                os.setresgid(ALICE[1], ALICE[1], ALICE[1])
-                os.setresuid(ALICE[0], ALICE[0], ALICE[0])
-                try:
-                    with open(path, "rb") as fp:
-                        res = fp.read()
-                except OSError as e:
-                    res = e.errno
-            os.write(w, pickle.dumps(res))
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while True:
-        b = os.read(r, 65536)
-        if not b:
-            break
-        data += b
-    os.close(r)
-    os.waitpid(pid, 0)
-    return pid, pickle.loads(data)
+    def read():
+        with open(path, "rb") as fp:
+            return fp.read()
+
+    def body():
+        if want_pid is not None and os.getpid() != want_pid:
+            return None
+        return _become(ALICE, read, groups)
+
+    pid, res = _in_child(body)
+    if res is not None:
+        assert res[0] != "exception", res[1]
+        res = res[1]
+    return pid, res
 
 
 @fuse_only("rdfs-fuse reads groups from /proc")
