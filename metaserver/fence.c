@@ -170,6 +170,7 @@ void fence_only(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
 
 	memset(r->status, 0, sizeof(r->status));
 	r->ns = fence_send(ms, ino, e, n, r->servers, r->status, &gen);
+	r->capped = r->ns == FENCE_MAX_SERVERS;
 }
 
 void fence_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
@@ -187,9 +188,17 @@ void fence_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
 
 		for (j = 0; j < r->ns && r->servers[j] != e[i].server_id; j++)
 			;
-		/* down servers need no fence: they get a new epoch before serving again */
-		told = j < r->ns ? r->status[j] == 0
-				 : !ms->fence || !registry_is_up(&ms->reg, e[i].server_id);
+		/*
+		 * Not asked because it was down when the fence went out: it gets
+		 * a new epoch before serving again, even if that happened since
+		 * (freeing.c fences and frees apart). Only past the cap may an up
+		 * server have gone unasked.
+		 */
+		if (j < r->ns)
+			told = r->status[j] == 0;
+		else
+			told = !ms->fence || !r->capped ||
+			       !registry_is_up(&ms->reg, e[i].server_id);
 		/* not told: its blocks wait for its next registration (a new epoch) */
 		if (!told && registry_hold(&ms->reg, e[i].server_id, &e[i], 1) == 0)
 			continue;

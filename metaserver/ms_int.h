@@ -263,6 +263,7 @@ struct fence_result {
 	uint32_t servers[FENCE_MAX_SERVERS];
 	int status[FENCE_MAX_SERVERS];
 	int ns;				/* servers told, or -ENOMEM: free nothing */
+	int capped;			/* more up servers than FENCE_MAX_SERVERS */
 };
 
 /*

@@ -40,6 +40,8 @@ struct FenceLog {
 	struct ms *ms = nullptr;
 	bool closed = false;
 	std::condition_variable opened;
+	int held = 0;			/* fences waiting at the gate now */
+	std::condition_variable arrived;
 
 	static void fn(void *arg, const uint32_t *servers, size_t n, uint64_t ino, uint32_t gen,
 		       int *status)
@@ -48,7 +50,10 @@ struct FenceLog {
 		struct ms_statfs st;
 		std::unique_lock<std::mutex> g(f->mu);
 
+		f->held++;
+		f->arrived.notify_all();
 		f->opened.wait(g, [f] { return !f->closed; });
+		f->held--;
 		ms_statfs(f->ms, &st);
 		f->fences.push_back({ ino, gen, std::vector<uint32_t>(servers, servers + n),
 				      st.free_blocks });
@@ -549,4 +554,39 @@ TEST_F(MsFenceTest, AsyncFreeingOfAServerThatMissedTheFenceWaitsForItsRegistrati
 	EXPECT_EQ(free_blocks(), kBlocks - 10) << "freed although the server was not told";
 	EXPECT_EQ(ms_blocks_held(ms, id), 10u);
 	fences.fail.clear();
+}
+
+TEST_F(MsFenceTest, AsyncFreeingOfAServerDownAtItsFenceFreesEvenIfItIsBackSince)
+{
+	struct ms_session *p, *q;
+
+	/* a 2 MiB file striped over p and q (vol is down, too small to stripe) */
+	ms_session_close(ms, io);
+	io = nullptr;
+	uint32_t pid = add_server("p", 1024, &p), qid = add_server("q", 1024, &q);
+	uint64_t f = mkfile(1, "f");
+	ASSERT_EQ(alloc(f, 512), 0);
+	ASSERT_LT(MsTest::free_blocks(qid), 1024u);
+	ASSERT_EQ(ms_set_freeing_async(ms, 1), 0);
+
+	/* q is down when the fence goes out; p holds the fence open */
+	gate(true);
+	ms_session_close(ms, q);
+	ASSERT_EQ(ms_unlink(ms, &root, 1, "f"), 0);
+	{
+		std::unique_lock<std::mutex> g(fences.mu);
+		fences.arrived.wait(g, [this] { return fences.held > 0; });
+	}
+	/* q registers again before the blocks are freed: a new epoch all the same */
+	EXPECT_EQ(add_server("q", 1024, &q), qid);
+	gate(false);
+	ASSERT_EQ(ms_set_freeing_async(ms, 0), 0);
+	auto fs = fenced();
+	ASSERT_EQ(fs.size(), 1u);
+	EXPECT_EQ(fs[0].servers, std::vector<uint32_t>{ pid });
+	EXPECT_EQ(ms_blocks_held(ms, qid), 0u) << "held for a registration that has been";
+	EXPECT_EQ(MsTest::free_blocks(qid), 1024u);
+	EXPECT_EQ(MsTest::free_blocks(pid), 1024u);
+	ms_session_close(ms, p);
+	ms_session_close(ms, q);
 }
