@@ -183,9 +183,19 @@ UNIT_BINS := $(BUILD)/tests/test_lib $(BUILD)/tests/test_metaserver \
              $(BUILD)/tests/test_ioserver $(BUILD)/tests/test_client \
              $(if $(wildcard tests/unit/bench_*.cc),$(BUILD)/tests/test_bench)
 
-$(BUILD)/obj/tests/%.o: tests/%.cc $(PB_H)
+# googletest's headers, precompiled once per build directory (with that
+# build's flags, which a .gch must match) and used by every test object.
+UNIT_PCH := $(BUILD)/pch/unit.h
+$(UNIT_PCH): tests/unit/pch.h
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(RDFS_CXXFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
+	cp $< $@
+$(UNIT_PCH).gch: $(UNIT_PCH)
+	$(CXX) $(CPPFLAGS) $(RDFS_CXXFLAGS) $(CXXFLAGS) -x c++-header $< -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.cc $(PB_H) $(UNIT_PCH).gch
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(RDFS_CXXFLAGS) $(CXXFLAGS) -Winvalid-pch -include $(UNIT_PCH) \
+		-MMD -MP -c $< -o $@
 
 tobj = $(patsubst tests/%.cc,$(BUILD)/obj/tests/%.o,$(wildcard tests/unit/$(1)_*.cc))
 
