@@ -10,7 +10,9 @@
  * cost one fsync, not N. LevelDB does the same internally, but says nothing of
  * it; doing it here counts exactly how many mutations each sync carried
  * (rdfs_ms_sync_batch_mutations) and keeps the promise visible: a reply is sent
- * only after the write that carried its batch returned.
+ * only after the write that carried its batch returned. A batch marked nosync
+ * (an allocation for writing: its COMMIT's sync will carry it) is written
+ * without a sync when nothing else in its group needs one.
  *
  * The leader is also where quota usage is counted (quota.c): it applies the
  * usage changes of the batches it carries, in queue order, to the table in
@@ -56,7 +58,7 @@ void group_commit_destroy(struct ms_group_commit *gc)
  * its quota changes move (into the first waiter's batch when it is alone);
  * 0, -EIO or -ENOMEM.
  */
-static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
+static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n, int *synced)
 {
 	leveldb_writebatch_t *all = group->mb->b;
 	struct quota_commit qc;
@@ -65,6 +67,9 @@ static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
 	int ret = 0;
 
 	*n = 1;
+	*synced = 0;
+	for (w = group; w && !*synced; w = w->next)
+		*synced = !w->mb->nosync;
 	if (group->next) {
 		all = leveldb_writebatch_create();
 		*n = 0;
@@ -81,7 +86,7 @@ static int write_group(struct ms *ms, struct gc_waiter *group, uint64_t *n)
 		log_error(1100008, "leveldb write: failed on purpose (ms_debug_fail_writes)");
 		ret = -EIO;
 	} else if (!ret) {
-		leveldb_write(ms->db, ms->wsync, all, &err);
+		leveldb_write(ms->db, *synced ? ms->wsync : ms->wnosync, all, &err);
 		if (err) {
 			log_error(1100009, "leveldb write: %s", err);
 			leveldb_free(err);
@@ -109,7 +114,7 @@ int group_commit_write(struct ms *ms, struct ms_batch *mb)
 	while (!self.done) {
 		struct gc_waiter *group, *w, *next;
 		uint64_t t0 = 0, n;
-		int ret;
+		int ret, synced;
 
 		if (gc->leading) {
 			pthread_cond_wait(&gc->cv, &gc->mu);
@@ -124,13 +129,17 @@ int group_commit_write(struct ms *ms, struct ms_batch *mb)
 
 		if (m->sync_seconds)
 			t0 = metrics_now_ns();
-		ret = write_group(ms, group, &n);
-		if (m->sync_seconds) {
-			metrics_observe(m->sync_seconds, 0, metrics_now_ns() - t0);
-			metrics_observe(m->sync_batch, 0, n);
+		ret = write_group(ms, group, &n, &synced);
+		if (!synced) {
+			atomic_fetch_add(&gc->unsynced, 1);
+		} else {
+			if (m->sync_seconds) {
+				metrics_observe(m->sync_seconds, 0, metrics_now_ns() - t0);
+				metrics_observe(m->sync_batch, 0, n);
+			}
+			atomic_fetch_add(&gc->syncs, 1);
+			atomic_fetch_add(&gc->mutations, n);
 		}
-		atomic_fetch_add(&gc->syncs, 1);
-		atomic_fetch_add(&gc->mutations, n);
 
 		pthread_mutex_lock(&gc->mu);
 		for (w = group; w; w = next) {
@@ -150,8 +159,9 @@ void ms_debug_fail_writes(struct ms *ms, int n)
 	atomic_store(&ms->gc.fail_next, n);
 }
 
-void group_commit_counts(struct ms *ms, uint64_t *syncs, uint64_t *mutations)
+void ms_write_counts(struct ms *ms, uint64_t *syncs, uint64_t *mutations, uint64_t *unsynced)
 {
 	*syncs = atomic_load(&ms->gc.syncs);
 	*mutations = atomic_load(&ms->gc.mutations);
+	*unsynced = atomic_load(&ms->gc.unsynced);
 }

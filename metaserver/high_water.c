@@ -19,7 +19,10 @@
  * overwrite a larger one. The mark is rounded up by HIGH_WATER_STEP, so a file
  * streaming onto a fresh volume raises it (and takes high_mu) once per step,
  * not once per LAYOUT; after a restart the blocks between the real high water
- * and the rounded mark are merely zeroed once more than needed.
+ * and the rounded mark are merely zeroed once more than needed. A batch that
+ * raises a mark is always synced, though allocations are not otherwise
+ * (ms_layout): lost in a crash of the machine, the mark would fall back below
+ * blocks a client has written since.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -166,6 +169,11 @@ int high_water_write(struct ms *ms, struct ms_batch *mb, const struct ms_ext *ru
 		free(se);
 		return ns_write(ms, mb);
 	}
+	/*
+	 * A raised mark is synced: lost with its allocation, it would let the
+	 * blocks a client wrote meanwhile go out again unzeroed.
+	 */
+	mb->nosync = 0;
 	pthread_mutex_lock(&ms->high_mu);
 	for (size_t i = 0; i < m; i++) {
 		uint64_t high, durable;

@@ -916,6 +916,7 @@ static int layout_once(struct ms *ms, struct ms_session *s, const struct ms_cred
 	out->rights = rights;
 	/* under the inode lock: a fence of these extents bumps it under that lock too */
 	out->gen = ms_file_gen(ms, ino);
+	out->incarnation = ms->incarnation;
 	if (end == start) {
 		out->size = in->size;
 		goto out;
@@ -964,6 +965,8 @@ static int layout_once(struct ms *ms, struct ms_session *s, const struct ms_cred
 		if (ret)
 			goto out;
 		ms_batch_init(&mb);
+		/* durable with the COMMIT of what is written there (ms.h) */
+		mb.nosync = allocate != MS_ALLOC_KEEP;
 		/* within the owner's, group's and project's limits: maybe less of the range */
 		ret = quota_clip(ms, &mb, cr, in, cs, ncs, a->nup, start / BLK, end / BLK, &b1);
 		if (ret) {
@@ -1199,9 +1202,51 @@ static int commit_ranges(struct ms *ms, uint64_t ino, uint64_t cpb, const struct
 	return ret;
 }
 
+/* 1 if every block of [r0, r1) lies in some extent of the chunks in @cc. */
+static int chunks_cover(const struct chunk_cache *cc, uint64_t cpb, uint64_t r0, uint64_t r1)
+{
+	uint64_t pos = r0;
+
+	for (size_t j = cache_lower_bound(cc, r0 / cpb); j < cc->n && pos < r1; j++) {
+		const struct ms_chunk *c = &cc->c[j];
+		uint64_t base = c->idx * cpb;
+		int moved = 1;
+
+		if (base > pos)
+			return 0;	/* no record for the chunk of pos: a hole */
+		/* extents may overlap (copies): step over whichever covers pos */
+		while (moved && pos < r1 && pos < base + cpb) {
+			moved = 0;
+			for (int i = 0; i < c->n; i++) {
+				uint64_t s = base + c->e[i].off, t = s + c->e[i].count;
+
+				if (s <= pos && pos < t) {
+					pos = t;
+					moved = 1;
+				}
+			}
+		}
+		if (pos < r1 && pos < base + cpb)
+			return 0;
+	}
+	return pos >= r1;
+}
+
+uint64_t ms_incarnation(const struct ms *ms)
+{
+	return ms->incarnation;
+}
+
 int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	      uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
 	      uint64_t handle, struct ms_attr *out)
+{
+	return ms_commit_from(ms, s, cr, ino, size, mtime_ns, written, n, handle, 0, out);
+}
+
+int ms_commit_from(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+		   uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
+		   uint64_t handle, uint64_t incarnation, struct ms_attr *out)
 {
 	struct ms_lockset ls;
 	struct ms_inode *in;
@@ -1253,6 +1298,19 @@ int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uin
 	ret = commit_ranges(ms, ino, in->chunk_size / BLK, rs, nrs, &cc);
 	if (ret)
 		goto out;
+	/* written under an earlier start: was their allocation lost with the machine? */
+	for (size_t i = 0; incarnation && incarnation != ms->incarnation && i < nrs; i++) {
+		if (chunks_cover(&cc, in->chunk_size / BLK, rs[i].r0, rs[i].r1))
+			continue;
+		log_error(1100069,
+			  "ino=%llu: a COMMIT names blocks %llu-%llu written under an earlier "
+			  "start of the metaserver, and they are a hole now: their allocation "
+			  "was lost (a crash of this machine); the client reports the writes "
+			  "lost", (unsigned long long)ino, (unsigned long long)rs[i].r0,
+			  (unsigned long long)rs[i].r1 - 1);
+		ret = -ESTALE;
+		goto out;
+	}
 	for (size_t i = 0; i < cc.n; i++)
 		if (cc.c[i].dirty)
 			chunk_store(mb.b, ino, &cc.c[i]);

@@ -285,6 +285,7 @@ struct ms_layout {
 	uint32_t chunk_size;
 	uint32_t rights;		/* RDFS_CAP_READ/WRITE: what the caller may do */
 	uint32_t gen;			/* the file's layout generation (fencing) */
+	uint64_t incarnation;		/* this start of the metaserver (ms_incarnation) */
 	size_t n;
 	struct ms_extent *ext;		/* malloc'ed; ms_layout_free() */
 };
@@ -297,6 +298,14 @@ struct ms_layout {
  * @allocate MS_ALLOC_KEEP (fallocate) they, and the unwritten blocks already
  * in the range, stay past the end of the file at its last close.
  * @handle (0 for none) is an open handle of @s that grants access.
+ *
+ * An allocation for writing is written without a sync when it raises no
+ * high-water mark: the COMMIT of the data written there is synced after it,
+ * which makes both durable, so a create-write-close costs one sync less. A
+ * crash of the machine may lose such an allocation; the client's COMMIT then
+ * names another incarnation and finds holes where it wrote (ms_commit_from).
+ * fallocate's allocations (MS_ALLOC_KEEP) are what the caller was promised,
+ * so they are synced.
  */
 int ms_layout(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	      uint64_t off, uint64_t len, int allocate, uint64_t handle, struct ms_layout *out);
@@ -345,6 +354,24 @@ int ms_stale(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint
 int ms_commit(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
 	      uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
 	      uint64_t handle, struct ms_attr *out);
+/*
+ * ms_commit() of writes made under layouts of metaserver incarnation
+ * @incarnation (0: not known, as ms_commit). When that is not this start's
+ * (ms_incarnation(); RDFS_INCARNATION_MIXED never is), an allocation they
+ * went to may have been lost with the machine (ms_layout): every block of
+ * @written must then lie in an extent, or nothing is committed and the
+ * answer is -ESTALE (the client reports those writes lost).
+ */
+int ms_commit_from(struct ms *ms, struct ms_session *s, const struct ms_cred *cr, uint64_t ino,
+		   uint64_t size, int64_t mtime_ns, const struct ms_range *written, size_t n,
+		   uint64_t handle, uint64_t incarnation, struct ms_attr *out);
+/* This start's incarnation: random, never 0. */
+uint64_t ms_incarnation(const struct ms *ms);
+/*
+ * LevelDB writes since the start: synced ones, the mutations they carried
+ * (group commit) and writes made without a sync (ms_layout's allocations).
+ */
+void ms_write_counts(struct ms *ms, uint64_t *syncs, uint64_t *mutations, uint64_t *unsynced);
 
 /*
  * I/O-server registry. Only a server session may register (-EPERM); a volume

@@ -15,6 +15,7 @@
 
 #include "metrics.h"
 #include "ms.h"
+#include "rdfs_frame.h"
 #include "ms_keys.h"
 
 struct ms_batch;
@@ -394,13 +395,17 @@ struct ms_group_commit {
 	int leading;			/* a leader is writing */
 	atomic_uint_fast64_t syncs;	/* synced writes made */
 	atomic_uint_fast64_t mutations;	/* batches they carried */
+	atomic_uint_fast64_t unsynced;	/* writes made without a sync (ms_batch.nosync) */
 	atomic_int fail_next;		/* tests: writes to fail (ms_debug_fail_writes) */
 };
 void group_commit_init(struct ms_group_commit *gc);
 void group_commit_destroy(struct ms_group_commit *gc);
 /*
  * Write @mb with sync=1, with whatever else is queued, and the usage records
- * its quota changes move (quota_commit_*); 0, -EIO or -ENOMEM.
+ * its quota changes move (quota_commit_*); 0, -EIO or -ENOMEM. A group whose
+ * batches all say nosync is written without a sync: it survives a crash of
+ * the process, and the next synced write makes it durable (LevelDB's log is
+ * one sequence).
  */
 int group_commit_write(struct ms *ms, struct ms_batch *mb);
 
@@ -478,6 +483,7 @@ struct ms_batch {
 	size_t nundo, capundo;
 	struct ms_qres res[MS_QUOTA_TYPES];
 	int err;			/* -ENOMEM noting a change: it must not be written */
+	int nosync;			/* may be written without a sync (group_commit_write) */
 };
 
 void ms_batch_init(struct ms_batch *mb);
@@ -545,6 +551,13 @@ struct ms {
 	leveldb_filterpolicy_t *filter;
 	leveldb_readoptions_t *ropts;
 	leveldb_writeoptions_t *wsync;
+	leveldb_writeoptions_t *wnosync;
+	/*
+	 * Random, new at every start, never 0 or RDFS_INCARNATION_MIXED: layouts
+	 * carry it, and a COMMIT of writes made under another one checks that its
+	 * blocks' allocation survived (allocations are written without a sync).
+	 */
+	uint64_t incarnation;
 	uint32_t chunk_size;
 	uint32_t default_copies;
 

@@ -114,6 +114,14 @@ static void collect_rebuild_passes(void *arg, struct metrics_emitter *e)
 	metrics_emit(e, NULL, (double)st.passes);
 }
 
+static void collect_unsynced(void *arg, struct metrics_emitter *e)
+{
+	uint64_t syncs, mutations, unsynced;
+
+	ms_write_counts(arg, &syncs, &mutations, &unsynced);
+	metrics_emit(e, NULL, (double)unsynced);
+}
+
 static void collect_rebalance_active(void *arg, struct metrics_emitter *e)
 {
 	struct ms_rebalance_status st;
@@ -143,7 +151,7 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 	static const char *const server_labels[] = { "server", "name" };
 	static const char *const state_label[] = { "state" };
 	static const char *const labelled[] = { "server", "name", "label" };
-	struct metric *ok[13];
+	struct metric *ok[14];
 	int n = 0;
 
 	ms->metrics.sync_seconds = metrics_histogram(
@@ -158,6 +166,10 @@ int ms_metrics_register(struct ms *ms, struct metrics *r)
 		NULL, batch_bounds, sizeof(batch_bounds) / sizeof(batch_bounds[0]), 1);
 	ok[n++] = ms->metrics.sync_seconds;
 	ok[n++] = ms->metrics.sync_batch;
+	ok[n++] = metrics_collector(r, "rdfs_ms_unsynced_writes_total",
+				    "LevelDB writes made without a sync: allocations for writing, "
+				    "made durable by the synced COMMIT that follows them.",
+				    METRICS_COUNTER, NULL, 0, collect_unsynced, ms);
 	ok[n++] = metrics_collector(r, "rdfs_ms_ioserver_up",
 				    "1 if the I/O server is registered and heard from, else 0.",
 				    METRICS_GAUGE, server_labels, 2, collect_up, ms);

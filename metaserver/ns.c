@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -493,6 +495,12 @@ int ms_open(const struct ms_options *o, struct ms **out, char *errbuf, size_t er
 	ms->ropts = leveldb_readoptions_create();
 	ms->wsync = leveldb_writeoptions_create();
 	leveldb_writeoptions_set_sync(ms->wsync, 1);
+	ms->wnosync = leveldb_writeoptions_create();
+	do {
+		if (getrandom(&ms->incarnation, sizeof(ms->incarnation), 0) !=
+		    sizeof(ms->incarnation))
+			ms->incarnation = (uint64_t)ns_now() ^ ((uint64_t)getpid() << 32);
+	} while (ms->incarnation == 0 || ms->incarnation == RDFS_INCARNATION_MIXED);
 
 	ms->db = leveldb_open(ms->opts, o->db_dir, &err);
 	if (err) {
@@ -585,6 +593,7 @@ void ms_close(struct ms *ms)
 	leveldb_filterpolicy_destroy(ms->filter);
 	leveldb_readoptions_destroy(ms->ropts);
 	leveldb_writeoptions_destroy(ms->wsync);
+	leveldb_writeoptions_destroy(ms->wnosync);
 	registry_destroy(&ms->reg);
 	nodes_destroy(&ms->nodes);
 	freeing_destroy(&ms->freeing);

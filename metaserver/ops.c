@@ -469,6 +469,7 @@ static int layout_to_pb(const struct ms_ops_ctx *ctx, uint64_t ino, const struct
 	int ret = 0;
 
 	r->issued_ns = now;
+	r->incarnation = l->incarnation;
 	r->offset = l->offset;
 	r->length = l->length;
 	r->size = l->size;
@@ -616,9 +617,12 @@ out:
 static void op_commit(struct op_call *c)
 {
 	UNPACK(Rdfs__CommitReq, rdfs__commit_req, "CommitReq");
+	Rdfs__AttrReply r = RDFS__ATTR_REPLY__INIT;
+	Rdfs__Attr pa = RDFS__ATTR__INIT;
 	struct ms_range *rs = NULL;
 	struct ms_cred cr;
 	struct ms_attr a;
+	int ret;
 
 	if (cred_of(c, m->cred, &cr))
 		goto out;
@@ -636,8 +640,14 @@ static void op_commit(struct op_call *c)
 		rs[i].offset = m->written[i] ? m->written[i]->first : 0;
 		rs[i].length = m->written[i] ? m->written[i]->count : 0;
 	}
-	reply_attr(c, ms_commit(c->ctx->ms, c->s, &cr, m->ino, m->size, m->mtime_ns, rs,
-				m->n_written, m->handle, &a), &a);
+	ret = ms_commit_from(c->ctx->ms, c->s, &cr, m->ino, m->size, m->mtime_ns, rs,
+			     m->n_written, m->handle, m->incarnation, &a);
+	if (!ret) {
+		attr_to_pb(c, &a, &pa);
+		r.attr = &pa;
+		r.incarnation = ms_incarnation(c->ctx->ms);
+	}
+	reply(c, ret, &r.base);
 out:
 	free(rs);
 	FREE(rdfs__commit_req);

@@ -53,6 +53,11 @@
 #define RDFS_MAX_DATA		(16u << 20)
 
 #define RDFS_BLOCK_SIZE		4096u
+/*
+ * CommitReq.incarnation when the writes were made under layouts of more than
+ * one metaserver incarnation (LayoutReply.incarnation): never a real one.
+ */
+#define RDFS_INCARNATION_MIXED	0xffffffffffffffffull
 #define RDFS_NAME_MAX		255u
 #define RDFS_SYMLINK_MAX	4095u
 #define RDFS_XATTR_NAME_MAX	255u

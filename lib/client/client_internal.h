@@ -180,6 +180,14 @@ struct rdfs_inode {
 	/* written here and committed, where the cached layout may still say unwritten */
 	struct range_set committed;
 	struct layout_cache layout;
+	/*
+	 * The metaserver incarnation of the layouts fetched since a COMMIT last
+	 * covered them (0 none, RDFS_INCARNATION_MIXED several): sent with the
+	 * next COMMIT, since an allocation is durable only once a COMMIT after
+	 * it is (metaserver ms_layout). layout_inc_seq counts the notes.
+	 */
+	uint64_t layout_inc;
+	uint64_t layout_inc_seq;
 	struct unstable_server *unstable; /* servers holding unstable writes of this file */
 	size_t n_unstable;
 	/*

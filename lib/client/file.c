@@ -188,6 +188,7 @@ static int file_commit(struct rdfs_file *f)
 	Rdfs__BlockRange *ranges = NULL, **rangep = NULL;
 	struct range_set snap;
 	Rdfs__Cred cred;
+	uint64_t inc_seq;
 	size_t i;
 	int ret;
 
@@ -200,6 +201,8 @@ static int file_commit(struct rdfs_file *f)
 	ret = range_set_merge(&snap, &in->uncommitted);
 	req.size = in->pending_size;
 	req.mtime_ns = in->mtime_ns;
+	req.incarnation = in->layout_inc;
+	inc_seq = in->layout_inc_seq;
 	/*
 	 * dirty stays set until the COMMIT is done: a getattr or open answered
 	 * meanwhile may predate it, and must not take its size for ours.
@@ -235,11 +238,20 @@ static int file_commit(struct rdfs_file *f)
 		rep = NULL;
 		ret = ms_file_call(f, RDFS_OP_COMMIT, &req.base, &req.handle,
 				   &rdfs__attr_reply__descriptor, &rep, MS_IDEMPOTENT);
+		if (ret == -ESTALE)
+			goto lost;
 		if (ret)
 			goto fail;
 	} while (i < snap.n);
 
 	pthread_mutex_lock(&in->lock);
+	/*
+	 * Taken by the incarnation every noted layout came from, with none
+	 * fetched since: their allocations are durable now.
+	 */
+	if (rep->incarnation && rep->incarnation == req.incarnation &&
+	    in->layout_inc_seq == inc_seq)
+		in->layout_inc = 0;
 	for (i = 0; i < snap.n; i++)
 		range_set_remove(&in->uncommitted, snap.r[i].start, snap.r[i].end);
 	range_set_merge(&in->committed, &snap);
@@ -257,6 +269,28 @@ static int file_commit(struct rdfs_file *f)
 	free(rangep);
 	range_set_free(&snap);
 	return 0;
+
+lost:
+	/*
+	 * The metaserver restarted with its machine and lost the allocation of
+	 * blocks written here (ESTALE): these writes are gone. Every open from
+	 * before reports it; the layouts of that start are dropped, and later
+	 * writes get new blocks.
+	 */
+	log_error(1600016, "ino=%llu: the metaserver lost the blocks of writes made before "
+		  "its machine restarted; they are lost", (unsigned long long)in->ino);
+	pthread_mutex_lock(&in->lock);
+	for (i = 0; i < snap.n; i++)
+		range_set_remove(&in->uncommitted, snap.r[i].start, snap.r[i].end);
+	layout_cache_forget(&in->layout, 0, UINT64_MAX);
+	in->layout_inc = 0;
+	in->lost_epoch++;
+	in->dirty = in->uncommitted.n != 0;
+	pthread_mutex_unlock(&in->lock);
+	free(ranges);
+	free(rangep);
+	range_set_free(&snap);
+	return -EIO;
 
 fail:
 	log_warn(1600005, "cannot commit writes to ino=%llu: %s", (unsigned long long)in->ino,

@@ -481,6 +481,13 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	}
 	if (allocate)
 		in->layout.changes++;
+	if (rep->incarnation) {
+		if (!in->layout_inc)
+			in->layout_inc = rep->incarnation;
+		else if (in->layout_inc != rep->incarnation)
+			in->layout_inc = RDFS_INCARNATION_MIXED;
+		in->layout_inc_seq++;
+	}
 	in->ms_size = rep->size;
 	if (!in->dirty)
 		in->pending_size = rep->size;

@@ -204,7 +204,8 @@ def test_every_server_has_an_endpoint_that_parses(mc):
     for fam in ("rdfs_ms_requests_total", "rdfs_ms_request_errors_total",
                 "rdfs_ms_request_duration_seconds", "rdfs_ms_requests_in_flight",
                 "rdfs_ms_queue_depth", "rdfs_ms_connections", "rdfs_ms_sync_write_duration_seconds",
-                "rdfs_ms_sync_batch_mutations", "rdfs_ms_fences_total",
+                "rdfs_ms_sync_batch_mutations", "rdfs_ms_unsynced_writes_total",
+                "rdfs_ms_fences_total",
                 "rdfs_ms_ioserver_capacity_bytes", "rdfs_ms_ioserver_free_bytes"):
         assert fam in ms, fam
     assert ms["rdfs_ms_requests_total"]["type"] == "counter"
@@ -276,6 +277,9 @@ def test_counters_follow_a_known_workload(mc):
     assert ms_delta("rdfs_ms_sync_batch_mutations_count") == \
         ms_delta("rdfs_ms_sync_write_duration_seconds_count")
     assert ms_delta("rdfs_ms_requests_total", op="layout") >= 1
+    # allocations for writing ride on their COMMIT's sync, but for the first
+    # on each I/O server, which raises its high-water mark
+    assert ms_delta("rdfs_ms_unsynced_writes_total") >= N_FILES - 2
     assert value(after_ms, "rdfs_ms_connections", role="client") >= 1
     # the files' blocks left the free space: four blocks each
     freed = total(before_ms, "rdfs_ms_ioserver_free_bytes") - \

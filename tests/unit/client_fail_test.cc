@@ -137,6 +137,64 @@ TEST(ClientFail, FailedCommitKeepsWritesForTheNextFlush)
 	rdfs_client_close(c);
 }
 
+// The metaserver writes an allocation for writing without a sync; the COMMIT
+// after it makes both durable. A crash of its machine in between (its database
+// as of the last sync) loses the blocks the client wrote: the COMMIT, naming
+// the earlier incarnation, is refused, and the client reports the writes lost
+// instead of committing a size over holes.
+TEST(ClientFail, WritesToBlocksAMetaserverMachineCrashLostAreReportedLost)
+{
+	Cluster cl;
+	ASSERT_TRUE(cl.start(1)) << cl.dir;
+	struct rdfs_client *c = cl.client();
+	ASSERT_NE(c, nullptr);
+	auto data = pattern(20000, 4);
+	struct rdfs_file *f = nullptr;
+	struct stat st;
+
+	// the volume's first allocation raises its high-water mark: synced
+	ASSERT_EQ(rdfs_create(c, &root, RDFS_ROOT_INO, "before", 0644, O_RDWR | O_CREAT, &st, &f),
+		  0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	ASSERT_EQ(rdfs_create(c, &root, RDFS_ROOT_INO, "lost", 0644, O_RDWR | O_CREAT, &st, &f), 0);
+	uint64_t ino = rdfs_file_ino(f);
+	// the disk as a crash would leave it from here on: everything is synced
+	std::string db = cl.dir + "/db", synced = cl.dir + "/db.synced";
+	ASSERT_EQ(system(("cp -a '" + db + "' '" + synced + "'").c_str()), 0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+
+	cl.kill_metaserver();
+	ASSERT_EQ(system(("rm -rf '" + db + "' && mv '" + synced + "' '" + db + "'").c_str()), 0);
+	cl.start_metaserver();
+	ASSERT_TRUE(cl.wait_up(1));
+
+	EXPECT_EQ(rdfs_flush(f), -EIO) << "a COMMIT over lost blocks was taken";
+	EXPECT_EQ(rdfs_release(f), -EIO);
+	ASSERT_EQ(rdfs_getattr(c, &root, ino, &st), 0);
+	EXPECT_EQ(st.st_size, 0) << "the size names blocks nobody holds";
+
+	// the file takes writes again, on new blocks
+	ASSERT_EQ(rdfs_open(c, &root, ino, O_RDWR, &st, &f), 0);
+	ASSERT_EQ(rdfs_pwrite(f, data.data(), data.size(), 0), (ssize_t)data.size());
+	ASSERT_EQ(rdfs_release(f), 0);
+	struct rdfs_client *c2 = cl.client();
+	ASSERT_NE(c2, nullptr);
+	ASSERT_EQ(rdfs_open(c2, &root, ino, O_RDONLY, &st, &f), 0);
+	std::vector<uint8_t> buf(data.size());
+	ASSERT_EQ(rdfs_pread(f, buf.data(), buf.size(), 0), (ssize_t)data.size());
+	EXPECT_EQ(buf, data);
+	EXPECT_EQ(rdfs_release(f), 0);
+	// and what was synced before the crash is all there
+	ASSERT_EQ(rdfs_lookup(c2, &root, RDFS_ROOT_INO, "before", &st), 0);
+	ASSERT_EQ(rdfs_open(c2, &root, st.st_ino, O_RDONLY, &st, &f), 0);
+	ASSERT_EQ(rdfs_pread(f, buf.data(), buf.size(), 0), (ssize_t)data.size());
+	EXPECT_EQ(buf, data);
+	EXPECT_EQ(rdfs_release(f), 0);
+	rdfs_client_close(c2);
+	rdfs_client_close(c);
+}
+
 // A hung (not dead) I/O server: its connection stays up, nothing is answered.
 // The READs of one call are in flight together, so the call fails after one
 // RPC timeout, not one timeout per READ in turn.

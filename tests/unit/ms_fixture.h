@@ -112,8 +112,12 @@ protected:
 			dead.push_back(s);
 	}
 
-	/* A crash: the process dies with open handles, nothing is released. */
-	void crash_reopen()
+	/*
+	 * A crash: the process dies with open handles, nothing is released.
+	 * With @disk_as_of (a copy of the database taken after a sync), the
+	 * machine crashed too: the database comes back as that copy.
+	 */
+	void crash_reopen(const std::string &disk_as_of = "")
 	{
 		abandon(sess);
 		sess = nullptr;
@@ -122,6 +126,11 @@ protected:
 		ioservers.clear();
 		ms_close(ms);
 		ms = nullptr;
+		if (!disk_as_of.empty()) {
+			std::string cmd = "rm -rf '" + dir + "' && mv '" + disk_as_of + "' '" + dir + "'";
+
+			ASSERT_EQ(system(cmd.c_str()), 0);
+		}
 		open_db();
 	}
 
