@@ -3,12 +3,19 @@
  * direct.c - O_DIRECT reads and writes: file data between the caller's buffer
  * and the I/O servers, past the page cache.
  *
- * The bytes go through bounce pages of this module, at most RDFS_DIO_BATCH
- * pages per step, which hold the file from a page boundary: any offset,
- * length and buffer alignment works (O_DIRECT here asks for no alignment, as
- * NFS), and a step is the same READs and WRITEs the page cache sends, over TCP
- * or RDMA. A write sends exactly its bytes (the I/O server merges partial
- * blocks), so it never rewrites bytes it did not get from the caller.
+ * A request at a page-aligned offset whose every buffer segment starts and
+ * ends on a page boundary (what dd, IOR and databases do) moves its whole
+ * pages straight between the caller's pages and the I/O servers: the pages
+ * are taken with iov_iter_get_pages2(), as NFS's direct.c does, and the same
+ * READs and WRITEs the page cache sends fill or send them (over RDMA, the NIC
+ * then touches the caller's memory and the CPU copies nothing). Everything
+ * else goes through bounce pages of this module, at most RDFS_DIO_BATCH pages
+ * per step, which hold the file from a page boundary: any offset, length and
+ * buffer alignment works (O_DIRECT here asks for no alignment, as NFS). A
+ * write sends exactly its bytes (the I/O server merges partial blocks), so it
+ * never rewrites bytes it did not get from the caller. A read fills whole
+ * pages, which is why only whole pages of the caller's buffer go direct.
+ * direct_bounced_bytes counts what went through bounce pages.
  *
  * Coherence with the page cache: dirty cached pages of the range are written
  * back first (a direct read sees them; a direct write lands after them), and
@@ -31,6 +38,9 @@
 struct rdfs_dio {
 	struct page **pages;
 	int npages;		/* allocated so far */
+	struct page **user;	/* of the caller's buffer, taken for one step */
+	int nuser;
+	bool zero_copy;		/* the whole request is page-aligned */
 };
 
 static void rdfs_dio_free(struct rdfs_dio *d)
@@ -38,6 +48,60 @@ static void rdfs_dio_free(struct rdfs_dio *d)
 	while (d->npages)
 		__free_page(d->pages[--d->npages]);
 	kvfree(d->pages);
+	kvfree(d->user);
+}
+
+static void rdfs_dio_init(struct rdfs_dio *d, loff_t pos, struct iov_iter *iter)
+{
+	d->zero_copy = user_backed_iter(iter) && !(pos & ~PAGE_MASK) &&
+		       !(iov_iter_alignment(iter) & ~PAGE_MASK);
+}
+
+/*
+ * Take the caller's pages for the next @max bytes of @iter (a multiple of
+ * PAGE_SIZE, at most RDFS_DIO_BATCH pages), advancing it: the bytes taken,
+ * 0 if none could be (the step then bounces, and reports the fault).
+ */
+static size_t rdfs_dio_take(struct rdfs_dio *d, struct iov_iter *iter, size_t max)
+{
+	size_t got = 0;
+
+	if (!d->user) {
+		d->user = kvcalloc(RDFS_DIO_BATCH, sizeof(*d->user), GFP_KERNEL);
+		if (!d->user)
+			return 0;
+	}
+	while (got < max && d->nuser < RDFS_DIO_BATCH) {
+		size_t start;
+		ssize_t n = iov_iter_get_pages2(iter, d->user + d->nuser, max - got,
+						RDFS_DIO_BATCH - d->nuser, &start);
+
+		if (n <= 0)
+			break;
+		/* rdfs_dio_init saw every segment start and end on a page boundary */
+		WARN_ON_ONCE(start || (n & ~PAGE_MASK));
+		d->nuser += DIV_ROUND_UP(n, PAGE_SIZE);
+		got += n;
+	}
+	return got;
+}
+
+/* Give the caller's pages back; @filled: a read wrote into them. */
+static void rdfs_dio_give_back(struct rdfs_dio *d, bool filled)
+{
+	while (d->nuser) {
+		struct page *page = d->user[--d->nuser];
+
+		if (filled)
+			set_page_dirty_lock(page);
+		put_page(page);
+	}
+}
+
+/* Whole pages of @left bytes at most, for one step. */
+static size_t rdfs_dio_whole(size_t left)
+{
+	return min_t(size_t, round_down(left, PAGE_SIZE), (size_t)RDFS_DIO_BATCH * PAGE_SIZE);
 }
 
 /* At least @n bounce pages in @d. */
@@ -100,6 +164,7 @@ ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle)
 	err = filemap_write_and_wait_range(inode->i_mapping, pos, pos + left - 1);
 	if (err)
 		return err;
+	rdfs_dio_init(&d, pos, to);
 	while (left) {
 		size_t n, got;
 		int npages;
@@ -108,6 +173,21 @@ ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle)
 		isize = i_size_read(inode);
 		if (pos >= isize)
 			break;
+		got = d.zero_copy ? rdfs_dio_take(&d, to, rdfs_dio_whole(left)) : 0;
+		if (got) {
+			/* pages past the end are zeroed, but only what the file has counts */
+			n = min_t(u64, got, isize - pos);
+			err = rdfs_data_read_at(inode, handle, d.user, DIV_ROUND_UP(n, PAGE_SIZE),
+						pos);
+			rdfs_dio_give_back(&d, !err);
+			iov_iter_revert(to, err ? got : got - n);
+			if (err)
+				break;
+			pos += n;
+			done += n;
+			left -= n;
+			continue;
+		}
 		n = rdfs_dio_step(pos, min_t(u64, left, isize - pos), &base, &npages);
 		err = rdfs_dio_pages(&d, npages);
 		if (!err)
@@ -115,6 +195,7 @@ ssize_t rdfs_direct_read(struct kiocb *iocb, struct iov_iter *to, u64 handle)
 		if (err)
 			break;
 		got = rdfs_dio_copy(&d, pos - base, n, to, true);
+		atomic64_add(got, &rdfs_stats.direct_bounced_bytes);
 		pos += got;
 		done += got;
 		left -= got;
@@ -142,24 +223,37 @@ ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle)
 	err = filemap_write_and_wait_range(inode->i_mapping, pos, pos + left - 1);
 	if (err)
 		return err;
+	rdfs_dio_init(&d, pos, from);
 	while (left) {
 		size_t n, got;
 		int npages;
 		u64 base;
 
-		n = rdfs_dio_step(pos, left, &base, &npages);
-		err = rdfs_dio_pages(&d, npages);
-		if (err)
-			break;
-		got = rdfs_dio_copy(&d, pos - base, n, from, false);
-		if (!got) {
-			err = -EFAULT;
-			break;
+		got = d.zero_copy ? rdfs_dio_take(&d, from, rdfs_dio_whole(left)) : 0;
+		if (got) {
+			n = got;
+			err = rdfs_data_write_at(inode, handle, d.user, d.nuser, pos, 0, got, NULL);
+			rdfs_dio_give_back(&d, false);
+			if (err) {
+				iov_iter_revert(from, got);
+				break;
+			}
+		} else {
+			n = rdfs_dio_step(pos, left, &base, &npages);
+			err = rdfs_dio_pages(&d, npages);
+			if (err)
+				break;
+			got = rdfs_dio_copy(&d, pos - base, n, from, false);
+			if (!got) {
+				err = -EFAULT;
+				break;
+			}
+			err = rdfs_data_write_at(inode, handle, d.pages, npages, base, pos - base,
+						 got, NULL);
+			if (err)
+				break;
+			atomic64_add(got, &rdfs_stats.direct_bounced_bytes);
 		}
-		err = rdfs_data_write_at(inode, handle, d.pages, npages, base, pos - base, got,
-					 NULL);
-		if (err)
-			break;
 		spin_lock(&ri->lock);
 		ri->dirty_first = min_t(u64, ri->dirty_first, pos >> PAGE_SHIFT);
 		ri->dirty_end = max_t(u64, ri->dirty_end, DIV_ROUND_UP(pos + got, PAGE_SIZE));

@@ -280,7 +280,9 @@ int rdfs_rdma_finish(struct rdfs_rdma_req *req, u64 *verifier);
  * io_commits: IO_COMMITs of unstable writes (one per inode and commit, each
  * for all the servers written); unstable_resends: runs of unstable writes
  * sent again, stable, because a server's verifier changed or its commit failed;
- * write_behind_bytes: dirty bytes whose writeback their writer started (file.c).
+ * write_behind_bytes: dirty bytes whose writeback their writer started (file.c);
+ * direct_bounced_bytes: O_DIRECT bytes copied through bounce pages, where the
+ * request was not page-aligned (direct.c; aligned ones use the caller's pages).
  */
 struct rdfs_stats {
 	atomic64_t copy_read_bytes, copy_write_bytes;
@@ -295,6 +297,7 @@ struct rdfs_stats {
 	atomic64_t read_failovers, copies_lost;
 	atomic64_t io_commits, unstable_resends;
 	atomic64_t write_behind_bytes;
+	atomic64_t direct_bounced_bytes;
 };
 extern struct rdfs_stats rdfs_stats;
 

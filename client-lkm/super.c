@@ -35,7 +35,7 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 			  "copies_lost %lld\nio_commits %lld\nunstable_resends %lld\n"
 			  "write_behind_bytes %lld\ntcp_conns %lld\ntcp_reqs %lld\n"
 			  "tcp_pipelined %lld\nlayout_calls %lld\nlayout_hits %lld\n"
-			  "lookups %lld\nreaddir_plus_entries %lld\n",
+			  "lookups %lld\nreaddir_plus_entries %lld\ndirect_bounced_bytes %lld\n",
 			  atomic64_read(&s->copy_read_bytes), atomic64_read(&s->copy_write_bytes),
 			  atomic64_read(&s->rdma_read_bytes), atomic64_read(&s->rdma_write_bytes),
 			  atomic64_read(&s->mr_reg), atomic64_read(&s->mr_inv),
@@ -45,13 +45,14 @@ static int rdfs_stats_get(char *buf, const struct kernel_param *kp)
 			  atomic64_read(&s->write_behind_bytes), atomic64_read(&s->tcp_conns),
 			  atomic64_read(&s->tcp_reqs), atomic64_read(&s->tcp_pipelined),
 			  atomic64_read(&s->layout_calls), atomic64_read(&s->layout_hits),
-			  atomic64_read(&s->lookups), atomic64_read(&s->readdir_plus_entries));
+			  atomic64_read(&s->lookups), atomic64_read(&s->readdir_plus_entries),
+			  atomic64_read(&s->direct_bounced_bytes));
 }
 
 static const struct kernel_param_ops rdfs_stats_ops = { .get = rdfs_stats_get };
 module_param_cb(stats, &rdfs_stats_ops, NULL, 0444);
 MODULE_PARM_DESC(stats,
-		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed, IO_COMMITs of unstable writes, runs of them sent again, bytes write-behind started, TCP connections and requests alive, TCP requests sent while another was in flight on their connection, layouts asked of the helper and reused, names looked up through the helper, names listings brought with attributes");
+		 "counters of the data path (read-only): bytes copied by the CPU, bytes moved by RDMA, per-request registrations and invalidations, RDMA connections and requests alive, reads failed over to another copy, copies a write missed, IO_COMMITs of unstable writes, runs of them sent again, bytes write-behind started, TCP connections and requests alive, TCP requests sent while another was in flight on their connection, layouts asked of the helper and reused, names looked up through the helper, names listings brought with attributes, O_DIRECT bytes copied through bounce pages (unaligned requests)");
 
 struct rdfs_mount_opts {
 	int fd;
