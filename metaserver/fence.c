@@ -197,8 +197,7 @@ void fence_free(struct ms *ms, uint64_t ino, const struct ms_ext *e, size_t n,
 		if (j < r->ns)
 			told = r->status[j] == 0;
 		else
-			told = !ms->fence || !r->capped ||
-			       !registry_is_up(&ms->reg, e[i].server_id);
+			told = !r->capped || !registry_is_up(&ms->reg, e[i].server_id);
 		/* not told: its blocks wait for its next registration (a new epoch) */
 		if (!told && registry_hold(&ms->reg, e[i].server_id, &e[i], 1) == 0)
 			continue;

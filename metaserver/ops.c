@@ -140,7 +140,9 @@ static void reply_dir_change(struct op_call *c, int status, uint64_t parent, uin
 	reply(c, status, &r.base);
 }
 
-static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
+/* An AttrReply; @incarnation only in a COMMIT's (0: none). */
+static void reply_attr_from(struct op_call *c, int status, const struct ms_attr *a,
+			    uint64_t incarnation)
 {
 	Rdfs__AttrReply r = RDFS__ATTR_REPLY__INIT;
 	Rdfs__Attr pa = RDFS__ATTR__INIT;
@@ -148,8 +150,14 @@ static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
 	if (!status) {
 		attr_to_pb(c, a, &pa);
 		r.attr = &pa;
+		r.incarnation = incarnation;
 	}
 	reply(c, status, &r.base);
+}
+
+static void reply_attr(struct op_call *c, int status, const struct ms_attr *a)
+{
+	reply_attr_from(c, status, a, 0);
 }
 
 /*
@@ -617,12 +625,9 @@ out:
 static void op_commit(struct op_call *c)
 {
 	UNPACK(Rdfs__CommitReq, rdfs__commit_req, "CommitReq");
-	Rdfs__AttrReply r = RDFS__ATTR_REPLY__INIT;
-	Rdfs__Attr pa = RDFS__ATTR__INIT;
 	struct ms_range *rs = NULL;
 	struct ms_cred cr;
 	struct ms_attr a;
-	int ret;
 
 	if (cred_of(c, m->cred, &cr))
 		goto out;
@@ -640,14 +645,9 @@ static void op_commit(struct op_call *c)
 		rs[i].offset = m->written[i] ? m->written[i]->first : 0;
 		rs[i].length = m->written[i] ? m->written[i]->count : 0;
 	}
-	ret = ms_commit_from(c->ctx->ms, c->s, &cr, m->ino, m->size, m->mtime_ns, rs,
-			     m->n_written, m->handle, m->incarnation, &a);
-	if (!ret) {
-		attr_to_pb(c, &a, &pa);
-		r.attr = &pa;
-		r.incarnation = ms_incarnation(c->ctx->ms);
-	}
-	reply(c, ret, &r.base);
+	reply_attr_from(c, ms_commit_from(c->ctx->ms, c->s, &cr, m->ino, m->size, m->mtime_ns, rs,
+					  m->n_written, m->handle, m->incarnation, &a),
+			&a, ms_incarnation(c->ctx->ms));
 out:
 	free(rs);
 	FREE(rdfs__commit_req);
