@@ -257,23 +257,28 @@ test-vm-deb: $(if $(DEB_BUILT),,deb)
 	tests/vm/run --timeout 1500 --env RDFS_DEB_DIR=$(abspath $(DEB_DIR)) \
 		tests/vm/guest/checks/deb-install
 
-bench-sweep: all
+bench-sweep: deps
+	$(MAKE) -j$(JOBS) all
 	RDFS_BIN=$(BUILD)/bin bench/sweep/run $(if $(QUICK),--quick)
 
-bench: all
+bench: deps
 	@deploy/install-deps --bench
+	$(MAKE) -j$(JOBS) all
 	bench/compare $(if $(FULL),--full)
 
 # Metadata rates at 10k and 1M files in one directory (about half an hour).
-bench-meta-scale: all
+bench-meta-scale: deps
+	$(MAKE) -j$(JOBS) all
 	RDFS_BIN=$(BUILD)/bin bench/meta-scale $(if $(COUNTS),--counts $(COUNTS))
 
 # The kernel client, against KVER's headers (default: the guest kernel of tests/vm).
 lkm: all
 	client-lkm/build $(if $(KVER),--kver $(KVER)) --out $(BUILD)/lkm
 
-bench-vm: all
+bench-vm: deps
 	@deploy/install-deps --vm
+	$(MAKE) -j$(JOBS) all
+	$(MAKE) lkm
 	RDFS_BUILD=$(BUILD) tests/vm/bench
 
 # The binaries side by side, test_client in two shards (tests/unit/run-parallel):
@@ -281,8 +286,15 @@ bench-vm: all
 test-unit: $(UNIT_BINS)
 	tests/unit/run-parallel --split $(BUILD)/tests/test_client:2 $(UNIT_BINS)
 
+# Two pytest-xdist workers, a test file each at a time (its module fixtures stay
+# whole): most tests wait on timeouts, fences and round trips rather than on a
+# CPU, so the suite takes about half as long. IT_WORKERS=0 runs it in one process.
+# Debian's python3 with the pytest and pytest-xdist install-deps puts there,
+# whatever other python3 comes first in PATH.
+IT_WORKERS ?= 2
+IT_PYTEST  := /usr/bin/python3 -m pytest -q -n $(IT_WORKERS) --dist loadfile
 test-integration: all
-	python3 -m pytest -q tests/integration
+	$(IT_PYTEST) tests/integration
 
 # The data tests again with every server listening only on tls:// (TLS 1.3):
 # mounts, tools, registration and COPY between I/O servers inside TLS. The
@@ -290,7 +302,7 @@ test-integration: all
 TLS_SUITE := test_data.py test_copy.py test_multimount.py test_fsx.py
 test-integration-tls: all
 	RDFS_TEST_TRANSPORT=tls RDFS_FSX_OPS=6000 \
-		python3 -m pytest -q $(addprefix tests/integration/,$(TLS_SUITE))
+		$(IT_PYTEST) $(addprefix tests/integration/,$(TLS_SUITE))
 
 # The unit tests again under ASan + UBSan, in a build of their own: a leak, an
 # out-of-bounds access or undefined behaviour anywhere they reach fails the run.
@@ -332,7 +344,7 @@ test-integration-san:
 	rm -rf $(SAN_IT_LOGS) && mkdir -p $(SAN_IT_LOGS)
 	ASAN_OPTIONS=log_path=$(abspath $(SAN_IT_LOGS))/asan:detect_leaks=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(SAN_IT_LOGS))/ubsan \
-	RDFS_BIN=$(abspath $(BUILD)-san/bin) python3 -m pytest -q \
+	RDFS_BIN=$(abspath $(BUILD)-san/bin) $(IT_PYTEST) \
 		$(addprefix tests/integration/,$(SAN_IT_SUITE)) -k "not stays_bounded"; \
 	status=$$?; \
 	if [ -n "$$(ls $(SAN_IT_LOGS))" ]; then \
@@ -440,7 +452,7 @@ soak: all
 	RDFS_FSX_OPS=$(FSX_OPS) python3 -m pytest -q tests/integration/test_fsx.py
 
 demo: deps
-	$(MAKE) all
+	$(MAKE) -j$(JOBS) all
 	deploy/demo
 
 # The units name the programs under /usr/local/bin; installed, they name $(PREFIX)/bin.

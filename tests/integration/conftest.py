@@ -8,7 +8,9 @@
   servers. Torn down when the test ends, pass or fail.
 
 Each cluster gets its own port base P from 7200-7299 (metaserver P, I/O server
-i on P+100+i), so every port stays inside 7200-7599 and none is shared.
+i on P+100+i), so every port stays inside 7200-7599 and none is shared; under
+pytest-xdist (`-n 2 --dist loadfile`, as make test-integration runs it) each
+worker takes its bases from a slice of that range of its own.
 
 RDFS_TEST_TRANSPORT=rdma (default tcp) starts every cluster with
 `local-cluster up --transport rdma` (at RDFS_TEST_RDMA_ADDR if set, else the
@@ -110,6 +112,25 @@ PORT_BASE_FIRST = 7200
 PORT_BASE_LAST = 7299
 PORT_BASE_STEP = 4          # room for up to 4 I/O servers per cluster
 IOSERVER_OFFSET = 100
+
+
+def _worker_share(first, last, step):
+    """Under pytest-xdist (make test-integration runs two workers) each worker
+    takes bases from a slice of the range of its own: a base found free by one
+    worker is never taken by the other between its check and its bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count < 2:
+        return first, last
+    nbases = (last - first) // step + 1
+    per = nbases // count
+    i = int(worker[2:])
+    lo = first + i * per * step
+    return lo, lo + (per - 1) * step
+
+
+PORT_BASE_FIRST, PORT_BASE_LAST = _worker_share(PORT_BASE_FIRST, PORT_BASE_LAST,
+                                                PORT_BASE_STEP)
 
 _next_base = [PORT_BASE_FIRST]
 _live = []      # clusters up and not yet stopped: the exit handler's list
