@@ -171,6 +171,12 @@ struct rdfs_inode {
 	int open_count;
 	int write_opens;		/* opens for writing */
 	uint64_t commits;		/* successful COMMITs, to spot layouts older than one */
+	/*
+	 * rdfs_client.size_clock when this client last settled the file's size
+	 * (COMMIT, truncate, shift): a metaserver reply whose request left
+	 * before then may predate that size and must not take it back.
+	 */
+	uint64_t size_clock;
 	uint64_t ms_size;		/* size the metaserver last reported */
 	uint64_t pending_size;		/* size including this client's uncommitted writes */
 	int64_t mtime_ns;		/* of the last uncommitted write */
@@ -227,6 +233,17 @@ void inode_put(struct inode_table *t, struct rdfs_inode *in);
 int inode_block_written_here(const struct rdfs_inode *in, uint64_t start, uint64_t end);
 /* Under in->lock: the size reads are clamped to (write-behind data included). */
 uint64_t inode_size(const struct rdfs_inode *in);
+/*
+ * Replies older than a size: size_clock_now() before a metaserver request
+ * whose reply tells a file's size; inode_reply_predates(in, then) under
+ * in->lock when it is applied: 1 if this client settled the size since
+ * (inode_size_settled(), under in->lock, when its COMMIT or truncate is done),
+ * and the size the reply tells is then not taken: ours is newer (another
+ * client's change shows in the next reply).
+ */
+uint64_t size_clock_now(struct rdfs_client *c);
+void inode_size_settled(struct rdfs_client *c, struct rdfs_inode *in);
+int inode_reply_predates(const struct rdfs_inode *in, uint64_t then);
 /* Under in->lock: drop everything at or past @size (truncate). */
 void inode_truncate_state(struct rdfs_inode *in, uint64_t size);
 /* Under in->lock: forget the layout and what it implies (close-to-open). */
@@ -307,6 +324,7 @@ struct rdfs_client {
 	struct rdfs_peer **ios;
 	size_t n_ios;
 	struct inode_table itab;
+	uint64_t size_clock;		/* atomic; ticks at each size this client settles */
 	struct rdfs_client_stats stats;	/* atomic counters */
 	struct placed_pool placed;	/* rdma_mode write destinations */
 	struct dir_attr_cache dattr;
@@ -377,8 +395,11 @@ int ms_file_call(struct rdfs_file *f, uint16_t op, const ProtobufCMessage *req,
 
 void cred_to_pb(const struct rdfs_cred *cr, Rdfs__Cred *pb);
 void attr_to_stat(const Rdfs__Attr *a, struct stat *st);
-/* Update the inode state of @ino (if known here) from @a; adjust st_size to the pending size. */
-void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st);
+/*
+ * Update the inode state of @ino (if known here) from @a, a reply to a request
+ * that left at size clock @then; adjust st_size to the pending size.
+ */
+void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, uint64_t then, struct stat *st);
 /* 0, or the errno every operation taking a directory entry name reports for @name. */
 int name_check(const char *name);
 

@@ -54,6 +54,7 @@ static int dir_fetch(struct rdfs_dir *d)
 	Rdfs__ReaddirReply *rep = NULL;
 	Rdfs__Cred cred;
 	size_t i, before = d->n;
+	uint64_t then = size_clock_now(d->c);
 	int ret;
 
 	cred_to_pb(&d->cred, &cred);
@@ -117,7 +118,8 @@ static int dir_fetch(struct rdfs_dir *d)
 			d->page_has[d->page_n] = de->attr && de->attr->ino == de->ino &&
 						 (de->attr->mode & S_IFMT) == (mode_t)e->type << 12;
 			if (d->page_has[d->page_n])
-				attr_note(d->c, de->attr, &d->page_st[d->page_n]);
+				attr_note(d->c, de->attr, then,
+					  &d->page_st[d->page_n]);
 			d->page_n++;
 		}
 		d->n++;

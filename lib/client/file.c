@@ -15,11 +15,13 @@
 /* The metaserver takes at most this many ranges in one COMMIT. */
 #define COMMIT_MAX_RANGES	4096
 
+/* @then: the size clock when the request @a answers left (attr_note()). */
 static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdfs__Attr *a,
-		    int flags, uint64_t handle, uint64_t gen, struct rdfs_file **out)
+		    int flags, uint64_t handle, uint64_t gen, uint64_t then, struct rdfs_file **out)
 {
 	struct rdfs_file *f = calloc(1, sizeof(*f));
 	struct rdfs_inode *in;
+	int stale;
 
 	if (!f)
 		return -ENOMEM;
@@ -43,16 +45,20 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 	in->open_count++;
 	if ((flags & O_ACCMODE) != O_RDONLY)
 		in->write_opens++;
-	in->ms_size = a->size;
+	stale = inode_reply_predates(in, then);
+	if (!stale)
+		in->ms_size = a->size;
 	if (a->chunk_size)
 		in->chunk_size = a->chunk_size;
 	/*
 	 * Close-to-open: what another client committed since we cached it counts
-	 * now, unless our own uncommitted writes are newer than the metaserver.
+	 * now, unless our own uncommitted writes are newer than the metaserver
+	 * (or a size we settled since the OPEN left).
 	 */
 	if (!in->dirty) {
 		inode_drop_layout(in);
-		in->pending_size = a->size;
+		if (!stale)
+			in->pending_size = a->size;
 		inode_data_changed(in);
 	}
 	pthread_mutex_unlock(&in->lock);
@@ -97,7 +103,8 @@ static int file_trunc(struct rdfs_file *f, struct stat *st)
 /* The open file an OPEN or open-creating MKNOD reply (@rep, freed here) describes. */
 static int file_open_reply(struct rdfs_client *c, const struct rdfs_cred *cr,
 			   ProtobufCMessage *rep, const Rdfs__Attr *attr, uint64_t handle,
-			   int flags, uint64_t gen, struct stat *st, struct rdfs_file **out)
+			   int flags, uint64_t gen, uint64_t then, struct stat *st,
+			   struct rdfs_file **out)
 {
 	struct rdfs_file *f;
 	int ret;
@@ -106,9 +113,9 @@ static int file_open_reply(struct rdfs_client *c, const struct rdfs_cred *cr,
 		protobuf_c_message_free_unpacked(rep, NULL);
 		return -EPROTO;
 	}
-	ret = file_new(c, cr, attr, flags, handle, gen, &f);
+	ret = file_new(c, cr, attr, flags, handle, gen, then, &f);
 	if (ret == 0)
-		attr_note(c, attr, st);
+		attr_note(c, attr, then, st);
 	protobuf_c_message_free_unpacked(rep, NULL);
 	if (ret)
 		return ret;
@@ -128,7 +135,7 @@ int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, i
 	Rdfs__OpenReply *rep = NULL;
 	Rdfs__Cred cred;
 	struct stat tmp;
-	uint64_t gen = 0;
+	uint64_t gen = 0, then;
 	int ret;
 
 	if (!st)
@@ -137,10 +144,12 @@ int rdfs_open(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino, i
 	req.cred = &cred;
 	req.ino = ino;
 	req.flags = flags;
+	then = size_clock_now(c);
 	ret = ms_call_gen(c, RDFS_OP_OPEN, &req.base, &rdfs__open_reply__descriptor, &rep, 0, &gen);
 	if (ret)
 		return ret;
-	return file_open_reply(c, cr, &rep->base, rep->attr, rep->handle, flags, gen, st, out);
+	return file_open_reply(c, cr, &rep->base, rep->attr, rep->handle, flags, gen, then, st,
+			       out);
 }
 
 int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t parent,
@@ -150,7 +159,7 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 	Rdfs__EntryReply *rep = NULL;
 	Rdfs__Cred cred;
 	struct stat tmp;
-	uint64_t gen = 0;
+	uint64_t gen = 0, then;
 	int ret = name_check(name);
 
 	if (ret)
@@ -170,13 +179,14 @@ int rdfs_create(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t pare
 	req.exclusive = !!(flags & O_EXCL);
 	req.open = 1;
 	req.open_flags = flags;
+	then = size_clock_now(c);
 	ret = ms_call_gen(c, RDFS_OP_MKNOD, &req.base, &rdfs__entry_reply__descriptor, &rep, 0,
 			  &gen);
 	if (ret)
 		return ret;
 	dir_attr_note(c, rep->parent_attr);
 	return file_open_reply(c, cr, &rep->base, rep->attr, rep->handle,
-			       flags & ~(O_CREAT | O_EXCL), gen, st, out);
+			       flags & ~(O_CREAT | O_EXCL), gen, then, st, out);
 }
 
 /* COMMIT this client's writes of @f's inode, if it has any. Under in->commit_lock. */
@@ -256,6 +266,7 @@ static int file_commit(struct rdfs_file *f)
 		range_set_remove(&in->uncommitted, snap.r[i].start, snap.r[i].end);
 	range_set_merge(&in->committed, &snap);
 	in->commits++;
+	inode_size_settled(f->c, in);
 	/* writes (or a truncate) that came in during the COMMIT are for the next one */
 	in->dirty = in->uncommitted.n || in->pending_size != req.size ||
 		    in->mtime_ns != req.mtime_ns;

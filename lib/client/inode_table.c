@@ -143,6 +143,21 @@ uint64_t inode_size(const struct rdfs_inode *in)
 	return in->wb_end > size ? in->wb_end : size;
 }
 
+uint64_t size_clock_now(struct rdfs_client *c)
+{
+	return __atomic_load_n(&c->size_clock, __ATOMIC_ACQUIRE);
+}
+
+void inode_size_settled(struct rdfs_client *c, struct rdfs_inode *in)
+{
+	in->size_clock = __atomic_add_fetch(&c->size_clock, 1, __ATOMIC_ACQ_REL);
+}
+
+int inode_reply_predates(const struct rdfs_inode *in, uint64_t then)
+{
+	return in->size_clock > then;
+}
+
 void inode_data_changed(struct rdfs_inode *in)
 {
 	__atomic_add_fetch(&in->data_gen, 1, __ATOMIC_RELEASE);

@@ -433,14 +433,15 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	Rdfs__LayoutReq req = RDFS__LAYOUT_REQ__INIT;
 	Rdfs__LayoutReply *rep = NULL;
 	Rdfs__Cred cred;
-	uint64_t commits, changes;
+	uint64_t commits, changes, then;
 	size_t i;
-	int ret;
+	int ret, stale;
 
 	pthread_mutex_lock(&in->lock);
 	commits = in->commits;
 	changes = in->layout.changes;
 	pthread_mutex_unlock(&in->lock);
+	then = size_clock_now(c);
 	cred_to_pb(f ? &f->cred : cr, &cred);
 	req.cred = &cred;
 	req.ino = in->ino;
@@ -488,9 +489,13 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 			in->layout_inc = RDFS_INCARNATION_MIXED;
 		in->layout_inc_seq++;
 	}
-	in->ms_size = rep->size;
-	if (!in->dirty)
-		in->pending_size = rep->size;
+	/* answered before a size this client settled since: ours is newer */
+	stale = inode_reply_predates(in, then);
+	if (!stale) {
+		in->ms_size = rep->size;
+		if (!in->dirty)
+			in->pending_size = rep->size;
+	}
 	if (rep->chunk_size)
 		in->chunk_size = rep->chunk_size;
 	/*

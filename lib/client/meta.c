@@ -54,10 +54,11 @@ void attr_to_stat(const Rdfs__Attr *a, struct stat *st)
 	ns_to_timespec(a->ctime_ns, &st->st_ctim);
 }
 
-void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st)
+void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, uint64_t then, struct stat *st)
 {
 	struct rdfs_inode *in;
 	struct stat tmp;
+	int stale;
 
 	if (!st)
 		st = &tmp;
@@ -68,7 +69,12 @@ void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st)
 	if (!in)
 		return;
 	pthread_mutex_lock(&in->lock);
-	in->ms_size = a->size;
+	/* answered before a size this client settled since: ours is newer */
+	stale = inode_reply_predates(in, then);
+	if (stale)
+		st->st_size = in->ms_size;
+	else
+		in->ms_size = a->size;
 	if (a->chunk_size)
 		in->chunk_size = a->chunk_size;
 	/* our own uncommitted writes count, as they would on a local file system */
@@ -80,7 +86,7 @@ void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, struct stat *st)
 		ns_to_timespec(in->mtime_ns, &st->st_mtim);
 		st->st_ctim = st->st_mtim;
 	}
-	if (!in->dirty)
+	if (!in->dirty && !stale)
 		in->pending_size = a->size;
 	pthread_mutex_unlock(&in->lock);
 	inode_put(&c->itab, in);
@@ -90,6 +96,7 @@ static int entry_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage
 		      unsigned int flags, struct stat *st)
 {
 	Rdfs__EntryReply *rep = NULL;
+	uint64_t then = size_clock_now(c);
 	int ret;
 
 	ret = ms_call(c, op, req, &rdfs__entry_reply__descriptor, &rep, flags);
@@ -98,7 +105,7 @@ static int entry_call(struct rdfs_client *c, uint16_t op, const ProtobufCMessage
 	if (!rep->attr) {
 		ret = -EPROTO;
 	} else {
-		attr_note(c, rep->attr, st);
+		attr_note(c, rep->attr, then, st);
 		dir_attr_note(c, rep->parent_attr);
 	}
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -152,6 +159,7 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 	Rdfs__GetattrReq req = RDFS__GETATTR_REQ__INIT;
 	Rdfs__AttrReply *rep = NULL;
 	Rdfs__Cred cred;
+	uint64_t then;
 	int ret;
 
 	if (dir_attr_take(c, ino, st))
@@ -159,6 +167,7 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 	cred_to_pb(cr, &cred);
 	req.cred = &cred;
 	req.ino = ino;
+	then = size_clock_now(c);
 	ret = ms_call(c, RDFS_OP_GETATTR, &req.base, &rdfs__attr_reply__descriptor, &rep,
 		      MS_IDEMPOTENT);
 	if (ret)
@@ -166,7 +175,7 @@ int rdfs_getattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 	if (!rep->attr)
 		ret = -EPROTO;
 	else
-		attr_note(c, rep->attr, st);
+		attr_note(c, rep->attr, then, st);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return ret;
 }

@@ -115,7 +115,7 @@ int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 	Rdfs__AttrReply *rep = NULL;
 	struct rdfs_inode *in = NULL;
 	Rdfs__Cred cred;
-	uint64_t old_size;
+	uint64_t old_size, then;
 	int ret;
 
 	dir_attr_forget(c, ino);
@@ -146,6 +146,7 @@ int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 			goto out;
 	}
 
+	then = size_clock_now(c);
 	if (f)
 		ret = ms_file_call(f, RDFS_OP_SETATTR, &req.base, &req.handle,
 				   &rdfs__attr_reply__descriptor, &rep, MS_IDEMPOTENT);
@@ -160,10 +161,11 @@ int rdfs_setattr(struct rdfs_client *c, const struct rdfs_cred *cr, uint64_t ino
 		inode_truncate_state(in, in_st->st_size);
 		if (rep->attr)
 			in->ms_size = rep->attr->size;
+		inode_size_settled(c, in);
 		pthread_mutex_unlock(&in->lock);
 	}
 	if (rep->attr)
-		attr_note(c, rep->attr, out);
+		attr_note(c, rep->attr, then, out);
 	else if (out)
 		ret = rdfs_getattr(c, cr, ino, out);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -242,6 +244,7 @@ static int shift_range(struct rdfs_file *f, int insert, uint64_t off, uint64_t l
 		in->ms_size = rep->attr->size;
 		if (!in->dirty)
 			in->pending_size = rep->attr->size;
+		inode_size_settled(f->c, in);
 	}
 	inode_data_changed(in);
 	pthread_mutex_unlock(&in->lock);

@@ -258,7 +258,7 @@ TEST(ClientFail, AttrFromBeforeAnInFlightCommitKeepsOurSize)
 	old.mode = S_IFREG | 0644;
 	old.nlink = 1;
 	old.size = 0;
-	attr_note(c, &old, &st);
+	attr_note(c, &old, size_clock_now(c), &st);
 	EXPECT_EQ(st.st_size, (off_t)data.size());
 	EXPECT_EQ(rdfs_file_size(f), data.size());
 
