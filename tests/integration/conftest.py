@@ -165,7 +165,11 @@ def run(cmd, timeout=120, check=True, **kw):
 
 
 def _port_free(port):
+    """Nobody listens on @port: a connection of a cluster gone in TIME_WAIT there
+    does not count, since the servers bind with SO_REUSEADDR too (without it
+    a worker starting clusters every few seconds ran out of bases)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", port))
         return True

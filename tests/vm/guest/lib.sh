@@ -13,6 +13,8 @@
 #   vm_drop_caches                      drop the guest's page cache (FUSE included)
 #   vm_has_option CMD... -- OPTION      CMD's --help mentions OPTION
 #   vm_lc_dir NAME                      a fresh directory for a local cluster
+#   vm_pytest_workers                   pytest options for RDFS_VM_PYTEST_WORKERS
+#                                       (default 2) xdist workers, a file each
 #
 # Exit status 77 means "skipped" as in automake's test driver.
 
@@ -94,4 +96,15 @@ vm_lc_dir() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	echo "$dir"
+}
+
+# Two pytest-xdist workers, a test file each at a time, as the host's make
+# test-integration: under TCG most of a test's time is a cluster starting or
+# a timeout running out, not both vCPUs busy. Nothing when xdist is missing
+# or RDFS_VM_PYTEST_WORKERS is 0 or 1 (one process, as before).
+vm_pytest_workers() {
+	n=${RDFS_VM_PYTEST_WORKERS:-2}
+	[ "$n" -ge 2 ] 2>/dev/null || return 0
+	python3 -c 'import xdist' 2>/dev/null || return 0
+	echo "-n $n --dist loadfile"
 }
