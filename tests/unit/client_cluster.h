@@ -43,19 +43,37 @@ inline std::string bin_dir()
 	return b ? b : "build/bin";
 }
 
-// A port nobody listens on right now (the kernel picks it).
+// A port nobody uses right now, below the kernel's ephemeral range: a port
+// the kernel picked there could be taken as the local end of any outgoing
+// connection (the other test shard's clients) before the server binds it,
+// and a server that cannot bind never comes up.
 inline int free_port()
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {};
-	socklen_t len = sizeof(a);
+	static std::mt19937 rnd(std::random_device{}());
+	int low = 32768, high = 60999;
+	FILE *r = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	bind(fd, (struct sockaddr *)&a, sizeof(a));
-	getsockname(fd, (struct sockaddr *)&a, &len);
-	close(fd);
-	return ntohs(a.sin_port);
+	if (r) {
+		if (fscanf(r, "%d %d", &low, &high) != 2)
+			low = 32768;
+		fclose(r);
+	}
+	if (low <= 11000)
+		low = 32768;
+	for (;;) {
+		int port = 10000 + (int)(rnd() % (unsigned)(low - 10000));
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = {};
+		int ok;
+
+		a.sin_family = AF_INET;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		a.sin_port = htons(port);
+		ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(fd);
+		if (ok)
+			return port;
+	}
 }
 
 inline pid_t spawn(const std::vector<std::string> &args, const std::string &log)
