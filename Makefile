@@ -324,7 +324,10 @@ TSAN_BINS  := $(BUILD)-tsan/tests/test_lib $(BUILD)-tsan/tests/test_client
 # Left out under TSan (run plain and under ASan): the failure scenarios of
 # files with copies that mostly wait out timeouts and fences. They cost 90 of
 # test_client's 180 s under TSan, and their client paths run in its other tests.
-TSAN_SKIP  := ClientCopies.HungServerIsRoutedAroundAfterTheTimeout:ClientCopies.ServerKilledMidReadCostsTheReaderNothing:ClientCopies.RebalanceEvensOutANewServerWhileAFileIsWritten:StableAndUnstable/ClientCopiesWrite.*
+# Also ClientStaleReply.*: they hold the inode table lock across a COMMIT on
+# purpose (to apply a reply late), an order the library never takes, which
+# TSan reports as a lock-order inversion.
+TSAN_SKIP  := ClientStaleReply.*:ClientCopies.HungServerIsRoutedAroundAfterTheTimeout:ClientCopies.ServerKilledMidReadCostsTheReaderNothing:ClientCopies.RebalanceEvensOutANewServerWhileAFileIsWritten:StableAndUnstable/ClientCopiesWrite.*
 test-tsan:
 	$(MAKE) -j$(JOBS) BUILD=$(BUILD)-tsan CFLAGS="$(TSAN_FLAGS)" CXXFLAGS="$(subst -O1,-O0,$(TSAN_FLAGS))" \
 		LDFLAGS="-fsanitize=thread" $(TSAN_BINS)
