@@ -255,7 +255,10 @@ public:
 		for (auto &p : ios_pids)
 			kill_wait(p);
 		kill_wait(ms_pid);
-		if (!dir.empty() && !getenv("RDFS_KEEP_TEST_DIR"))
+		// a failed test keeps its servers' logs (they say why a cluster never came up)
+		if (!dir.empty() && ::testing::Test::HasFailure())
+			fprintf(stderr, "kept for its logs: %s\n", dir.c_str());
+		else if (!dir.empty() && !getenv("RDFS_KEEP_TEST_DIR"))
 			std::system(("rm -rf '" + dir + "'").c_str());
 		dir.clear();
 	}
