@@ -235,15 +235,16 @@ int inode_block_written_here(const struct rdfs_inode *in, uint64_t start, uint64
 uint64_t inode_size(const struct rdfs_inode *in);
 /*
  * Replies older than a size: size_clock_now() before a metaserver request
- * whose reply tells a file's size; inode_reply_predates(in, then) under
- * in->lock when it is applied: 1 if this client settled the size since
- * (inode_size_settled(), under in->lock, when its COMMIT or truncate is done),
- * and the size the reply tells is then not taken: ours is newer (another
- * client's change shows in the next reply).
+ * whose reply tells a file's size; inode_note_ms_size(in, size, then) under
+ * in->lock when it is applied takes @size as the metaserver's (and as the
+ * pending size, if nothing is uncommitted) unless this client settled the
+ * size since (inode_size_settled(), under in->lock, when its COMMIT or
+ * truncate is done): ours is newer then, and another client's change shows
+ * in the next reply. Returns 1 if @size was taken.
  */
 uint64_t size_clock_now(struct rdfs_client *c);
 void inode_size_settled(struct rdfs_client *c, struct rdfs_inode *in);
-int inode_reply_predates(const struct rdfs_inode *in, uint64_t then);
+int inode_note_ms_size(struct rdfs_inode *in, uint64_t size, uint64_t then);
 /* Under in->lock: drop everything at or past @size (truncate). */
 void inode_truncate_state(struct rdfs_inode *in, uint64_t size);
 /* Under in->lock: forget the layout and what it implies (close-to-open). */

@@ -21,7 +21,6 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 {
 	struct rdfs_file *f = calloc(1, sizeof(*f));
 	struct rdfs_inode *in;
-	int stale;
 
 	if (!f)
 		return -ENOMEM;
@@ -45,9 +44,7 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 	in->open_count++;
 	if ((flags & O_ACCMODE) != O_RDONLY)
 		in->write_opens++;
-	stale = inode_reply_predates(in, then);
-	if (!stale)
-		in->ms_size = a->size;
+	inode_note_ms_size(in, a->size, then);
 	if (a->chunk_size)
 		in->chunk_size = a->chunk_size;
 	/*
@@ -57,8 +54,6 @@ static int file_new(struct rdfs_client *c, const struct rdfs_cred *cr, const Rdf
 	 */
 	if (!in->dirty) {
 		inode_drop_layout(in);
-		if (!stale)
-			in->pending_size = a->size;
 		inode_data_changed(in);
 	}
 	pthread_mutex_unlock(&in->lock);

@@ -153,9 +153,14 @@ void inode_size_settled(struct rdfs_client *c, struct rdfs_inode *in)
 	in->size_clock = __atomic_add_fetch(&c->size_clock, 1, __ATOMIC_ACQ_REL);
 }
 
-int inode_reply_predates(const struct rdfs_inode *in, uint64_t then)
+int inode_note_ms_size(struct rdfs_inode *in, uint64_t size, uint64_t then)
 {
-	return in->size_clock > then;
+	if (in->size_clock > then)
+		return 0;
+	in->ms_size = size;
+	if (!in->dirty)
+		in->pending_size = size;
+	return 1;
 }
 
 void inode_data_changed(struct rdfs_inode *in)

@@ -435,7 +435,7 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 	Rdfs__Cred cred;
 	uint64_t commits, changes, then;
 	size_t i;
-	int ret, stale;
+	int ret;
 
 	pthread_mutex_lock(&in->lock);
 	commits = in->commits;
@@ -489,13 +489,7 @@ static int layout_fetch(struct rdfs_client *c, struct rdfs_inode *in, struct rdf
 			in->layout_inc = RDFS_INCARNATION_MIXED;
 		in->layout_inc_seq++;
 	}
-	/* answered before a size this client settled since: ours is newer */
-	stale = inode_reply_predates(in, then);
-	if (!stale) {
-		in->ms_size = rep->size;
-		if (!in->dirty)
-			in->pending_size = rep->size;
-	}
+	inode_note_ms_size(in, rep->size, then);
 	if (rep->chunk_size)
 		in->chunk_size = rep->chunk_size;
 	/*

@@ -58,7 +58,6 @@ void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, uint64_t then, struct
 {
 	struct rdfs_inode *in;
 	struct stat tmp;
-	int stale;
 
 	if (!st)
 		st = &tmp;
@@ -70,11 +69,8 @@ void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, uint64_t then, struct
 		return;
 	pthread_mutex_lock(&in->lock);
 	/* answered before a size this client settled since: ours is newer */
-	stale = inode_reply_predates(in, then);
-	if (stale)
+	if (!inode_note_ms_size(in, a->size, then))
 		st->st_size = in->ms_size;
-	else
-		in->ms_size = a->size;
 	if (a->chunk_size)
 		in->chunk_size = a->chunk_size;
 	/* our own uncommitted writes count, as they would on a local file system */
@@ -86,8 +82,6 @@ void attr_note(struct rdfs_client *c, const Rdfs__Attr *a, uint64_t then, struct
 		ns_to_timespec(in->mtime_ns, &st->st_mtim);
 		st->st_ctim = st->st_mtim;
 	}
-	if (!in->dirty && !stale)
-		in->pending_size = a->size;
 	pthread_mutex_unlock(&in->lock);
 	inode_put(&c->itab, in);
 }

@@ -50,11 +50,11 @@ inline std::string bin_dir()
 inline int free_port()
 {
 	static std::mt19937 rnd(std::random_device{}());
-	int low = 32768, high = 60999;
+	int low = 32768;
 	FILE *r = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
 	if (r) {
-		if (fscanf(r, "%d %d", &low, &high) != 2)
+		if (fscanf(r, "%d", &low) != 1)
 			low = 32768;
 		fclose(r);
 	}
