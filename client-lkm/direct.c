@@ -254,6 +254,13 @@ ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle)
 				break;
 			atomic64_add(got, &rdfs_stats.direct_bounced_bytes);
 		}
+		/*
+		 * The size first, then the range: a commit that takes the range
+		 * (rdfs_commit, from any context) reads the size after it and so
+		 * sends the size that covers the range's bytes.
+		 */
+		if (pos + got > i_size_read(inode))
+			i_size_write(inode, pos + got);
 		spin_lock(&ri->lock);
 		ri->dirty_first = min_t(u64, ri->dirty_first, pos >> PAGE_SHIFT);
 		ri->dirty_end = max_t(u64, ri->dirty_end, DIV_ROUND_UP(pos + got, PAGE_SIZE));
@@ -261,8 +268,6 @@ ssize_t rdfs_direct_write(struct kiocb *iocb, struct iov_iter *from, u64 handle)
 		pos += got;
 		done += got;
 		left -= got;
-		if (pos > i_size_read(inode))
-			i_size_write(inode, pos);
 		if (got < n) {
 			err = -EFAULT;
 			break;

@@ -134,10 +134,11 @@ int rdfs_commit(struct inode *inode, u64 handle)
 	cm.end_block = ri->dirty_end;
 	ri->dirty_first = U64_MAX;
 	ri->dirty_end = 0;
+	/* read after the range is taken: a writer raises the size before it adds to the range */
+	cm.size = i_size_read(inode);
 	spin_unlock(&ri->lock);
 	if (!cm.end_block)
 		return 0;
-	cm.size = i_size_read(inode);
 	cm.mtime_ns = timespec64_to_ns(&inode->i_mtime);
 	rdfs_call_init(&c, RDFS_DEV_COMMIT, inode->i_ino, handle);
 	rdfs_call_arg(&c, &cm, sizeof(cm));
